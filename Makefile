@@ -1,0 +1,138 @@
+# lockscope top-level Makefile. `make help` lists the targets.
+OUTPUT ?= build
+PREFIX ?= /usr/local
+DESTDIR ?=
+WERROR ?= 1
+VMLINUX_BTF ?= /sys/kernel/btf/vmlinux
+
+CC ?= cc
+CLANG ?= clang
+BPFTOOL ?= bpftool
+PYTHON ?= python3
+ARCH := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
+
+ifeq ($(V),1)
+Q =
+msg =
+else
+Q = @
+msg = @printf '  %-8s %s\n' "$(1)" "$(2)";
+endif
+
+WARN := -Wall -Wextra
+ifeq ($(WERROR),1)
+WARN += -Werror
+endif
+
+CFLAGS ?= -O2 -g
+CFLAGS += $(WARN) -std=gnu11 -D_GNU_SOURCE -fno-omit-frame-pointer -MMD -MP \
+	  -I$(OUTPUT) -Ibpf -Idaemon
+LIBS := -lbpf -lelf -lz -lcjson -lm
+BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) $(WARN) -Wno-unused-function -Wno-unused-parameter \
+	      -I$(OUTPUT) -Ibpf
+
+BPF_APPS := klock
+BPF_OBJS := $(patsubst %,$(OUTPUT)/%.bpf.o,$(BPF_APPS))
+SKELS := $(patsubst %,$(OUTPUT)/%.skel.h,$(BPF_APPS))
+
+# The engine: everything the daemon and `lockscope scan` (embedded) share.
+ENGINE_SRCS := $(filter-out daemon/main.c,$(wildcard daemon/*.c))
+ENGINE_OBJS := $(patsubst daemon/%.c,$(OUTPUT)/daemon/%.o,$(ENGINE_SRCS))
+CLI_SRCS := $(wildcard cli/*.c)
+CLI_OBJS := $(patsubst cli/%.c,$(OUTPUT)/cli/%.o,$(CLI_SRCS))
+UNIT_SRCS := $(wildcard tests/unit/test_*.c)
+UNIT_BINS := $(patsubst tests/unit/%.c,$(OUTPUT)/tests/%,$(UNIT_SRCS))
+WORKLOAD_SRCS := $(wildcard tests/workloads/*.c)
+WORKLOADS := $(patsubst tests/workloads/%.c,$(OUTPUT)/workloads/%,$(WORKLOAD_SRCS))
+
+.PHONY: all clean deps test unit-test integration-test install demo bench help
+.DELETE_ON_ERROR:
+.SECONDARY:
+
+all: $(OUTPUT)/lockscoped $(OUTPUT)/lockscope $(WORKLOADS)
+
+help:
+	@echo "make [all]          build daemon, CLI and workloads into $(OUTPUT)/"
+	@echo "make deps           install build and test dependencies (Debian/Ubuntu, root)"
+	@echo "make test           unit tests, then integration tests with real BPF (root)"
+	@echo "make demo           start lockscoped on a contention demo and show lockscope top"
+	@echo "make install        install into DESTDIR/PREFIX"
+	@echo "options: V=1 WERROR=0 OUTPUT=dir VMLINUX_BTF=path CLANG=clang-16"
+
+deps:
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+		make gcc clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config \
+		libcjson-dev libcmocka-dev python3 python3-pytest linux-perf bpftrace
+
+$(OUTPUT) $(OUTPUT)/daemon $(OUTPUT)/cli $(OUTPUT)/tests $(OUTPUT)/workloads:
+	$(Q)mkdir -p $@
+
+$(OUTPUT)/vmlinux.h: | $(OUTPUT)
+	$(call msg,GEN,$@)
+	$(Q)command -v $(BPFTOOL) >/dev/null || { echo "bpftool not found: run 'make deps' (Debian package bpftool)" >&2; exit 1; }
+	$(Q)test -r $(VMLINUX_BTF) || { echo "no kernel BTF at $(VMLINUX_BTF): use a kernel with CONFIG_DEBUG_INFO_BTF=y or set VMLINUX_BTF=" >&2; exit 1; }
+	$(Q)$(BPFTOOL) btf dump file $(VMLINUX_BTF) format c > $@
+
+$(OUTPUT)/%.bpf.o: bpf/%.bpf.c $(OUTPUT)/vmlinux.h bpf/lockscope.h bpf/common.bpf.h bpf/%.h | $(OUTPUT)
+	$(call msg,BPF,$@)
+	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@.tmp
+	$(Q)$(BPFTOOL) gen object $@ $@.tmp && rm -f $@.tmp
+
+$(OUTPUT)/%.skel.h: $(OUTPUT)/%.bpf.o
+	$(call msg,GEN-SKEL,$@)
+	$(Q)$(BPFTOOL) gen skeleton $< > $@
+
+$(OUTPUT)/daemon/%.o: daemon/%.c $(SKELS) | $(OUTPUT)/daemon
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) -c $< -o $@
+
+$(OUTPUT)/cli/%.o: cli/%.c $(SKELS) | $(OUTPUT)/cli
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) -Icli -c $< -o $@
+
+$(OUTPUT)/libengine.a: $(ENGINE_OBJS)
+	$(call msg,AR,$@)
+	$(Q)$(AR) rcs $@ $^
+
+$(OUTPUT)/lockscoped: $(OUTPUT)/daemon/main.o $(OUTPUT)/libengine.a
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(LDFLAGS) $^ $(LIBS) -o $@
+
+$(OUTPUT)/lockscope: $(CLI_OBJS) $(OUTPUT)/libengine.a
+	$(call msg,LINK,$@)
+	$(Q)$(CC) $(LDFLAGS) $^ $(LIBS) -o $@
+
+$(OUTPUT)/tests/test_%: tests/unit/test_%.c $(OUTPUT)/libengine.a $(CLI_OBJS) | $(OUTPUT)/tests
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) -Icli $< $(filter-out $(OUTPUT)/cli/main.o,$(CLI_OBJS)) \
+		$(OUTPUT)/libengine.a $(LIBS) -lcmocka -o $@
+
+$(OUTPUT)/workloads/%: tests/workloads/%.c | $(OUTPUT)/workloads
+	$(call msg,CC,$@)
+	$(Q)$(CC) -O2 -g $(WARN) -pthread $< -o $@
+
+unit-test: $(UNIT_BINS)
+	$(Q)set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t; done
+
+integration-test: all
+	$(Q)$(PYTHON) -m pytest -v tests/integration
+
+test: unit-test integration-test
+
+demo: all
+	$(Q)tests/demo.sh $(OUTPUT)
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/sbin
+	install -m 0755 $(OUTPUT)/lockscope $(DESTDIR)$(PREFIX)/bin/lockscope
+	install -m 0755 $(OUTPUT)/lockscoped $(DESTDIR)$(PREFIX)/sbin/lockscoped
+	install -d $(DESTDIR)$(PREFIX)/share/lockscope/schemas
+	install -m 0644 schemas/*.json $(DESTDIR)$(PREFIX)/share/lockscope/schemas/
+	install -d $(DESTDIR)/lib/systemd/system
+	install -m 0644 deploy/systemd/lockscoped.service $(DESTDIR)/lib/systemd/system/
+
+clean:
+	rm -rf $(OUTPUT)
+
+-include $(wildcard $(OUTPUT)/daemon/*.d $(OUTPUT)/cli/*.d $(OUTPUT)/tests/*.d)

@@ -1,0 +1,501 @@
+// SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
+/*
+ * klock: time every kernel lock contention (lock:contention_begin -> contention_end) and
+ * send one record per completed wait to the per-CPU ring buffers.
+ *
+ * Counting and timing are exact for every wait. Stacks are not: a kernel stack walk costs
+ * ~40x the rest of the program, so each lock has a token bucket that allows stack_rate
+ * stacks per second (per CPU) and each CPU a budget of cpu_stack_rate. A lock below its
+ * rate gets a stack on every wait; above it, a sample of its waits does, and the daemon
+ * scales each caller's share of the sample up to the exact totals of the same thread
+ * and lock (KLOCK_RF_SAMPLED marks the waits in the sample).
+ */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_tracing.h>
+#include "klock.h"
+#include "common.bpf.h"
+
+char LICENSE[] SEC("license") = "Dual BSD/GPL";
+
+#define NSEC_PER_SEC		1000000000ULL
+/* Low bits of mutex/rwsem owner words are flags (MUTEX_FLAGS, RWSEM_OWNER_FLAGS_MASK,
+ * RT_MUTEX_HAS_WAITERS); task_structs are cache-line aligned, so clearing 3 bits is safe
+ * on every layout. */
+#define OWNER_FLAGS_MASK	0x7UL
+#define RWSEM_READER_OWNED	0x1UL
+#define EEXIST			17	/* errno-base.h; vmlinux.h has no macros */
+
+/* Stack budgets, in nanoseconds of credit per stack; 0 turns stacks off. */
+const volatile __u64 lock_stack_cost_ns = NSEC_PER_SEC / KLOCK_DEF_STACK_RATE;
+const volatile __u64 cpu_stack_cost_ns = NSEC_PER_SEC / (10 * KLOCK_DEF_STACK_RATE);
+
+struct klock_pending {
+	__u64 lock;
+	__u64 begin_ns;
+	__u32 lcb_flags;
+	__u32 rec_flags;
+	__u32 nest;
+	__u32 pad;
+	__u32 owner_pid;
+	__u32 owner_tid;
+	char owner_comm[LS_COMM_LEN];
+};
+
+struct klock_slot {
+	__u32 depth;
+	__u32 pad;
+	struct klock_pending e[KLOCK_NEST_MAX];
+};
+
+/*
+ * Sleeping locks (mutex, rwsem, rt-mutex, percpu-rwsem): the waiter sleeps and may wake on
+ * another CPU, so the start time is keyed by thread. A preallocated hash, not task
+ * storage: an allocation inside a contention hook could recurse into the traced lock.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, KLOCK_DEF_MAX_THREADS);
+	__type(key, __u32);
+	__type(value, struct klock_slot);
+} thread_slots SEC(".maps");
+
+/* Spinning locks: the waiter cannot sleep or migrate until it has the lock, so a per-CPU
+ * slot is enough, and it nests as interrupts spin on other locks. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct klock_slot);
+} cpu_slots SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_STACK_TRACE);
+	__uint(max_entries, KLOCK_DEF_STACK_ENTRIES);
+	__type(key, __u32);
+	__uint(value_size, LS_MAX_STACK_DEPTH * sizeof(__u64));
+} stacks SEC(".maps");
+
+struct stack_bucket {
+	__u64 last_ns;
+	__u64 credit_ns;
+};
+
+/* Per lock and per CPU, so a bucket's credit never races. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_PERCPU_HASH);
+	__uint(max_entries, KLOCK_DEF_MAX_LOCKS);
+	__type(key, __u64);
+	__type(value, struct stack_bucket);
+} lock_buckets SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct stack_bucket);
+} cpu_bucket SEC(".maps");
+
+struct owner_stack {
+	__u32 nr;
+	__u32 pad;
+	__u64 ips[KLOCK_OWNER_STACK_DEPTH];
+};
+
+/* Owner stacks taken at begin, keyed by waiter tid until the wait's end copies them out. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, KLOCK_DEF_OWNER_STACKS);
+	__type(key, __u32);
+	__type(value, struct owner_stack);
+} owner_stacks SEC(".maps");
+
+static const struct klock_slot empty_slot;
+static const struct owner_stack empty_owner_stack;
+
+/* Kernels 6.2+; only the *_owner_stack program variants call them. */
+extern struct task_struct *bpf_task_from_pid(s32 pid) __ksym __weak;
+extern void bpf_task_release(struct task_struct *p) __ksym __weak;
+
+/* Layouts of the owner word: a plain kernel, and PREEMPT_RT where mutex and rwsem are
+ * built on rt_mutex_base. */
+struct mutex___plain {
+	atomic_long_t owner;
+} __attribute__((preserve_access_index));
+
+struct mutex___rt {
+	struct rt_mutex_base rtmutex;
+} __attribute__((preserve_access_index));
+
+struct rw_semaphore___plain {
+	atomic_long_t owner;
+} __attribute__((preserve_access_index));
+
+struct rwbase_rt___rt {
+	struct rt_mutex_base rtmutex;
+} __attribute__((preserve_access_index));
+
+struct rw_semaphore___rt {
+	struct rwbase_rt___rt rwbase;
+} __attribute__((preserve_access_index));
+
+static __always_inline bool is_spinning(__u32 flags)
+{
+	/* PREEMPT_RT's spinlock_t is SPIN|RT and sleeps; a mutex spins as MUTEX|SPIN first
+	 * and then sleeps as MUTEX on the same lock, in the same thread. */
+	return (flags & KLOCK_F_SPIN) && !(flags & (KLOCK_F_MUTEX | KLOCK_F_RT));
+}
+
+static __always_inline struct klock_slot *thread_slot(__u32 tid, bool create)
+{
+	struct klock_slot *slot = bpf_map_lookup_elem(&thread_slots, &tid);
+
+	if (slot || !create)
+		return slot;
+	if (bpf_map_update_elem(&thread_slots, &tid, &empty_slot, BPF_NOEXIST))
+		return NULL;
+	return bpf_map_lookup_elem(&thread_slots, &tid);
+}
+
+static __always_inline struct klock_slot *cpu_slot(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&cpu_slots, &zero);
+}
+
+static __always_inline void bucket_refill(struct stack_bucket *b, __u64 now)
+{
+	__u64 credit = b->credit_ns + (now - b->last_ns);
+
+	/* at most one second of credit: a quiet lock earns no backlog of stacks */
+	b->credit_ns = credit > NSEC_PER_SEC ? NSEC_PER_SEC : credit;
+	b->last_ns = now;
+}
+
+/* Whether this wait may take stacks: both its lock's and its CPU's bucket have credit. */
+static __always_inline bool sample_stack(__u64 lock, __u64 now)
+{
+	struct stack_bucket *lb, *cb, init = { .last_ns = now, .credit_ns = NSEC_PER_SEC };
+	__u32 zero = 0;
+
+	if (!lock_stack_cost_ns || !cpu_stack_cost_ns)
+		return false;
+	cb = bpf_map_lookup_elem(&cpu_bucket, &zero);
+	if (!cb)
+		return false;
+	lb = bpf_map_lookup_elem(&lock_buckets, &lock);
+	if (!lb) {
+		if (bpf_map_update_elem(&lock_buckets, &lock, &init, BPF_ANY))
+			ls_count(LS_DROP_SAMPLER_FULL);
+		lb = bpf_map_lookup_elem(&lock_buckets, &lock);
+		if (!lb)
+			return false;
+	}
+	bucket_refill(lb, now);
+	bucket_refill(cb, now);
+	if (lb->credit_ns < lock_stack_cost_ns || cb->credit_ns < cpu_stack_cost_ns)
+		return false;
+	lb->credit_ns -= lock_stack_cost_ns;
+	cb->credit_ns -= cpu_stack_cost_ns;
+	return true;
+}
+
+static __always_inline struct task_struct *lock_owner(__u64 lock, __u32 flags)
+{
+	unsigned long owner = 0;
+
+	if (flags & (KLOCK_F_SPIN | KLOCK_F_PERCPU)) {
+		/* spinlocks and rwlocks have no owner word; on PREEMPT_RT spinlock_t is RT|SPIN */
+		if (!(flags & KLOCK_F_RT))
+			return NULL;
+		owner = (unsigned long)BPF_CORE_READ((struct rt_mutex_base *)lock, owner);
+	} else if (flags & KLOCK_F_MUTEX) {
+		if (bpf_core_field_exists(((struct mutex___plain *)0)->owner))
+			owner = BPF_CORE_READ((struct mutex___plain *)lock, owner.counter);
+		else
+			owner = (unsigned long)BPF_CORE_READ((struct mutex___rt *)lock, rtmutex.owner);
+	} else if (flags & KLOCK_F_RT) {
+		owner = (unsigned long)BPF_CORE_READ((struct rt_mutex_base *)lock, owner);
+	} else if (flags & (KLOCK_F_READ | KLOCK_F_WRITE)) {
+		if (bpf_core_field_exists(((struct rw_semaphore___plain *)0)->owner)) {
+			owner = BPF_CORE_READ((struct rw_semaphore___plain *)lock, owner.counter);
+			/* reader-owned: the word names only the last reader, not an owner */
+			if (owner & RWSEM_READER_OWNED)
+				return NULL;
+		} else {
+			owner = (unsigned long)BPF_CORE_READ((struct rw_semaphore___rt *)lock,
+							     rwbase.rtmutex.owner);
+		}
+	}
+	return (struct task_struct *)(owner & ~OWNER_FLAGS_MASK);
+}
+
+static __always_inline void read_owner(struct klock_pending *e, __u64 lock, __u32 flags)
+{
+	struct task_struct *owner = lock_owner(lock, flags);
+
+	e->owner_pid = 0;
+	e->owner_tid = 0;
+	if (!owner)
+		return;
+	e->owner_tid = BPF_CORE_READ(owner, pid);
+	e->owner_pid = BPF_CORE_READ(owner, tgid);
+	if (!e->owner_tid)
+		return;
+	BPF_CORE_READ_STR_INTO(&e->owner_comm, owner, comm);
+	e->rec_flags |= KLOCK_RF_OWNER;
+}
+
+static __always_inline void take_owner_stack(__u32 tid, struct klock_pending *e)
+{
+	struct owner_stack *os;
+	struct task_struct *t;
+	long n;
+
+	if (bpf_map_update_elem(&owner_stacks, &tid, &empty_owner_stack, BPF_ANY)) {
+		ls_count(LS_DROP_OWNER_STACK);
+		return;
+	}
+	os = bpf_map_lookup_elem(&owner_stacks, &tid);
+	if (!os)
+		return;
+	t = bpf_task_from_pid(e->owner_tid);
+	if (!t) {	/* the owner exited or released in between */
+		ls_count(LS_DROP_OWNER_STACK);
+		bpf_map_delete_elem(&owner_stacks, &tid);
+		return;
+	}
+	n = bpf_get_task_stack(t, os->ips, sizeof(os->ips), 0);
+	bpf_task_release(t);
+	if (n <= 0) {
+		ls_count(LS_DROP_OWNER_STACK);
+		bpf_map_delete_elem(&owner_stacks, &tid);
+		return;
+	}
+	os->nr = n / sizeof(__u64);
+	e->rec_flags |= KLOCK_RF_OWNER_STACK;
+}
+
+static __always_inline int lock_contended(__u64 lock, __u32 flags, bool with_owner_stack)
+{
+	__u64 id = bpf_get_current_pid_tgid(), now;
+	__u32 tid = (__u32)id, depth;
+	bool spinning = is_spinning(flags);
+	struct klock_pending *e, *top;
+	struct klock_slot *slot;
+
+	if (!ls_tgid_wanted(id >> 32))
+		return 0;
+	slot = spinning ? cpu_slot() : thread_slot(tid, true);
+	if (!slot) {
+		ls_count(LS_DROP_SLOT_FULL);
+		return 0;
+	}
+	depth = slot->depth;
+	if (depth > 0 && depth <= KLOCK_NEST_MAX) {
+		top = &slot->e[(depth - 1) & (KLOCK_NEST_MAX - 1)];
+		/* the same lock again without an end: a mutex going from spinning to
+		 * sleeping; one wait, timed from its first begin */
+		if (top->lock == lock) {
+			top->lcb_flags = flags;
+			ls_count(LS_CNT_CONTINUED);
+			return 0;
+		}
+	}
+	if (depth >= KLOCK_NEST_MAX) {
+		ls_count(LS_DROP_NEST_DEPTH);
+		return 0;
+	}
+	now = bpf_ktime_get_ns();
+	e = &slot->e[depth & (KLOCK_NEST_MAX - 1)];
+	e->lock = lock;
+	e->begin_ns = now;
+	e->lcb_flags = flags;
+	e->nest = depth;
+	e->rec_flags = (depth ? KLOCK_RF_NESTED : 0) | (spinning ? KLOCK_RF_SPINNING : 0);
+	if (sample_stack(lock, now))
+		e->rec_flags |= KLOCK_RF_SAMPLED;
+	read_owner(e, lock, flags);
+	if (with_owner_stack && (e->rec_flags & KLOCK_RF_SAMPLED) && (e->rec_flags & KLOCK_RF_OWNER))
+		take_owner_stack(tid, e);
+	/* published last: contention_end from an interrupt only looks below depth */
+	slot->depth = depth + 1;
+	ls_count(LS_CNT_BEGIN);
+	return 0;
+}
+
+/* Removes the open wait on @lock from @slot into @out; false when there is none. */
+static __always_inline bool slot_pop(struct klock_slot *slot, __u64 lock, struct klock_pending *out)
+{
+	__u32 depth = slot->depth, i, found = KLOCK_NEST_MAX;
+
+	if (depth > KLOCK_NEST_MAX)
+		return false;
+	for (i = 0; i < KLOCK_NEST_MAX; i++) {
+		if (i < depth && slot->e[i].lock == lock)
+			found = i;
+	}
+	if (found >= KLOCK_NEST_MAX)
+		return false;
+	*out = slot->e[found];
+	/* close the gap so the slot stays a stack; only out-of-order ends move anything */
+	for (i = 0; i + 1 < KLOCK_NEST_MAX; i++) {
+		if (i >= found && i + 1 < depth)
+			slot->e[i] = slot->e[i + 1];
+	}
+	slot->depth = depth - 1;
+	return true;
+}
+
+static __always_inline bool find_wait(__u64 lock, __u32 tid, struct klock_pending *out)
+{
+	struct klock_slot *slot = cpu_slot();
+
+	if (slot && slot->depth > 0 && slot_pop(slot, lock, out))
+		return true;
+	slot = thread_slot(tid, false);
+	if (!slot || !slot_pop(slot, lock, out))
+		return false;
+	if (!slot->depth)
+		bpf_map_delete_elem(&thread_slots, &tid);
+	return true;
+}
+
+static __always_inline __u32 lock_name_flags(__u64 lock)
+{
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	struct sighand_struct *sighand;
+	struct mm_struct *mm;
+
+	mm = BPF_CORE_READ(task, mm);
+	if (mm && lock == (__u64)mm + bpf_core_field_offset(struct mm_struct, mmap_lock))
+		return KLOCK_RF_MMAP_LOCK;
+	sighand = BPF_CORE_READ(task, sighand);
+	if (sighand && lock == (__u64)sighand + bpf_core_field_offset(struct sighand_struct, siglock))
+		return KLOCK_RF_SIGLOCK;
+	return 0;
+}
+
+static __always_inline void copy_owner_stack(struct klock_wait_rec *r, __u32 tid)
+{
+	struct owner_stack *os = bpf_map_lookup_elem(&owner_stacks, &tid);
+
+	if (!os) {
+		r->rec_flags &= ~KLOCK_RF_OWNER_STACK;
+		r->owner_nr = 0;
+		return;
+	}
+	r->owner_nr = os->nr;
+	__builtin_memcpy(r->owner_ips, os->ips, sizeof(r->owner_ips));
+	bpf_map_delete_elem(&owner_stacks, &tid);
+	ls_count(LS_CNT_OWNER_STACKED);
+}
+
+static __always_inline void fill_record(struct klock_wait_rec *r, void *ctx, struct klock_pending *e,
+					__u64 id, __u64 now)
+{
+	__u32 tid = (__u32)id;
+
+	r->lock_addr = e->lock;
+	r->end_ns = now;
+	r->wait_ns = now - e->begin_ns;
+	r->pid = id >> 32;
+	r->tid = tid;
+	r->lcb_flags = e->lcb_flags;
+	r->rec_flags = e->rec_flags | lock_name_flags(e->lock);
+	r->nest = e->nest;
+	r->owner_pid = e->owner_pid;
+	r->owner_tid = e->owner_tid;
+	r->owner_nr = 0;
+	__builtin_memcpy(r->owner_comm, e->owner_comm, sizeof(r->owner_comm));
+	bpf_get_current_comm(&r->comm, sizeof(r->comm));
+	r->stack_id = -1;
+	if (e->rec_flags & KLOCK_RF_SAMPLED) {
+		long sid = bpf_get_stackid(ctx, &stacks, 0);
+
+		if (sid >= 0) {
+			r->stack_id = sid;
+			r->rec_flags |= KLOCK_RF_STACK;
+			ls_count(LS_CNT_STACKED);
+		} else {
+			ls_count(sid == -EEXIST ? LS_DROP_STACK_COLLISION : LS_DROP_STACK_FAILED);
+		}
+	} else {
+		ls_count(LS_CNT_SAMPLED_OUT);
+	}
+}
+
+static __always_inline int lock_acquired(void *ctx, __u64 lock)
+{
+	__u64 id = bpf_get_current_pid_tgid(), now;
+	__u32 tid = (__u32)id;
+	struct klock_wait_rec *r;
+	struct klock_pending e;
+	bool owner_stack;
+	void *rb;
+
+	if (!ls_tgid_wanted(id >> 32))
+		return 0;
+	if (!find_wait(lock, tid, &e)) {
+		ls_count(LS_DROP_UNMATCHED_END);
+		return 0;
+	}
+	now = bpf_ktime_get_ns();
+	owner_stack = e.rec_flags & KLOCK_RF_OWNER_STACK;
+	rb = ls_ringbuf();
+	r = NULL;
+	if (rb && owner_stack)
+		r = bpf_ringbuf_reserve(rb, sizeof(*r), 0);
+	else if (rb)
+		r = bpf_ringbuf_reserve(rb, KLOCK_WAIT_REC_MIN_SIZE, 0);
+	if (!r) {
+		ls_count(LS_DROP_RINGBUF);
+		if (owner_stack)
+			bpf_map_delete_elem(&owner_stacks, &tid);
+		return 0;
+	}
+	ls_hdr_init(&r->hdr, LS_REC_KLOCK_WAIT, owner_stack ? sizeof(*r) : KLOCK_WAIT_REC_MIN_SIZE);
+	fill_record(r, ctx, &e, id, now);
+	if (owner_stack)
+		copy_owner_stack(r, tid);
+	ls_count(LS_CNT_WAIT);
+	ls_submit(rb, r);
+	return 0;
+}
+
+/*
+ * Entry points. BTF-enabled tracepoints are preferred (typed arguments, cheaper entry);
+ * classic tracepoints are the fallback. The *_owner_stack variants need the
+ * bpf_task_from_pid kfunc; user space autoloads one begin and one end program.
+ */
+SEC("tp_btf/contention_begin")
+int BPF_PROG(contention_begin_btf_owner_stack, void *lock, unsigned int flags)
+{
+	return lock_contended((__u64)lock, flags, true);
+}
+
+SEC("tp_btf/contention_begin")
+int BPF_PROG(contention_begin_btf, void *lock, unsigned int flags)
+{
+	return lock_contended((__u64)lock, flags, false);
+}
+
+SEC("tp_btf/contention_end")
+int BPF_PROG(contention_end_btf, void *lock, int ret)
+{
+	return lock_acquired(ctx, (__u64)lock);
+}
+
+SEC("tracepoint/lock/contention_begin")
+int contention_begin_tp(struct trace_event_raw_contention_begin *ctx)
+{
+	return lock_contended((__u64)ctx->lock_addr, ctx->flags, false);
+}
+
+SEC("tracepoint/lock/contention_end")
+int contention_end_tp(struct trace_event_raw_contention_end *ctx)
+{
+	return lock_acquired(ctx, (__u64)ctx->lock_addr);
+}

@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * What every lockscope BPF component and user space share: the ring-buffer record header,
+ * the counters every program keeps, and the limits both sides size their buffers with.
+ * Fixed-width fields only: this header is compiled for the BPF target and for the host.
+ */
+#ifndef __LOCKSCOPE_H
+#define __LOCKSCOPE_H
+
+#ifndef __VMLINUX_H__
+#include <linux/types.h>	/* BPF programs get the __u* types from vmlinux.h */
+#endif
+
+/*
+ * The deepest stack any program records. 127 is the kernel's PERF_MAX_STACK_DEPTH; the
+ * daemon asks for fewer (config max_stack) and sizes the stack map's values accordingly.
+ */
+#define LS_MAX_STACK_DEPTH	127
+#define LS_COMM_LEN		16
+
+/* Every ring-buffer record starts with this tag so one handler can dispatch. */
+enum ls_rec_type {
+	LS_REC_KLOCK_WAIT = 1,	/* struct klock_wait_rec, see klock.h */
+};
+
+struct ls_rec_hdr {
+	__u16 type;	/* enum ls_rec_type */
+	__u16 size;	/* bytes of the whole record, header included */
+	__u32 cpu;	/* CPU the record was written on */
+};
+
+/*
+ * Per-CPU event and failure counters, one PERCPU_ARRAY slot each. Everything a program
+ * fails to record lands in one of the LS_DROP_* slots; the daemon reports all of them.
+ */
+enum ls_counter {
+	LS_CNT_BEGIN,		/* contention_begin seen (after filters) */
+	LS_CNT_WAIT,		/* completed waits recorded */
+	LS_CNT_STACKED,		/* waits that carried a waiter stack */
+	LS_CNT_SAMPLED_OUT,	/* waits where sampling chose not to take a stack */
+	LS_CNT_OWNER_STACKED,	/* waits that carried an owner stack */
+	LS_CNT_CONTINUED,	/* begin on the lock already waited for (mutex spin -> sleep) */
+	LS_CNT_RB_WAKEUPS,	/* records submitted with a forced ring-buffer wakeup */
+
+	LS_DROP_FIRST,
+	LS_DROP_RINGBUF = LS_DROP_FIRST,	/* ring buffer full: record lost */
+	LS_DROP_SLOT_FULL,	/* per-thread wait map full: wait not timed */
+	LS_DROP_NEST_DEPTH,	/* nesting deeper than the slot holds: inner wait not timed */
+	LS_DROP_UNMATCHED_END,	/* contention_end without a begin we saw */
+	LS_DROP_STACK_COLLISION,/* stack map bucket holds another stack (-EEXIST) */
+	LS_DROP_STACK_FAILED,	/* stack map full or the walk failed */
+	LS_DROP_OWNER_STACK,	/* owner stack wanted but not captured */
+	LS_DROP_SAMPLER_FULL,	/* per-lock sampler map update failed */
+	LS_DROP_LAST,
+
+	LS_CNT_MAX = LS_DROP_LAST,
+};
+
+#endif /* __LOCKSCOPE_H */

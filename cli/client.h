@@ -1,0 +1,13 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* The CLI's side of the socket: connect, one request line out, one response line in. */
+#ifndef __LS_CLIENT_H
+#define __LS_CLIENT_H
+
+#include <cjson/cJSON.h>
+
+/* Returns a connected fd or -errno (-ENOENT/-ECONNREFUSED: no daemon there). */
+int client_connect(const char *path);
+/* Sends @req and waits for the response; returns it or NULL with *err set. */
+cJSON *client_call(int fd, const cJSON *req, int *err);
+
+#endif

@@ -1,0 +1,373 @@
+// SPDX-License-Identifier: GPL-2.0
+/* lockscope: the command-line client of lockscoped. */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+#include "client.h"
+#include "engine.h"
+#include "log.h"
+#include "loop.h"
+#include "query.h"
+#include "render.h"
+#include "server.h"
+
+#define DEFAULT_SCAN_MS 5000
+#define EXIT_USAGE 2
+
+struct cli {
+	const char *socket;
+	const char *cmd;
+	bool json;
+	struct render_opts ro;
+	cJSON *req;
+	uint64_t duration_ms;
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: lockscope COMMAND [OPTION]...\n"
+		"Show lock contention seen by lockscoped.\n\n"
+		"Commands:\n"
+		"  status                     programs, event rates, drop counters, windows\n"
+		"  top                        contended locks, like `perf lock contention`\n"
+		"  scan -p PID [-d DURATION]  collect one process for DURATION (default 5s) and report;\n"
+		"                             in-process (root) when no daemon is listening\n\n"
+		"Options of top and scan:\n"
+		"  -p, --pid PID              only this process\n"
+		"  -t, --threads              one row per thread\n"
+		"  -l, --locks                one row per lock address (names mmap_lock, kernel symbols)\n"
+		"  -Y, --type-filter TYPES    spinlock,rwlock,rwsem,mutex,rt-mutex,percpu-rwsem or rwsem:R...\n"
+		"  -E, --entries N            show the top N rows\n"
+		"  -w, --window W             10s, 1m, 5m or all (top; default 10s)\n"
+		"  -k, --key KEY              sort by wait_total (default), contended, wait_max, avg_wait, wait_min\n"
+		"  -o, --owners               the owner each row waited for most, with its stack\n"
+		"      --stacks               the waiter's call stack under each row\n"
+		"      --max-stack N          frames per stack (default 8)\n"
+		"  -d, --duration D           scan length: 500ms, 5s, 1m\n"
+		"Common options:\n"
+		"  -S, --socket PATH          daemon socket (default $LOCKSCOPE_SOCKET or " LS_DEFAULT_SOCKET ")\n"
+		"  -j, --json                 the daemon's JSON response (see schemas/)\n"
+		"  -h, --help                 this text\n\n"
+		"Examples:\n"
+		"  lockscope top -E 10 --stacks\n"
+		"  lockscope top -l -Y rwsem -w 1m\n"
+		"  sudo lockscope scan -p $(pidof myserver) -d 10s --json\n");
+}
+
+static int bad_flag(const char *flag, const char *value, const char *accepted)
+{
+	fprintf(stderr, "lockscope: invalid %s '%s': %s\n", flag, value, accepted);
+	return -EINVAL;
+}
+
+static int parse_uint(const char *s, uint64_t max, uint64_t *out)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s || *end || s[0] == '-' || v > max)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+/* "500ms", "5s", "2m", "1h", or plain seconds. */
+static int parse_duration_ms(const char *s, uint64_t *ms)
+{
+	static const struct { const char *suffix; uint64_t mult; } units[] = {
+		{ "ms", 1 }, { "s", 1000 }, { "m", 60000 }, { "h", 3600000 }, { "", 1000 },
+	};
+	char *end;
+	double v;
+	size_t i;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || v <= 0)
+		return -EINVAL;
+	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		if (!strcmp(end, units[i].suffix)) {
+			*ms = (uint64_t)(v * units[i].mult);
+			return *ms ? 0 : -EINVAL;
+		}
+	}
+	return -EINVAL;
+}
+
+static int parse_args(int argc, char **argv, struct cli *c)
+{
+	enum { OPT_STACKS = 0x100, OPT_MAX_STACK };
+	static const struct option longopts[] = {
+		{ "pid", required_argument, NULL, 'p' },
+		{ "threads", no_argument, NULL, 't' },
+		{ "locks", no_argument, NULL, 'l' },
+		{ "type-filter", required_argument, NULL, 'Y' },
+		{ "entries", required_argument, NULL, 'E' },
+		{ "window", required_argument, NULL, 'w' },
+		{ "key", required_argument, NULL, 'k' },
+		{ "owners", no_argument, NULL, 'o' },
+		{ "stacks", no_argument, NULL, OPT_STACKS },
+		{ "max-stack", required_argument, NULL, OPT_MAX_STACK },
+		{ "duration", required_argument, NULL, 'd' },
+		{ "socket", required_argument, NULL, 'S' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{},
+	};
+	static const char *const sorts[] = { "wait_total", "contended", "wait_max", "avg_wait", "wait_min" };
+	uint64_t v;
+	int opt;
+	size_t i;
+	char err[256];
+	uint32_t mask;
+	enum ls_window w;
+
+	if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+		usage(argc < 2 ? stderr : stdout);
+		if (argc < 2)
+			return -EINVAL;
+		exit(0);
+	}
+	c->cmd = argv[1];
+	if (strcmp(c->cmd, "status") && strcmp(c->cmd, "top") && strcmp(c->cmd, "scan")) {
+		fprintf(stderr, "lockscope: unknown command '%s' (status, top, scan; see --help)\n", c->cmd);
+		return -EINVAL;
+	}
+	cJSON_AddStringToObject(c->req, "cmd", c->cmd);
+	if (!strcmp(c->cmd, "top"))
+		cJSON_AddStringToObject(c->req, "window", "10s");
+	optind = 2;
+	while ((opt = getopt_long(argc, argv, "p:tlY:E:w:k:od:S:jh", longopts, NULL)) != -1) {
+		switch (opt) {
+		case 'p':
+			if (parse_uint(optarg, INT32_MAX, &v) || !v)
+				return bad_flag("-p/--pid", optarg, "a process id");
+			cJSON_AddNumberToObject(c->req, "pid", v);
+			break;
+		case 't': c->ro.threads = true; cJSON_AddStringToObject(c->req, "group", "thread"); break;
+		case 'l': c->ro.locks = true; cJSON_AddStringToObject(c->req, "group", "lock"); break;
+		case 'Y':
+			if (query__parse_types(optarg, &mask, err, sizeof(err)))
+				return bad_flag("-Y/--type-filter", optarg, err);
+			cJSON_AddStringToObject(c->req, "types", optarg);
+			break;
+		case 'E':
+			if (parse_uint(optarg, 1000000, &v) || !v)
+				return bad_flag("-E/--entries", optarg, "a row count from 1 to 1000000");
+			cJSON_AddNumberToObject(c->req, "limit", v);
+			break;
+		case 'w':
+			if (ls_window_parse(optarg, &w))
+				return bad_flag("-w/--window", optarg, "one of 10s, 1m, 5m, all");
+			cJSON_DeleteItemFromObject(c->req, "window");
+			cJSON_AddStringToObject(c->req, "window", optarg);
+			break;
+		case 'k':
+			for (i = 0; i < sizeof(sorts) / sizeof(sorts[0]) && strcmp(optarg, sorts[i]); i++)
+				;
+			if (i == sizeof(sorts) / sizeof(sorts[0]))
+				return bad_flag("-k/--key", optarg, "one of wait_total, contended, wait_max, avg_wait, wait_min");
+			cJSON_AddStringToObject(c->req, "sort", optarg);
+			break;
+		case 'o': c->ro.owners = true; cJSON_AddBoolToObject(c->req, "owners", true); break;
+		case OPT_STACKS: c->ro.stacks = true; cJSON_AddBoolToObject(c->req, "stacks", true); break;
+		case OPT_MAX_STACK:
+			if (parse_uint(optarg, LS_MAX_STACK_DEPTH, &v) || !v)
+				return bad_flag("--max-stack", optarg, "a frame count from 1 to 127");
+			cJSON_AddNumberToObject(c->req, "max_stack", v);
+			break;
+		case 'd':
+			if (parse_duration_ms(optarg, &c->duration_ms))
+				return bad_flag("-d/--duration", optarg, "a positive duration like 500ms, 5s, 2m");
+			break;
+		case 'S': c->socket = optarg; break;
+		case 'j': c->json = true; break;
+		case 'h': usage(stdout); exit(0);
+		default:
+			fprintf(stderr, "lockscope: see 'lockscope --help' for the options\n");
+			return -EINVAL;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "lockscope: unexpected argument '%s'; see --help\n", argv[optind]);
+		return -EINVAL;
+	}
+	if (!strcmp(c->cmd, "scan") && !cJSON_GetObjectItem(c->req, "pid")) {
+		fprintf(stderr, "lockscope: scan needs -p PID\n");
+		return -EINVAL;
+	}
+	if (c->ro.threads && c->ro.locks) {
+		fprintf(stderr, "lockscope: -t and -l group rows differently; use one\n");
+		return -EINVAL;
+	}
+	if (!strcmp(c->cmd, "scan"))
+		cJSON_AddNumberToObject(c->req, "duration_ms", c->duration_ms);
+	return 0;
+}
+
+static int print_response(const struct cli *c, const cJSON *resp)
+{
+	const cJSON *err = cJSON_GetObjectItemCaseSensitive(resp, "error");
+	char *text;
+
+	if (cJSON_IsString(err)) {
+		fprintf(stderr, "lockscope: %s\n", err->valuestring);
+		return 1;
+	}
+	if (c->json) {
+		text = cJSON_Print(resp);
+		if (text)
+			printf("%s\n", text);
+		free(text);
+	} else if (!strcmp(c->cmd, "status")) {
+		render_status(stdout, resp);
+	} else {
+		render_rows(stdout, resp, &c->ro);
+	}
+	return 0;
+}
+
+/* ---- scan without a daemon: the same engine, in this process ---- */
+
+struct embedded {
+	struct engine *engine;
+	struct loop *loop;
+	int timerfd, sigfd;
+	uint64_t deadline_ns;
+	uint32_t pid;
+	bool exited;
+};
+
+static void emb_tick(void *ctx, uint32_t events)
+{
+	struct embedded *em = ctx;
+
+	(void)events;
+	ls_timerfd_ack(em->timerfd);
+	engine__tick(em->engine);
+	em->exited = kill(em->pid, 0) && errno == ESRCH;
+	if (em->exited || ls_now_ns() >= em->deadline_ns)
+		loop__stop(em->loop);
+}
+
+static void emb_rings(void *ctx, uint32_t events)
+{
+	(void)events;
+	engine__consume(((struct embedded *)ctx)->engine);
+}
+
+static void emb_reply(void *ctx, uint64_t client, cJSON *resp)
+{
+	(void)ctx;
+	(void)client;
+	cJSON_Delete(resp);
+}
+
+static int scan_embedded(struct cli *c)
+{
+	struct embedded em = { .timerfd = -1 };
+	struct engine_opts eo;
+	cJSON *resp = NULL, *top;
+	int err, ret = 1;
+
+	em.pid = (uint32_t)cJSON_GetObjectItem(c->req, "pid")->valuedouble;
+	if (kill(em.pid, 0) && errno == ESRCH) {
+		fprintf(stderr, "lockscope: no process with pid %u\n", em.pid);
+		return 1;
+	}
+	engine_opts__init(&eo);
+	eo.windows = false;
+	eo.collector.tgid = em.pid;
+	ls_log_max = LS_LOG_WARN;
+	err = engine__new(&eo, emb_reply, NULL, &em.engine);
+	if (err) {
+		fprintf(stderr, "lockscope: cannot load the BPF collector: %s\n", strerror(-err));
+		return 1;
+	}
+	fprintf(stderr, "lockscope: no daemon at %s; collecting in-process for %llu ms\n",
+		c->socket, (unsigned long long)c->duration_ms);
+	em.loop = loop__new();
+	em.timerfd = ls_timerfd(ENGINE_TICK_MS);
+	em.deadline_ns = ls_now_ns() + c->duration_ms * 1000000ULL;
+	if (!em.loop || em.timerfd < 0 ||
+	    !loop__add(em.loop, em.timerfd, EPOLLIN, emb_tick, &em) ||
+	    !loop__add(em.loop, engine__epoll_fd(em.engine), EPOLLIN, emb_rings, &em)) {
+		fprintf(stderr, "lockscope: cannot set up the event loop\n");
+		goto cleanup;
+	}
+	loop__run(em.loop);
+	engine__consume(em.engine);
+	/* the report is the daemon's "top" over everything this engine saw */
+	top = cJSON_Duplicate(c->req, true);
+	cJSON_ReplaceItemInObject(top, "cmd", cJSON_CreateString("top"));
+	cJSON_DeleteItemFromObject(top, "duration_ms");
+	cJSON_DeleteItemFromObject(top, "window");
+	cJSON_AddStringToObject(top, "window", "all");
+	resp = engine__handle(em.engine, 0, top);
+	cJSON_Delete(top);
+	if (resp) {
+		cJSON_ReplaceItemInObject(resp, "cmd", cJSON_CreateString("scan"));
+		cJSON_AddBoolToObject(resp, "process_exited", em.exited);
+		cJSON_AddBoolToObject(resp, "embedded", true);
+		ret = print_response(c, resp);
+	}
+cleanup:
+	cJSON_Delete(resp);
+	if (em.timerfd >= 0)
+		close(em.timerfd);
+	loop__free(em.loop);
+	engine__free(em.engine);
+	return ret;
+}
+
+static int no_daemon(const struct cli *c, int err)
+{
+	fprintf(stderr, "lockscope: cannot reach lockscoped at %s: %s. Start it with "
+		"'sudo systemctl start lockscoped' (or 'sudo lockscoped &'), or pass --socket%s\n",
+		c->socket, strerror(-err),
+		!strcmp(c->cmd, "scan") ? "; 'sudo lockscope scan' collects without a daemon" : "");
+	return 1;
+}
+
+int main(int argc, char **argv)
+{
+	struct cli c = { .duration_ms = DEFAULT_SCAN_MS };
+	cJSON *resp;
+	int fd, err, ret;
+
+	c.socket = getenv("LOCKSCOPE_SOCKET") ? getenv("LOCKSCOPE_SOCKET") : LS_DEFAULT_SOCKET;
+	c.req = cJSON_CreateObject();
+	if (!c.req)
+		return 1;
+	if (parse_args(argc, argv, &c)) {
+		cJSON_Delete(c.req);
+		return EXIT_USAGE;
+	}
+	fd = client_connect(c.socket);
+	if (fd < 0) {
+		if (!strcmp(c.cmd, "scan") && (fd == -ENOENT || fd == -ECONNREFUSED) && geteuid() == 0)
+			ret = scan_embedded(&c);
+		else
+			ret = no_daemon(&c, fd);
+		cJSON_Delete(c.req);
+		return ret;
+	}
+	resp = client_call(fd, c.req, &err);
+	close(fd);
+	cJSON_Delete(c.req);
+	if (!resp) {
+		fprintf(stderr, "lockscope: no response from lockscoped at %s: %s\n", c.socket, strerror(-err));
+		return 1;
+	}
+	ret = print_response(&c, resp);
+	cJSON_Delete(resp);
+	return ret;
+}

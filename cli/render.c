@@ -1,0 +1,204 @@
+// SPDX-License-Identifier: GPL-2.0
+#include <inttypes.h>
+#include <string.h>
+#include "render.h"
+
+void ls_fmt_ns(char *buf, size_t len, double ns)
+{
+	static const struct { double div; const char *unit; } units[] = {
+		{ 1e9, "s" }, { 1e6, "ms" }, { 1e3, "us" },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(units) / sizeof(units[0]); i++) {
+		if (ns >= units[i].div) {
+			snprintf(buf, len, "%.2f %s", ns / units[i].div, units[i].unit);
+			return;
+		}
+	}
+	snprintf(buf, len, "%.0f ns", ns);
+}
+
+static double num(const cJSON *o, const char *name)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+
+	return cJSON_IsNumber(v) ? v->valuedouble : 0;
+}
+
+static const char *str(const cJSON *o, const char *name, const char *def)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+
+	return cJSON_IsString(v) ? v->valuestring : def;
+}
+
+static void frame_text(const cJSON *fr, char *buf, size_t len)
+{
+	const char *sym = str(fr, "sym", NULL), *addr = str(fr, "addr", "?");
+
+	if (sym)
+		snprintf(buf, len, "%s %s+0x%" PRIx64, addr, sym, (uint64_t)num(fr, "offset"));
+	else
+		snprintf(buf, len, "%s", addr);
+}
+
+static void print_stack(FILE *f, const cJSON *stack, const char *indent)
+{
+	const cJSON *fr;
+	char buf[256];
+
+	cJSON_ArrayForEach(fr, stack) {
+		frame_text(fr, buf, sizeof(buf));
+		fprintf(f, "%s%s\n", indent, buf);
+	}
+}
+
+static void lock_text(const cJSON *row, char *buf, size_t len)
+{
+	const cJSON *lock = cJSON_GetObjectItemCaseSensitive(row, "lock");
+
+	if (!cJSON_IsObject(lock)) {
+		snprintf(buf, len, "%18s  %s", "-", "(many)");
+		return;
+	}
+	snprintf(buf, len, "%18s  %s", str(lock, "addr", "?"), str(lock, "name", ""));
+}
+
+static void owner_text(const cJSON *row, char *buf, size_t len)
+{
+	const cJSON *o = cJSON_GetObjectItemCaseSensitive(row, "owner");
+
+	if (!cJSON_IsObject(o)) {
+		snprintf(buf, len, "-");
+		return;
+	}
+	snprintf(buf, len, "%s/%.0f", str(o, "comm", "?"), num(o, "tid"));
+}
+
+static void print_header(FILE *f, const struct render_opts *o)
+{
+	fprintf(f, " %10s %12s %12s %12s %12s", "contended", "total wait", "max wait", "avg wait", "type");
+	if (o->threads)
+		fprintf(f, " %8s %8s  %-16s", "pid", "tid", "comm");
+	else if (o->locks)
+		fprintf(f, " %18s  %s", "address", "symbol");
+	else
+		fprintf(f, "   %s", "caller");
+	if (o->owners)
+		fprintf(f, "   %s", "owner");
+	fprintf(f, "\n\n");
+}
+
+static void print_row(FILE *f, const cJSON *row, const struct render_opts *o)
+{
+	char total[32], max[32], avg[32], text[256], owner[64];
+
+	ls_fmt_ns(total, sizeof(total), num(row, "total_wait_ns"));
+	ls_fmt_ns(max, sizeof(max), num(row, "max_wait_ns"));
+	ls_fmt_ns(avg, sizeof(avg), num(row, "avg_wait_ns"));
+	fprintf(f, " %10.0f %12s %12s %12s %12s", num(row, "contended"), total, max, avg,
+		str(row, "type", "?"));
+	if (o->threads) {
+		fprintf(f, " %8.0f %8.0f  %-16s", num(row, "pid"), num(row, "tid"), str(row, "comm", ""));
+	} else if (o->locks) {
+		lock_text(row, text, sizeof(text));
+		fprintf(f, " %s", text);
+	} else {
+		fprintf(f, "   %s%s", str(row, "caller", "?"),
+			cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(row, "estimated")) ? " (est.)" : "");
+	}
+	if (o->owners) {
+		owner_text(row, owner, sizeof(owner));
+		fprintf(f, "   %s", owner);
+	}
+	fputc('\n', f);
+	if (o->stacks)
+		print_stack(f, cJSON_GetObjectItemCaseSensitive(row, "stack"), "\t\t\t");
+	if (o->owners && o->stacks) {
+		const cJSON *ow = cJSON_GetObjectItemCaseSensitive(row, "owner");
+		const cJSON *st = cJSON_IsObject(ow) ? cJSON_GetObjectItemCaseSensitive(ow, "stack") : NULL;
+
+		if (cJSON_IsArray(st) && cJSON_GetArraySize(st)) {
+			fprintf(f, "\t\t\towner stack:\n");
+			print_stack(f, st, "\t\t\t  ");
+		}
+	}
+}
+
+static void print_drops(FILE *f, const cJSON *dropped)
+{
+	const cJSON *d;
+	bool any = false;
+
+	cJSON_ArrayForEach(d, dropped) {
+		if (cJSON_IsNumber(d) && d->valuedouble > 0) {
+			fprintf(f, "%s %s=%.0f", any ? "," : "\n=== dropped:", d->string, d->valuedouble);
+			any = true;
+		}
+	}
+	if (any)
+		fputc('\n', f);
+}
+
+void render_rows(FILE *f, const cJSON *resp, const struct render_opts *o)
+{
+	const cJSON *rows = cJSON_GetObjectItemCaseSensitive(resp, "rows"), *row;
+	const cJSON *win = cJSON_GetObjectItemCaseSensitive(resp, "window");
+	char span[32];
+
+	print_header(f, o);
+	cJSON_ArrayForEach(row, rows)
+		print_row(f, row, o);
+	if (!cJSON_GetArraySize(rows))
+		fprintf(f, " (no contention in this window)\n");
+	ls_fmt_ns(span, sizeof(span), num(win, "end_ns") - num(win, "start_ns"));
+	fprintf(f, "\n=== window %s: %s", str(win, "name", "?"), span);
+	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(resp, "process_exited")))
+		fprintf(f, " (process exited)");
+	fputc('\n', f);
+	print_drops(f, cJSON_GetObjectItemCaseSensitive(resp, "dropped"));
+}
+
+void render_status(FILE *f, const cJSON *resp)
+{
+	const cJSON *feat = cJSON_GetObjectItemCaseSensitive(resp, "features");
+	const cJSON *ev = cJSON_GetObjectItemCaseSensitive(resp, "events");
+	const cJSON *st = cJSON_GetObjectItemCaseSensitive(resp, "stacks");
+	const cJSON *agg = cJSON_GetObjectItemCaseSensitive(resp, "aggregator");
+	const cJSON *p, *d, *w;
+	char up[32], span[32], avg[64];
+
+	ls_fmt_ns(up, sizeof(up), num(resp, "uptime_ns"));
+	fprintf(f, "lockscoped %s, pid %.0f, up %s, %.0f rings, attach mode %s, owner stacks %s\n",
+		str(resp, "version", "?"), num(resp, "pid"), up, num(resp, "rings"),
+		str(feat, "attach_mode", "?"),
+		cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(feat, "owner_stacks")) ? "on" : "off");
+	fprintf(f, "\nprograms:\n");
+	cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(resp, "programs")) {
+		double cnt = num(p, "run_cnt"), t = num(p, "run_time_ns");
+
+		if (cnt && t)
+			ls_fmt_ns(avg, sizeof(avg), t / cnt);
+		else
+			snprintf(avg, sizeof(avg), "n/a (kernel.bpf_stats_enabled=0)");
+		fprintf(f, "  %-36s %-9s runs %-10.0f avg %s\n", str(p, "name", "?"),
+			cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(p, "attached")) ? "attached" : "DETACHED",
+			cnt, avg);
+	}
+	fprintf(f, "\nevents: %.0f waits (%.1f/s), %.0f mutex spin->sleep continuations\n",
+		num(ev, "waits"), num(ev, "waits_per_s"), num(ev, "continued"));
+	fprintf(f, "stacks: %.1f%% of waits carried one (%.0f sampled out; limit %.0f/s per lock per CPU, "
+		"%.0f/s per CPU), %.0f distinct\n", 100 * num(st, "share"), num(st, "sampled_out"),
+		num(st, "stack_rate"), num(st, "cpu_stack_rate"), num(st, "interned"));
+	fprintf(f, "aggregator: %.0f keys, %.1f MiB\n", num(agg, "keys"), num(agg, "mem_bytes") / (1 << 20));
+	fprintf(f, "\ndropped:\n");
+	cJSON_ArrayForEach(d, cJSON_GetObjectItemCaseSensitive(resp, "dropped"))
+		fprintf(f, "  %-20s %.0f\n", d->string, d->valuedouble);
+	fprintf(f, "\nwindows:");
+	cJSON_ArrayForEach(w, cJSON_GetObjectItemCaseSensitive(resp, "windows")) {
+		ls_fmt_ns(span, sizeof(span), num(w, "end_ns") - num(w, "start_ns"));
+		fprintf(f, " %s=%s", str(w, "name", "?"), span);
+	}
+	fputc('\n', f);
+}

@@ -1,0 +1,23 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* Human output of protocol responses: perf-style tables. Pure functions over JSON. */
+#ifndef __LS_RENDER_H
+#define __LS_RENDER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <cjson/cJSON.h>
+
+struct render_opts {
+	bool threads;		/* -t: pid/comm columns */
+	bool locks;		/* -l: address/name columns */
+	bool stacks;		/* --stacks: frames under each row */
+	bool owners;		/* -o: owner column and stack */
+};
+
+/* "431.46 ms": perf's units, two decimals above 1 us. */
+void ls_fmt_ns(char *buf, size_t len, double ns);
+void render_rows(FILE *f, const cJSON *resp, const struct render_opts *o);
+void render_status(FILE *f, const cJSON *resp);
+
+#endif

@@ -1,0 +1,90 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The aggregator: wait statistics per fine-grained key (process, thread, lock, type,
+ * waiter stack, owner), kept since start and, optionally, in rolling windows.
+ *
+ * Windows cascade like an RRD: 1 s slots serve the last 10 s, 6 s slots the last minute,
+ * 30 s slots the last five minutes. A window therefore spans its length plus up to one
+ * slot of the next-finer level, and reports the span it really covers.
+ */
+#ifndef __LS_AGG_H
+#define __LS_AGG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include "lockscope.h"
+
+/* log2 buckets of wait ns: bucket i holds [2^i, 2^(i+1)), bucket 0 also 0; 2^40 ns is 18 min */
+#define LS_HIST_BUCKETS 41
+
+enum ls_lock_name {
+	LS_NAME_NONE,
+	LS_NAME_MMAP_LOCK,	/* the waiter's own process's mm->mmap_lock */
+	LS_NAME_SIGLOCK,	/* the waiter's sighand->siglock */
+};
+
+enum ls_window { LS_WIN_10S, LS_WIN_1M, LS_WIN_5M, LS_WIN_ALL, LS_WIN_MAX };
+
+struct agg_key {
+	uint64_t lock;
+	uint32_t pid;
+	uint32_t tid;
+	uint32_t flags;		/* enum klock_lcb_flags, MUTEX|SPIN folded into MUTEX */
+	uint32_t name;		/* enum ls_lock_name */
+	uint32_t stack;		/* interned waiter stack, enum ls_stack_id for none/missing */
+	uint32_t owner_stack;
+	uint32_t owner_pid;
+	uint32_t owner_tid;
+};
+
+struct agg_stat {
+	uint64_t count;
+	uint64_t total_ns;
+	uint64_t max_ns;
+	uint64_t min_ns;
+	uint64_t hist[LS_HIST_BUCKETS];
+};
+
+struct agg_val {
+	struct agg_stat st;
+	char comm[LS_COMM_LEN];
+	char owner_comm[LS_COMM_LEN];
+};
+
+struct agg_event {
+	struct agg_key key;
+	uint64_t wait_ns;
+	const char *comm;
+	const char *owner_comm;
+};
+
+struct agg_opts {
+	bool windows;		/* keep the rolling windows, not only since-start */
+	size_t max_keys;	/* per table; further keys are dropped and counted */
+	uint64_t start_ns;	/* CLOCK_MONOTONIC of the first slot */
+};
+
+struct agg;
+
+struct agg *agg__new(const struct agg_opts *opts);
+void agg__free(struct agg *a);
+int agg__add(struct agg *a, const struct agg_event *ev);
+/* Seals every slot that ended at or before @now_ns. */
+void agg__rotate(struct agg *a, uint64_t now_ns);
+/*
+ * A new table (free with htab__free) merging what window @w holds at @now_ns; *start_ns
+ * receives the start of the oldest slot in it.
+ */
+struct htab *agg__window(const struct agg *a, enum ls_window w, uint64_t now_ns, uint64_t *start_ns);
+uint64_t agg__dropped(const struct agg *a);
+size_t agg__mem_bytes(const struct agg *a);
+size_t agg__keys(const struct agg *a);
+
+void agg_stat_add_wait(struct agg_stat *st, uint64_t wait_ns);
+void agg_stat_merge(struct agg_stat *dst, const struct agg_stat *src);
+int ls_hist_bucket(uint64_t ns);
+const char *ls_window_name(enum ls_window w);
+int ls_window_parse(const char *s, enum ls_window *w);
+
+#endif

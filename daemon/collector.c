@@ -1,0 +1,348 @@
+// SPDX-License-Identifier: GPL-2.0
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+#include "collector.h"
+#include "klock.h"
+#include "klock.skel.h"
+#include "log.h"
+
+#define NSEC_PER_SEC 1000000000ULL
+
+/*
+ * Program variants, best first. One begin and one end program are autoloaded; when a
+ * variant cannot be used (feature missing, verifier refuses) the next one is tried.
+ */
+struct klock_variant {
+	const char *name;
+	bool needs_tp_btf;
+	bool needs_task_from_pid;
+	struct bpf_program *(*begin)(struct klock_bpf *);
+	struct bpf_program *(*end)(struct klock_bpf *);
+};
+
+#define PROG_GETTER(p) \
+	static struct bpf_program *get_##p(struct klock_bpf *s) { return s->progs.p; }
+PROG_GETTER(contention_begin_btf_owner_stack)
+PROG_GETTER(contention_begin_btf)
+PROG_GETTER(contention_end_btf)
+PROG_GETTER(contention_begin_tp)
+PROG_GETTER(contention_end_tp)
+
+static const struct klock_variant klock_variants[] = {
+	{ "tp_btf+owner_stack", true, true, get_contention_begin_btf_owner_stack, get_contention_end_btf },
+	{ "tp_btf", true, false, get_contention_begin_btf, get_contention_end_btf },
+	{ "tracepoint", false, false, get_contention_begin_tp, get_contention_end_tp },
+};
+
+struct collector {
+	struct collector_opts opts;
+	struct collector_features feat;
+	const struct klock_variant *variant;
+	struct klock_bpf *skel;
+	struct bpf_link *links[2];
+	struct bpf_program *progs[2];
+	struct ring_buffer *rb;
+	int *ring_fds;
+	int nr_rings;
+	int nr_cpus;
+};
+
+static const char *const counter_names[LS_CNT_MAX] = {
+	[LS_CNT_BEGIN] = "begin",
+	[LS_CNT_WAIT] = "waits",
+	[LS_CNT_STACKED] = "stacked",
+	[LS_CNT_SAMPLED_OUT] = "sampled_out",
+	[LS_CNT_OWNER_STACKED] = "owner_stacked",
+	[LS_CNT_CONTINUED] = "continued",
+	[LS_CNT_RB_WAKEUPS] = "ringbuf_wakeups",
+	[LS_DROP_RINGBUF] = "ringbuf_full",
+	[LS_DROP_SLOT_FULL] = "wait_map_full",
+	[LS_DROP_NEST_DEPTH] = "nest_too_deep",
+	[LS_DROP_UNMATCHED_END] = "unmatched_end",
+	[LS_DROP_STACK_COLLISION] = "stack_collision",
+	[LS_DROP_STACK_FAILED] = "stack_failed",
+	[LS_DROP_OWNER_STACK] = "owner_stack_failed",
+	[LS_DROP_SAMPLER_FULL] = "sampler_full",
+};
+
+const char *ls_counter_name(enum ls_counter c)
+{
+	return c < LS_CNT_MAX && counter_names[c] ? counter_names[c] : "unknown";
+}
+
+static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list args)
+{
+	if (level == LIBBPF_DEBUG && ls_log_max < LS_LOG_DEBUG)
+		return 0;
+	return vfprintf(stderr, fmt, args);
+}
+
+static void probe_features(struct collector_features *f)
+{
+	struct btf *btf = btf__load_vmlinux_btf();
+
+	if (!btf) {
+		pr_warn("no kernel BTF: falling back to classic tracepoints, no owner stacks\n");
+		return;
+	}
+	f->tp_btf = btf__find_by_name_kind(btf, "btf_trace_contention_begin", BTF_KIND_TYPEDEF) > 0;
+	f->task_from_pid = btf__find_by_name_kind(btf, "bpf_task_from_pid", BTF_KIND_FUNC) > 0;
+	btf__free(btf);
+}
+
+static bool variant_usable(const struct collector *c, const struct klock_variant *v)
+{
+	if (v->needs_tp_btf && (!c->feat.tp_btf || c->opts.force_tp))
+		return false;
+	if (v->needs_task_from_pid && (!c->feat.task_from_pid || c->opts.no_owner_stack))
+		return false;
+	return true;
+}
+
+static int configure(struct collector *c, const struct klock_variant *v)
+{
+	const struct collector_opts *o = &c->opts;
+	struct klock_bpf *s = c->skel;
+	size_t i;
+	int err;
+
+	s->rodata->targ_tgid = o->tgid;
+	/* a quarter full: the timer drains well before that unless the rate is extreme */
+	s->rodata->wakeup_bytes = o->ringbuf_bytes / 4;
+	s->rodata->lock_stack_cost_ns = o->stack_rate ? NSEC_PER_SEC / o->stack_rate : 0;
+	s->rodata->cpu_stack_cost_ns = o->cpu_stack_rate ? NSEC_PER_SEC / o->cpu_stack_rate : 0;
+
+	if ((err = bpf_map__set_max_entries(s->maps.ringbufs, c->nr_cpus)) ||
+	    (err = bpf_map__set_max_entries(s->maps.thread_slots, o->max_threads)) ||
+	    (err = bpf_map__set_max_entries(s->maps.stacks, o->stack_entries)) ||
+	    (err = bpf_map__set_value_size(s->maps.stacks, o->max_stack * sizeof(__u64))) ||
+	    (err = bpf_map__set_max_entries(s->maps.lock_buckets, o->max_locks)) ||
+	    (err = bpf_map__set_max_entries(s->maps.owner_stacks, o->owner_stacks)))
+		return err;
+
+	for (i = 0; i < sizeof(klock_variants) / sizeof(klock_variants[0]); i++) {
+		bpf_program__set_autoload(klock_variants[i].begin(s), false);
+		bpf_program__set_autoload(klock_variants[i].end(s), false);
+	}
+	c->progs[0] = v->begin(s);
+	c->progs[1] = v->end(s);
+	bpf_program__set_autoload(c->progs[0], true);
+	bpf_program__set_autoload(c->progs[1], true);
+	return 0;
+}
+
+static int load_variant(struct collector *c, const struct klock_variant *v)
+{
+	int err;
+
+	c->skel = klock_bpf__open();
+	if (!c->skel)
+		return -errno;
+	err = configure(c, v);
+	if (!err)
+		err = klock_bpf__load(c->skel);
+	if (err) {
+		klock_bpf__destroy(c->skel);
+		c->skel = NULL;
+		return err;
+	}
+	c->variant = v;
+	return 0;
+}
+
+static int create_rings(struct collector *c)
+{
+	int outer = bpf_map__fd(c->skel->maps.ringbufs), i, err;
+
+	c->ring_fds = calloc(c->nr_cpus, sizeof(int));
+	if (!c->ring_fds)
+		return -ENOMEM;
+	for (i = 0; i < c->nr_cpus; i++)
+		c->ring_fds[i] = -1;
+	for (i = 0; i < c->nr_cpus; i++) {
+		__u32 key = i;
+
+		c->ring_fds[i] = bpf_map_create(BPF_MAP_TYPE_RINGBUF, "ls_ring", 0, 0,
+						c->opts.ringbuf_bytes, NULL);
+		if (c->ring_fds[i] < 0)
+			return -errno;
+		if (bpf_map_update_elem(outer, &key, &c->ring_fds[i], BPF_ANY))
+			return -errno;
+		c->nr_rings++;
+	}
+	for (i = 0; i < c->nr_cpus; i++) {
+		if (!c->rb)
+			c->rb = ring_buffer__new(c->ring_fds[i], c->opts.on_record,
+						 c->opts.ctx, NULL);
+		else if ((err = ring_buffer__add(c->rb, c->ring_fds[i],
+						 c->opts.on_record, c->opts.ctx)))
+			return err;
+		if (!c->rb)
+			return -errno;
+	}
+	return 0;
+}
+
+int collector__new(const struct collector_opts *opts, struct collector **out)
+{
+	struct collector *c;
+	size_t i;
+	int err = -ENOTSUP;
+
+	if (opts->ringbuf_bytes < (__u32)getpagesize() || (opts->ringbuf_bytes & (opts->ringbuf_bytes - 1)))
+		return -EINVAL;
+	if (!opts->max_stack || opts->max_stack > LS_MAX_STACK_DEPTH)
+		return -EINVAL;
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return -ENOMEM;
+	c->opts = *opts;
+	libbpf_set_print(libbpf_print);
+	c->nr_cpus = libbpf_num_possible_cpus();
+	if (c->nr_cpus < 0) {
+		err = c->nr_cpus;
+		goto cleanup;
+	}
+	probe_features(&c->feat);
+	for (i = 0; i < sizeof(klock_variants) / sizeof(klock_variants[0]); i++) {
+		const struct klock_variant *v = &klock_variants[i];
+
+		if (!variant_usable(c, v))
+			continue;
+		err = load_variant(c, v);
+		if (!err)
+			break;
+		pr_warn("klock: variant %s failed to load (%s), trying the next\n", v->name, strerror(-err));
+	}
+	if (err)
+		goto cleanup;
+	c->feat.owner_stacks = c->variant->needs_task_from_pid;
+	c->feat.attach_mode = c->variant->needs_tp_btf ? "tp_btf" : "tracepoint";
+	err = create_rings(c);
+	if (err)
+		goto cleanup;
+	*out = c;
+	return 0;
+cleanup:
+	collector__free(c);
+	return err;
+}
+
+int collector__attach(struct collector *c)
+{
+	int i, err;
+
+	for (i = 0; i < 2; i++) {
+		c->links[i] = bpf_program__attach(c->progs[i]);
+		if (!c->links[i]) {
+			err = -errno;
+			pr_err("attach %s: %s\n", bpf_program__name(c->progs[i]), strerror(-err));
+			return err;
+		}
+	}
+	return 0;
+}
+
+void collector__start(struct collector *c)
+{
+	c->skel->bss->enabled = true;
+}
+
+void collector__stop(struct collector *c)
+{
+	c->skel->bss->enabled = false;
+}
+
+int collector__epoll_fd(const struct collector *c)
+{
+	return ring_buffer__epoll_fd(c->rb);
+}
+
+int collector__consume(struct collector *c)
+{
+	return ring_buffer__consume(c->rb);
+}
+
+void collector__counters(const struct collector *c, uint64_t out[LS_CNT_MAX])
+{
+	int fd = bpf_map__fd(c->skel->maps.counters), cpu;
+	__u64 *vals = calloc(c->nr_cpus, sizeof(__u64));
+	__u32 key;
+
+	memset(out, 0, sizeof(uint64_t) * LS_CNT_MAX);
+	if (!vals)
+		return;
+	for (key = 0; key < LS_CNT_MAX; key++) {
+		if (bpf_map_lookup_elem(fd, &key, vals))
+			continue;
+		for (cpu = 0; cpu < c->nr_cpus; cpu++)
+			out[key] += vals[cpu];
+	}
+	free(vals);
+}
+
+int collector__stack(const struct collector *c, int id, uint64_t *ips, int max)
+{
+	__u64 buf[LS_MAX_STACK_DEPTH] = {};
+	int n;
+
+	if (id < 0)
+		return -ENOENT;
+	if (bpf_map_lookup_elem(bpf_map__fd(c->skel->maps.stacks), &id, buf))
+		return -errno;
+	for (n = 0; n < (int)c->opts.max_stack && n < max && buf[n]; n++)
+		ips[n] = buf[n];
+	return n;
+}
+
+int collector__progs(const struct collector *c, struct collector_prog *out, int max)
+{
+	int i, n = 0;
+
+	for (i = 0; i < 2 && n < max; i++) {
+		struct bpf_prog_info info = {};
+		__u32 len = sizeof(info);
+
+		out[n].name = bpf_program__name(c->progs[i]);
+		out[n].attached = c->links[i] != NULL;
+		if (!bpf_obj_get_info_by_fd(bpf_program__fd(c->progs[i]), &info, &len)) {
+			out[n].run_time_ns = info.run_time_ns;
+			out[n].run_cnt = info.run_cnt;
+			out[n].recursion_misses = info.recursion_misses;
+		}
+		n++;
+	}
+	return n;
+}
+
+const struct collector_features *collector__features(const struct collector *c)
+{
+	return &c->feat;
+}
+
+int collector__nr_rings(const struct collector *c)
+{
+	return c->nr_rings;
+}
+
+void collector__free(struct collector *c)
+{
+	int i;
+
+	if (!c)
+		return;
+	for (i = 0; i < 2; i++)
+		bpf_link__destroy(c->links[i]);
+	ring_buffer__free(c->rb);
+	for (i = 0; c->ring_fds && i < c->nr_cpus; i++)
+		if (c->ring_fds[i] >= 0)
+			close(c->ring_fds[i]);
+	free(c->ring_fds);
+	klock_bpf__destroy(c->skel);
+	free(c);
+}

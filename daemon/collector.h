@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The BPF side behind one lifecycle: collector__new() probes the kernel, opens, sizes and
+ * loads the programs and creates the per-CPU rings; attach, start/stop, consume the
+ * records, read counters and stacks; free. Nothing above this file touches libbpf.
+ */
+#ifndef __LS_COLLECTOR_H
+#define __LS_COLLECTOR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <linux/types.h>
+#include "lockscope.h"
+
+struct collector;
+
+/* Called for every ring-buffer record; a negative return stops that drain. */
+typedef int (*collector_record_fn)(void *ctx, void *rec, size_t size);
+
+struct collector_opts {
+	__u32 tgid;			/* 0: every process */
+	__u32 max_threads;		/* sleeping waits open at once */
+	__u32 stack_entries;		/* distinct waiter stacks in the kernel map */
+	__u32 max_locks;		/* locks with a stack sampler */
+	__u32 owner_stacks;		/* owner stacks in flight */
+	__u32 max_stack;		/* frames kept per waiter stack */
+	__u32 ringbuf_bytes;		/* per CPU, a power of two >= page size */
+	__u32 stack_rate;		/* stacks/s per lock per CPU; 0 disables stacks */
+	__u32 cpu_stack_rate;		/* stacks/s per CPU, all locks together */
+	bool force_tp;			/* classic tracepoints even where tp_btf works */
+	bool no_owner_stack;		/* never use bpf_task_from_pid */
+	collector_record_fn on_record;
+	void *ctx;
+};
+
+#define COLLECTOR_PROG_MAX 8
+
+struct collector_prog {
+	const char *name;
+	bool attached;
+	__u64 run_time_ns;	/* 0 unless kernel.bpf_stats_enabled */
+	__u64 run_cnt;
+	__u64 recursion_misses;	/* kernel skipped the program: nested on this CPU */
+};
+
+struct collector_features {
+	bool tp_btf;		/* BTF-enabled tracepoints for lock:* */
+	bool task_from_pid;	/* bpf_task_from_pid kfunc (6.2+): owner stacks */
+	bool owner_stacks;	/* the loaded variant takes owner stacks */
+	const char *attach_mode;	/* "tp_btf" or "tracepoint" */
+};
+
+int collector__new(const struct collector_opts *opts, struct collector **out);
+int collector__attach(struct collector *c);
+void collector__start(struct collector *c);
+void collector__stop(struct collector *c);
+/* An epoll fd that is readable when a ring wants draining. */
+int collector__epoll_fd(const struct collector *c);
+/* Drains every ring; returns records consumed or a negative errno. */
+int collector__consume(struct collector *c);
+void collector__counters(const struct collector *c, uint64_t out[LS_CNT_MAX]);
+/* Copies up to @max frames of waiter stack @id; returns the frame count or -errno. */
+int collector__stack(const struct collector *c, int id, uint64_t *ips, int max);
+int collector__progs(const struct collector *c, struct collector_prog *out, int max);
+const struct collector_features *collector__features(const struct collector *c);
+int collector__nr_rings(const struct collector *c);
+void collector__free(struct collector *c);
+
+const char *ls_counter_name(enum ls_counter c);
+
+#endif

@@ -1,0 +1,527 @@
+// SPDX-License-Identifier: GPL-2.0
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "agg.h"
+#include "engine.h"
+#include "htab.h"
+#include "klock.h"
+#include "ksyms.h"
+#include "log.h"
+#include "query.h"
+#include "stacks.h"
+
+#define NSEC_PER_SEC 1000000000ULL
+#define NSEC_PER_MSEC 1000000ULL
+/* A scan longer than a day is a mistake, not a scan. */
+#define SCAN_MAX_MS (24ULL * 3600 * 1000)
+#define RATE_SECONDS 10
+
+struct scan {
+	struct scan *next;
+	uint64_t client;
+	uint32_t pid;
+	uint64_t start_ns, deadline_ns;
+	struct agg *agg;
+	struct query q;
+	uint64_t counters0[LS_CNT_MAX];
+};
+
+struct engine {
+	struct engine_opts opts;
+	struct collector *coll;
+	struct ksyms *ksyms;
+	struct stacks *stacks;
+	struct agg *agg;
+	uint32_t *kstack_ids;		/* kernel stack id -> interned id, 0: not yet read */
+	struct scan *scans;
+	engine_reply_fn reply;
+	void *reply_ctx;
+	uint64_t start_ns;
+	uint64_t bad_records;
+	uint64_t stack_read_failed;
+	/* waits per second over the last RATE_SECONDS, from counter snapshots */
+	uint64_t rate_waits[RATE_SECONDS + 1];
+	uint64_t rate_ns[RATE_SECONDS + 1];
+	int rate_head, rate_filled;
+	uint64_t last_rate_ns;
+};
+
+uint64_t ls_now_ns(void)
+{
+	struct timespec ts;
+
+	/* the clock bpf_ktime_get_ns() reads */
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * NSEC_PER_SEC + ts.tv_nsec;
+}
+
+void engine_opts__init(struct engine_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->collector.max_threads = KLOCK_DEF_MAX_THREADS;
+	o->collector.stack_entries = KLOCK_DEF_STACK_ENTRIES;
+	o->collector.max_locks = KLOCK_DEF_MAX_LOCKS;
+	o->collector.owner_stacks = KLOCK_DEF_OWNER_STACKS;
+	o->collector.max_stack = 32;
+	o->collector.ringbuf_bytes = 256 * 1024;
+	o->collector.stack_rate = KLOCK_DEF_STACK_RATE;
+	o->collector.cpu_stack_rate = 10 * KLOCK_DEF_STACK_RATE;
+	o->max_keys = 200000;
+	o->max_stacks = 100000;
+	o->windows = true;
+}
+
+cJSON *engine__error(const char *fmt, ...)
+{
+	cJSON *o = cJSON_CreateObject();
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	cJSON_AddNumberToObject(o, "schema_version", LS_SCHEMA_VERSION);
+	cJSON_AddStringToObject(o, "error", msg);
+	return o;
+}
+
+static uint32_t intern_kstack(struct engine *e, int32_t id)
+{
+	uint64_t ips[LS_MAX_STACK_DEPTH];
+	uint32_t sid;
+	int n, skip = 0;
+
+	if (id < 0 || (uint32_t)id >= e->opts.collector.stack_entries)
+		return LS_STACK_MISSING;
+	/* ids are stable: the map is written without BPF_F_REUSE_STACKID */
+	if (e->kstack_ids[id])
+		return e->kstack_ids[id];
+	n = collector__stack(e->coll, id, ips, LS_MAX_STACK_DEPTH);
+	/* the BPF program and the tracepoint glue are not the waiter's stack */
+	while (e->ksyms && skip < n - 1 && ksyms__is_tracing_func(e->ksyms, ips[skip]))
+		skip++;
+	if (n <= 0 || stacks__intern(e->stacks, ips + skip, n - skip, &sid)) {
+		e->stack_read_failed++;
+		return LS_STACK_MISSING;
+	}
+	e->kstack_ids[id] = sid;
+	return sid;
+}
+
+static uint32_t normalize_flags(uint32_t flags)
+{
+	/* a mutex that spun first and then slept is one mutex wait */
+	if (flags & KLOCK_F_MUTEX)
+		return KLOCK_F_MUTEX;
+	return flags;
+}
+
+static int handle_klock(struct engine *e, const struct klock_wait_rec *r, size_t size)
+{
+	struct agg_event ev = {};
+	struct scan *s;
+
+	if (size < KLOCK_WAIT_REC_MIN_SIZE) {
+		e->bad_records++;
+		return 0;
+	}
+	ev.key.lock = r->lock_addr;
+	ev.key.pid = r->pid;
+	ev.key.tid = r->tid;
+	ev.key.flags = normalize_flags(r->lcb_flags);
+	ev.key.name = r->rec_flags & KLOCK_RF_MMAP_LOCK ? LS_NAME_MMAP_LOCK :
+		      r->rec_flags & KLOCK_RF_SIGLOCK ? LS_NAME_SIGLOCK : LS_NAME_NONE;
+	if (r->rec_flags & KLOCK_RF_STACK)
+		ev.key.stack = intern_kstack(e, r->stack_id);
+	else if (r->rec_flags & KLOCK_RF_SAMPLED)
+		ev.key.stack = LS_STACK_MISSING;
+	if (r->rec_flags & KLOCK_RF_OWNER) {
+		ev.key.owner_pid = r->owner_pid;
+		ev.key.owner_tid = r->owner_tid;
+		ev.owner_comm = r->owner_comm;
+	}
+	if ((r->rec_flags & KLOCK_RF_OWNER_STACK) && size >= sizeof(*r) && r->owner_nr &&
+	    r->owner_nr <= KLOCK_OWNER_STACK_DEPTH &&
+	    stacks__intern(e->stacks, (const uint64_t *)r->owner_ips, r->owner_nr, &ev.key.owner_stack))
+		ev.key.owner_stack = LS_STACK_NONE;
+	ev.wait_ns = r->wait_ns;
+	ev.comm = r->comm;
+	if (e->agg)
+		agg__add(e->agg, &ev);
+	for (s = e->scans; s; s = s->next)
+		if (s->pid == r->pid)
+			agg__add(s->agg, &ev);
+	return 0;
+}
+
+static int on_record(void *ctx, void *data, size_t size)
+{
+	struct engine *e = ctx;
+	const struct ls_rec_hdr *h = data;
+
+	if (size < sizeof(*h)) {
+		e->bad_records++;
+		return 0;
+	}
+	switch (h->type) {
+	case LS_REC_KLOCK_WAIT:
+		return handle_klock(e, data, size);
+	default:
+		e->bad_records++;
+		return 0;
+	}
+}
+
+int engine__new(const struct engine_opts *opts, engine_reply_fn reply, void *reply_ctx,
+		struct engine **out)
+{
+	struct agg_opts ao = { .windows = opts->windows, .max_keys = opts->max_keys };
+	struct collector_opts co = opts->collector;
+	struct engine *e = calloc(1, sizeof(*e));
+	int err;
+
+	if (!e)
+		return -ENOMEM;
+	e->opts = *opts;
+	e->reply = reply;
+	e->reply_ctx = reply_ctx;
+	e->start_ns = ls_now_ns();
+	ao.start_ns = e->start_ns;
+	e->stacks = stacks__new(opts->max_stacks);
+	e->agg = agg__new(&ao);
+	e->kstack_ids = calloc(opts->collector.stack_entries, sizeof(*e->kstack_ids));
+	if (!e->stacks || !e->agg || !e->kstack_ids) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
+	co.on_record = on_record;
+	co.ctx = e;
+	err = collector__new(&co, &e->coll);
+	if (err)
+		goto cleanup;
+	err = collector__attach(e->coll);
+	if (err)
+		goto cleanup;
+	/* read after loading, so our own programs' frames have names to skip */
+	err = ksyms__new(opts->kallsyms, &e->ksyms);
+	if (err)
+		pr_warn("kernel symbols unavailable (%s): stacks will show addresses; "
+			"set kernel.kptr_restrict=0 or run as root\n", strerror(-err));
+	collector__start(e->coll);
+	*out = e;
+	return 0;
+cleanup:
+	engine__free(e);
+	return err;
+}
+
+static void scan_free(struct scan *s)
+{
+	if (!s)
+		return;
+	agg__free(s->agg);
+	free(s);
+}
+
+void engine__free(struct engine *e)
+{
+	struct scan *s, *n;
+
+	if (!e)
+		return;
+	for (s = e->scans; s; s = n) {
+		n = s->next;
+		scan_free(s);
+	}
+	collector__free(e->coll);
+	agg__free(e->agg);
+	stacks__free(e->stacks);
+	ksyms__free(e->ksyms);
+	free(e->kstack_ids);
+	free(e);
+}
+
+int engine__epoll_fd(const struct engine *e)
+{
+	return collector__epoll_fd(e->coll);
+}
+
+int engine__consume(struct engine *e)
+{
+	return collector__consume(e->coll);
+}
+
+/* ---- responses ---- */
+
+static cJSON *response(const char *cmd)
+{
+	cJSON *o = cJSON_CreateObject();
+
+	cJSON_AddNumberToObject(o, "schema_version", LS_SCHEMA_VERSION);
+	cJSON_AddStringToObject(o, "cmd", cmd);
+	return o;
+}
+
+static cJSON *dropped_json(struct engine *e, const uint64_t *base)
+{
+	struct collector_prog progs[COLLECTOR_PROG_MAX];
+	uint64_t cnt[LS_CNT_MAX], misses = 0;
+	cJSON *d = cJSON_CreateObject();
+	int i, n;
+
+	collector__counters(e->coll, cnt);
+	for (i = LS_DROP_FIRST; i < LS_DROP_LAST; i++)
+		cJSON_AddNumberToObject(d, ls_counter_name(i), cnt[i] - (base ? base[i] : 0));
+	n = collector__progs(e->coll, progs, COLLECTOR_PROG_MAX);
+	for (i = 0; i < n; i++)
+		misses += progs[i].recursion_misses;
+	/* the kernel skips a program that fires while it already runs on that CPU */
+	cJSON_AddNumberToObject(d, "prog_recursion", misses);
+	cJSON_AddNumberToObject(d, "agg_full", agg__dropped(e->agg));
+	cJSON_AddNumberToObject(d, "stack_table_full", stacks__dropped(e->stacks));
+	cJSON_AddNumberToObject(d, "stack_read_failed", e->stack_read_failed);
+	cJSON_AddNumberToObject(d, "bad_records", e->bad_records);
+	return d;
+}
+
+static cJSON *window_json(const char *name, uint64_t start, uint64_t end)
+{
+	cJSON *w = cJSON_CreateObject();
+
+	cJSON_AddStringToObject(w, "name", name);
+	cJSON_AddNumberToObject(w, "start_ns", start);
+	cJSON_AddNumberToObject(w, "end_ns", end);
+	return w;
+}
+
+static double waits_per_s(const struct engine *e)
+{
+	int newest, oldest;
+
+	if (e->rate_filled < 2)
+		return 0;
+	newest = (e->rate_head + RATE_SECONDS) % (RATE_SECONDS + 1);
+	oldest = (e->rate_head + RATE_SECONDS + 1 - e->rate_filled) % (RATE_SECONDS + 1);
+	if (e->rate_ns[newest] <= e->rate_ns[oldest])
+		return 0;
+	return (double)(e->rate_waits[newest] - e->rate_waits[oldest]) * NSEC_PER_SEC /
+	       (e->rate_ns[newest] - e->rate_ns[oldest]);
+}
+
+static cJSON *programs_json(struct engine *e)
+{
+	struct collector_prog progs[COLLECTOR_PROG_MAX];
+	cJSON *arr = cJSON_CreateArray();
+	int i, n = collector__progs(e->coll, progs, COLLECTOR_PROG_MAX);
+
+	for (i = 0; i < n; i++) {
+		cJSON *p = cJSON_CreateObject();
+
+		cJSON_AddStringToObject(p, "name", progs[i].name);
+		cJSON_AddStringToObject(p, "source", "klock");
+		cJSON_AddBoolToObject(p, "attached", progs[i].attached);
+		cJSON_AddNumberToObject(p, "run_cnt", progs[i].run_cnt);
+		cJSON_AddNumberToObject(p, "run_time_ns", progs[i].run_time_ns);
+		cJSON_AddItemToArray(arr, p);
+	}
+	return arr;
+}
+
+static cJSON *handle_status(struct engine *e)
+{
+	const struct collector_features *f = collector__features(e->coll);
+	uint64_t cnt[LS_CNT_MAX], now = ls_now_ns(), start;
+	cJSON *o = response("status"), *ev, *st, *feat, *wins, *agg;
+	int w;
+
+	collector__counters(e->coll, cnt);
+	cJSON_AddStringToObject(o, "version", LS_VERSION);
+	cJSON_AddNumberToObject(o, "pid", getpid());
+	cJSON_AddNumberToObject(o, "uptime_ns", now - e->start_ns);
+	feat = cJSON_AddObjectToObject(o, "features");
+	cJSON_AddStringToObject(feat, "attach_mode", f->attach_mode);
+	cJSON_AddBoolToObject(feat, "tp_btf", f->tp_btf);
+	cJSON_AddBoolToObject(feat, "task_from_pid", f->task_from_pid);
+	cJSON_AddBoolToObject(feat, "owner_stacks", f->owner_stacks);
+	cJSON_AddBoolToObject(feat, "kernel_symbols", e->ksyms != NULL);
+	cJSON_AddItemToObject(o, "programs", programs_json(e));
+	ev = cJSON_AddObjectToObject(o, "events");
+	cJSON_AddNumberToObject(ev, "begin", cnt[LS_CNT_BEGIN]);
+	cJSON_AddNumberToObject(ev, "waits", cnt[LS_CNT_WAIT]);
+	cJSON_AddNumberToObject(ev, "continued", cnt[LS_CNT_CONTINUED]);
+	cJSON_AddNumberToObject(ev, "waits_per_s", waits_per_s(e));
+	cJSON_AddNumberToObject(ev, "ringbuf_wakeups", cnt[LS_CNT_RB_WAKEUPS]);
+	st = cJSON_AddObjectToObject(o, "stacks");
+	cJSON_AddNumberToObject(st, "stacked", cnt[LS_CNT_STACKED]);
+	cJSON_AddNumberToObject(st, "sampled_out", cnt[LS_CNT_SAMPLED_OUT]);
+	cJSON_AddNumberToObject(st, "share", cnt[LS_CNT_WAIT] ?
+				(double)cnt[LS_CNT_STACKED] / cnt[LS_CNT_WAIT] : 0);
+	cJSON_AddNumberToObject(st, "owner_stacked", cnt[LS_CNT_OWNER_STACKED]);
+	cJSON_AddNumberToObject(st, "interned", stacks__count(e->stacks));
+	cJSON_AddNumberToObject(st, "stack_rate", e->opts.collector.stack_rate);
+	cJSON_AddNumberToObject(st, "cpu_stack_rate", e->opts.collector.cpu_stack_rate);
+	cJSON_AddItemToObject(o, "dropped", dropped_json(e, NULL));
+	wins = cJSON_AddArrayToObject(o, "windows");
+	for (w = 0; w < LS_WIN_MAX; w++) {
+		struct htab *t = agg__window(e->agg, w, now, &start);
+
+		htab__free(t);
+		cJSON_AddItemToArray(wins, window_json(ls_window_name(w), start, now));
+	}
+	agg = cJSON_AddObjectToObject(o, "aggregator");
+	cJSON_AddNumberToObject(agg, "keys", agg__keys(e->agg));
+	cJSON_AddNumberToObject(agg, "mem_bytes", agg__mem_bytes(e->agg) + stacks__mem_bytes(e->stacks));
+	cJSON_AddNumberToObject(o, "rings", collector__nr_rings(e->coll));
+	return o;
+}
+
+static cJSON *rows_response(struct engine *e, const char *cmd, struct agg *agg, const struct query *q,
+			    uint64_t now, const uint64_t *counters0)
+{
+	struct query_ctx qc = { .stacks = e->stacks, .ksyms = e->ksyms };
+	uint64_t start;
+	struct htab *t = agg__window(agg, q->window, now, &start);
+	cJSON *o, *rows;
+
+	if (!t)
+		return engine__error("out of memory building the window");
+	rows = query__rows(t, q, &qc);
+	htab__free(t);
+	if (!rows)
+		return engine__error("out of memory building rows");
+	o = response(cmd);
+	cJSON_AddItemToObject(o, "window", window_json(ls_window_name(q->window), start, now));
+	cJSON_AddStringToObject(o, "group", query__group_name(q->group));
+	cJSON_AddItemToObject(o, "rows", rows);
+	cJSON_AddItemToObject(o, "dropped", dropped_json(e, counters0));
+	return o;
+}
+
+static bool pid_alive(uint32_t pid)
+{
+	return !kill(pid, 0) || errno == EPERM;
+}
+
+static cJSON *handle_scan(struct engine *e, uint64_t client, const cJSON *req, struct query *q)
+{
+	const cJSON *d = cJSON_GetObjectItemCaseSensitive(req, "duration_ms");
+	struct agg_opts ao = { .windows = false, .max_keys = e->opts.max_keys };
+	struct scan *s;
+
+	if (!q->pid)
+		return engine__error("scan needs 'pid'");
+	if (!d || !cJSON_IsNumber(d) || d->valuedouble < 1 || d->valuedouble > SCAN_MAX_MS)
+		return engine__error("'duration_ms' must be a number from 1 to %llu", SCAN_MAX_MS);
+	if (!pid_alive(q->pid))
+		return engine__error("no process with pid %u", q->pid);
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return engine__error("out of memory");
+	s->client = client;
+	s->pid = q->pid;
+	s->start_ns = ls_now_ns();
+	s->deadline_ns = s->start_ns + (uint64_t)d->valuedouble * NSEC_PER_MSEC;
+	s->q = *q;
+	s->q.window = LS_WIN_ALL;
+	ao.start_ns = s->start_ns;
+	s->agg = agg__new(&ao);
+	if (!s->agg) {
+		free(s);
+		return engine__error("out of memory");
+	}
+	/* waits already in the rings predate the scan */
+	engine__consume(e);
+	collector__counters(e->coll, s->counters0);
+	s->next = e->scans;
+	e->scans = s;
+	return NULL;
+}
+
+cJSON *engine__handle(struct engine *e, uint64_t client, const cJSON *req)
+{
+	const cJSON *cmd = cJSON_GetObjectItemCaseSensitive(req, "cmd");
+	char err[256] = "";
+	struct query q;
+
+	if (!cJSON_IsObject(req))
+		return engine__error("a request is a JSON object with a 'cmd'");
+	if (!cJSON_IsString(cmd))
+		return engine__error("missing 'cmd' (one of: status, top, scan)");
+	if (!strcmp(cmd->valuestring, "status"))
+		return handle_status(e);
+	query__init(&q);
+	if (strcmp(cmd->valuestring, "top") && strcmp(cmd->valuestring, "scan"))
+		return engine__error("unknown cmd '%s' (one of: status, top, scan)", cmd->valuestring);
+	if (query__from_json(req, &q, err, sizeof(err)))
+		return engine__error("%s", err);
+	if (!strcmp(cmd->valuestring, "scan"))
+		return handle_scan(e, client, req, &q);
+	engine__consume(e);
+	return rows_response(e, "top", e->agg, &q, ls_now_ns(), NULL);
+}
+
+static void finish_scan(struct engine *e, struct scan *s, uint64_t now, bool exited)
+{
+	cJSON *resp = rows_response(e, "scan", s->agg, &s->q, now, s->counters0);
+
+	cJSON_AddBoolToObject(resp, "process_exited", exited);
+	e->reply(e->reply_ctx, s->client, resp);
+}
+
+static void sample_rate(struct engine *e, uint64_t now)
+{
+	uint64_t cnt[LS_CNT_MAX];
+
+	if (now - e->last_rate_ns < NSEC_PER_SEC)
+		return;
+	collector__counters(e->coll, cnt);
+	e->rate_waits[e->rate_head] = cnt[LS_CNT_WAIT];
+	e->rate_ns[e->rate_head] = now;
+	e->rate_head = (e->rate_head + 1) % (RATE_SECONDS + 1);
+	if (e->rate_filled < RATE_SECONDS + 1)
+		e->rate_filled++;
+	e->last_rate_ns = now;
+}
+
+void engine__tick(struct engine *e)
+{
+	uint64_t now;
+	struct scan **pp, *s;
+
+	engine__consume(e);
+	now = ls_now_ns();
+	agg__rotate(e->agg, now);
+	sample_rate(e, now);
+	for (pp = &e->scans; (s = *pp);) {
+		bool exited = !pid_alive(s->pid);
+
+		if (now < s->deadline_ns && !exited) {
+			pp = &s->next;
+			continue;
+		}
+		*pp = s->next;
+		finish_scan(e, s, now, exited);
+		scan_free(s);
+	}
+}
+
+void engine__client_gone(struct engine *e, uint64_t client)
+{
+	struct scan **pp, *s;
+
+	for (pp = &e->scans; (s = *pp);) {
+		if (s->client != client) {
+			pp = &s->next;
+			continue;
+		}
+		*pp = s->next;
+		scan_free(s);
+	}
+}

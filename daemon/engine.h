@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The engine: collector + symbols + stacks + aggregator + queries, behind the request
+ * protocol. lockscoped serves it over a socket; `lockscope scan` without a daemon runs it
+ * in-process. Single-threaded: the caller's loop polls engine__epoll_fd() and calls
+ * engine__tick() on a timer.
+ */
+#ifndef __LS_ENGINE_H
+#define __LS_ENGINE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <cjson/cJSON.h>
+#include "collector.h"
+
+#define LS_SCHEMA_VERSION 1
+#define LS_VERSION "0.1.0"
+
+struct engine;
+
+struct engine_opts {
+	struct collector_opts collector;
+	uint32_t max_keys;		/* aggregation keys per time slot */
+	uint32_t max_stacks;		/* distinct interned stacks */
+	bool windows;			/* rolling windows (the daemon) or since-start only */
+	const char *kallsyms;		/* NULL: /proc/kallsyms */
+};
+
+/* Sends a deferred response (a scan that finished) to @client; takes @resp. */
+typedef void (*engine_reply_fn)(void *ctx, uint64_t client, cJSON *resp);
+
+void engine_opts__init(struct engine_opts *o);
+int engine__new(const struct engine_opts *opts, engine_reply_fn reply, void *reply_ctx,
+		struct engine **out);
+void engine__free(struct engine *e);
+int engine__epoll_fd(const struct engine *e);
+/* Drains the rings into the aggregator. */
+int engine__consume(struct engine *e);
+/* Drains, rotates windows, finishes due scans; call every tick_ms. */
+void engine__tick(struct engine *e);
+/*
+ * Handles one request from @client. Returns the response, or NULL when the response is
+ * deferred (a scan: it comes later through the reply callback).
+ */
+cJSON *engine__handle(struct engine *e, uint64_t client, const cJSON *req);
+void engine__client_gone(struct engine *e, uint64_t client);
+/* Builds {"schema_version":..,"error":msg}. */
+cJSON *engine__error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+uint64_t ls_now_ns(void);
+
+#define ENGINE_TICK_MS 200
+
+#endif

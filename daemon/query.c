@@ -1,0 +1,673 @@
+// SPDX-License-Identifier: GPL-2.0
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "htab.h"
+#include "klock.h"
+#include "ksyms.h"
+#include "query.h"
+#include "stacks.h"
+
+/* The names perf lock contention prints, so the two tools' tables read alike. */
+const struct lock_type ls_lock_types[] = {
+	{ KLOCK_F_SPIN, "spinlock", "spinlock" },
+	{ KLOCK_F_SPIN | KLOCK_F_READ, "rwlock:R", "rwlock" },
+	{ KLOCK_F_SPIN | KLOCK_F_WRITE, "rwlock:W", "rwlock" },
+	{ KLOCK_F_READ, "rwsem:R", "rwsem" },
+	{ KLOCK_F_WRITE, "rwsem:W", "rwsem" },
+	{ KLOCK_F_RT, "rt-mutex", "rt-mutex" },
+	{ KLOCK_F_RT | KLOCK_F_SPIN, "rtlock", "rt-mutex" },
+	{ KLOCK_F_RT | KLOCK_F_READ, "rwlock-rt:R", "rwlock-rt" },
+	{ KLOCK_F_RT | KLOCK_F_WRITE, "rwlock-rt:W", "rwlock-rt" },
+	{ KLOCK_F_PERCPU | KLOCK_F_READ, "pcpu-sem:R", "percpu-rwsem" },
+	{ KLOCK_F_PERCPU | KLOCK_F_WRITE, "pcpu-sem:W", "percpu-rwsem" },
+	{ KLOCK_F_MUTEX, "mutex", "mutex" },
+	{ 0, "unknown", "unknown" },	/* flags no kernel we know passes */
+};
+const int ls_nr_lock_types = sizeof(ls_lock_types) / sizeof(ls_lock_types[0]);
+#define UNKNOWN_TYPE (ls_nr_lock_types - 1)
+
+static const char *const group_names[LS_GROUP_MAX] = { "caller", "thread", "lock" };
+static const char *const sort_names[] = { "wait_total", "contended", "wait_max", "avg_wait", "wait_min" };
+
+static const char *const lock_names[] = {
+	[LS_NAME_NONE] = NULL,
+	[LS_NAME_MMAP_LOCK] = "mmap_lock",
+	[LS_NAME_SIGLOCK] = "siglock",
+};
+
+/* Addresses up to this far into a kernel variable are named "var+0xoff": locks sit
+ * inside static structs more often than at their start. */
+#define LOCK_SYM_MAX_OFF 256
+
+const char *query__group_name(enum ls_group g)
+{
+	return g < LS_GROUP_MAX ? group_names[g] : "?";
+}
+
+const char *query__sort_name(enum ls_sort s)
+{
+	return s < LS_SORT_KEYS ? sort_names[s] : "?";
+}
+
+int query__type_index(uint32_t flags)
+{
+	int i;
+
+	for (i = 0; i < UNKNOWN_TYPE; i++)
+		if (ls_lock_types[i].flags == flags)
+			return i;
+	return UNKNOWN_TYPE;
+}
+
+void query__init(struct query *q)
+{
+	memset(q, 0, sizeof(*q));
+	q->window = LS_WIN_ALL;
+	q->group = LS_GROUP_CALLER;
+	q->sort = LS_SORT_TOTAL;
+	q->max_stack = LS_QUERY_DEF_MAX_STACK;
+}
+
+int query__parse_types(const char *list, uint32_t *mask, char *err, size_t err_len)
+{
+	char *copy = strdup(list), *tok, *save = NULL;
+	int i, ret = 0;
+
+	if (!copy)
+		return -ENOMEM;
+	*mask = 0;
+	for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+		uint32_t m = 0;
+
+		for (i = 0; i < UNKNOWN_TYPE; i++)
+			if (!strcmp(tok, ls_lock_types[i].name) || !strcmp(tok, ls_lock_types[i].class))
+				m |= 1U << i;
+		if (!m) {
+			snprintf(err, err_len, "unknown lock type '%s' (accepted: spinlock, rwlock[:R|:W], "
+				 "rwsem[:R|:W], mutex, rt-mutex, rwlock-rt, percpu-rwsem)", tok);
+			ret = -EINVAL;
+			break;
+		}
+		*mask |= m;
+	}
+	free(copy);
+	return ret;
+}
+
+static int enum_from_json(const cJSON *req, const char *field, const char *const *names, int n,
+			  int *out, char *err, size_t err_len)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(req, field);
+	int i;
+
+	if (!v)
+		return 0;
+	for (i = 0; cJSON_IsString(v) && i < n; i++) {
+		if (!strcmp(v->valuestring, names[i])) {
+			*out = i;
+			return 0;
+		}
+	}
+	snprintf(err, err_len, "'%s' must be one of:", field);
+	for (i = 0; i < n; i++)
+		snprintf(err + strlen(err), err_len - strlen(err), " %s", names[i]);
+	return -EINVAL;
+}
+
+static int uint_from_json(const cJSON *req, const char *field, uint64_t max, uint64_t *out,
+			  char *err, size_t err_len)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(req, field);
+
+	if (!v)
+		return 0;
+	if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > (double)max ||
+	    v->valuedouble != floor(v->valuedouble)) {
+		snprintf(err, err_len, "'%s' must be an integer from 0 to %" PRIu64, field, max);
+		return -EINVAL;
+	}
+	*out = (uint64_t)v->valuedouble;
+	return 0;
+}
+
+static int bool_from_json(const cJSON *req, const char *field, bool *out, char *err, size_t err_len)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(req, field);
+
+	if (!v)
+		return 0;
+	if (!cJSON_IsBool(v)) {
+		snprintf(err, err_len, "'%s' must be true or false", field);
+		return -EINVAL;
+	}
+	*out = cJSON_IsTrue(v);
+	return 0;
+}
+
+int query__from_json(const cJSON *req, struct query *q, char *err, size_t err_len)
+{
+	static const char *const windows[LS_WIN_MAX] = { "10s", "1m", "5m", "all" };
+	uint64_t pid = 0, tid = 0, limit = 0, max_stack = q->max_stack;
+	int window = q->window, group = q->group, sort = q->sort;
+	const cJSON *types = cJSON_GetObjectItemCaseSensitive(req, "types");
+	int err_ret;
+
+	if ((err_ret = enum_from_json(req, "window", windows, LS_WIN_MAX, &window, err, err_len)) ||
+	    (err_ret = enum_from_json(req, "group", group_names, LS_GROUP_MAX, &group, err, err_len)) ||
+	    (err_ret = enum_from_json(req, "sort", sort_names, LS_SORT_KEYS, &sort, err, err_len)) ||
+	    (err_ret = uint_from_json(req, "pid", INT32_MAX, &pid, err, err_len)) ||
+	    (err_ret = uint_from_json(req, "tid", INT32_MAX, &tid, err, err_len)) ||
+	    (err_ret = uint_from_json(req, "limit", 1000000, &limit, err, err_len)) ||
+	    (err_ret = uint_from_json(req, "max_stack", LS_MAX_STACK_DEPTH, &max_stack, err, err_len)) ||
+	    (err_ret = bool_from_json(req, "stacks", &q->stacks, err, err_len)) ||
+	    (err_ret = bool_from_json(req, "owners", &q->owners, err, err_len)))
+		return err_ret;
+	if (types) {
+		if (!cJSON_IsString(types)) {
+			snprintf(err, err_len, "'types' must be a comma-separated string");
+			return -EINVAL;
+		}
+		if ((err_ret = query__parse_types(types->valuestring, &q->type_mask, err, err_len)))
+			return err_ret;
+	}
+	q->window = window;
+	q->group = group;
+	q->sort = sort;
+	q->pid = pid;
+	q->tid = tid;
+	q->limit = limit;
+	q->max_stack = max_stack;
+	return 0;
+}
+
+int query__caller_frame(const struct query_ctx *ctx, const uint64_t *ips, uint32_t nr)
+{
+	uint32_t i;
+	int first_plain = -1;
+	bool seen_lock = false;
+
+	if (!ctx->ksyms)
+		return 0;
+	/* like perf: the first frame after the locking internals (sched and lock text) */
+	for (i = 0; i < nr; i++) {
+		if (ksyms__is_lock_func(ctx->ksyms, ips[i])) {
+			seen_lock = true;
+			continue;
+		}
+		if (seen_lock)
+			return i;
+		if (first_plain < 0 && !ksyms__is_tracing_func(ctx->ksyms, ips[i]))
+			first_plain = i;
+	}
+	return first_plain < 0 ? 0 : first_plain;
+}
+
+/* ---- grouping ---- */
+
+struct stratum_key {
+	uint64_t lock;
+	uint32_t pid, tid, flags, name;
+};
+
+struct stratum {
+	uint64_t count, total_ns;		/* every wait */
+	uint64_t s_count, s_total_ns;		/* waits that carried a stack (or wanted one) */
+};
+
+struct row_key {
+	uint64_t lock;
+	uint32_t a, b, c, pad;
+};
+
+struct row {
+	double count, total_ns;
+	uint64_t max_ns, min_ns;
+	double hist[LS_HIST_BUCKETS];
+	uint64_t samples;		/* waits with a stack behind the row */
+	bool estimated;
+	bool first;
+	struct agg_key rep;		/* the first fine key: names pid/tid/lock when unique */
+	char comm[LS_COMM_LEN];
+	bool many_pids, many_tids, many_locks;
+	double type_total[16];
+	/* the owner with the most waits behind this row */
+	double owner_best;
+	uint32_t owner_pid, owner_tid, owner_stack;
+	char owner_comm[LS_COMM_LEN];
+};
+
+struct owner_key {
+	uint32_t row, pid, tid, stack;
+};
+
+struct owner_val {
+	double count;
+	char comm[LS_COMM_LEN];
+};
+
+static bool key_wanted(const struct query *q, const struct agg_key *k)
+{
+	if (q->pid && k->pid != q->pid)
+		return false;
+	if (q->tid && k->tid != q->tid)
+		return false;
+	if (q->type_mask && !(q->type_mask & (1U << query__type_index(k->flags))))
+		return false;
+	return true;
+}
+
+static struct stratum_key stratum_of(const struct agg_key *k)
+{
+	struct stratum_key s = { .lock = k->lock, .pid = k->pid, .tid = k->tid,
+				 .flags = k->flags, .name = k->name };
+	return s;
+}
+
+static struct htab *build_strata(const struct htab *tab, const struct query *q)
+{
+	struct htab *strata = htab__new(sizeof(struct stratum_key), sizeof(struct stratum), SIZE_MAX);
+	const void *kp;
+	size_t iter = 0;
+	void *vp;
+
+	while (strata && !htab__next(tab, &iter, &kp, &vp)) {
+		const struct agg_key *k = kp;
+		const struct agg_val *v = vp;
+		struct stratum_key sk;
+		struct stratum *s;
+
+		if (!key_wanted(q, k))
+			continue;
+		sk = stratum_of(k);
+		s = htab__upsert(strata, &sk, NULL, NULL);
+		if (!s)
+			continue;
+		s->count += v->st.count;
+		s->total_ns += v->st.total_ns;
+		if (k->stack != LS_STACK_NONE) {
+			s->s_count += v->st.count;
+			s->s_total_ns += v->st.total_ns;
+		}
+	}
+	return strata;
+}
+
+static struct row_key row_key_of(const struct query *q, const struct agg_key *k)
+{
+	struct row_key rk = {};
+
+	switch (q->group) {
+	case LS_GROUP_CALLER:
+		rk.a = query__type_index(k->flags);
+		rk.b = k->stack;
+		break;
+	case LS_GROUP_THREAD:
+		rk.a = k->pid;
+		rk.b = k->tid;
+		break;
+	case LS_GROUP_LOCK:
+	default:
+		rk.lock = k->lock;
+		rk.a = query__type_index(k->flags);
+		rk.b = k->name;
+		/* mmap_lock addresses are per process; the name alone would merge them */
+		rk.c = k->name == LS_NAME_MMAP_LOCK ? k->pid : 0;
+		break;
+	}
+	return rk;
+}
+
+struct row_set {
+	struct row *rows;
+	size_t nr, cap;
+	struct htab *index;	/* row_key -> uint32 index */
+	struct htab *owners;	/* owner_key -> owner_val */
+};
+
+static struct row *row_get(struct row_set *rs, const struct row_key *rk, uint32_t *idx)
+{
+	int created;
+	uint32_t *ip = htab__upsert(rs->index, rk, &created, NULL);
+
+	if (!ip)
+		return NULL;
+	if (created) {
+		if (rs->nr == rs->cap) {
+			size_t cap = rs->cap ? rs->cap * 2 : 64;
+			struct row *n = realloc(rs->rows, cap * sizeof(*n));
+
+			if (!n)
+				return NULL;
+			rs->rows = n;
+			rs->cap = cap;
+		}
+		memset(&rs->rows[rs->nr], 0, sizeof(struct row));
+		rs->rows[rs->nr].first = true;
+		*ip = rs->nr++;
+	}
+	*idx = *ip;
+	return &rs->rows[*ip];
+}
+
+static void row_add(struct row_set *rs, struct row *r, uint32_t idx, const struct agg_key *k,
+		    const struct agg_val *v, double fc, double fw, bool sampled)
+{
+	int i;
+
+	if (r->first) {
+		r->first = false;
+		r->rep = *k;
+		memcpy(r->comm, v->comm, sizeof(r->comm));
+		r->min_ns = v->st.min_ns;
+	}
+	r->many_pids |= r->rep.pid != k->pid;
+	r->many_tids |= r->rep.tid != k->tid;
+	r->many_locks |= r->rep.lock != k->lock;
+	r->count += v->st.count * fc;
+	r->total_ns += v->st.total_ns * fw;
+	r->estimated |= fc != 1.0 || fw != 1.0;
+	if (v->st.max_ns > r->max_ns)
+		r->max_ns = v->st.max_ns;
+	if (v->st.min_ns < r->min_ns)
+		r->min_ns = v->st.min_ns;
+	for (i = 0; i < LS_HIST_BUCKETS; i++)
+		r->hist[i] += v->st.hist[i] * fc;
+	if (sampled)
+		r->samples += v->st.count;
+	r->type_total[query__type_index(k->flags) & 15] += v->st.total_ns * fw;
+	if (k->owner_tid) {
+		struct owner_key ok = { idx, k->owner_pid, k->owner_tid, k->owner_stack };
+		struct owner_val *ov = htab__upsert(rs->owners, &ok, NULL, NULL);
+
+		if (ov) {
+			ov->count += v->st.count * fc;
+			memcpy(ov->comm, v->owner_comm, sizeof(ov->comm));
+		}
+	}
+}
+
+static void pick_owners(struct row_set *rs)
+{
+	const void *kp;
+	size_t iter = 0;
+	void *vp;
+
+	while (!htab__next(rs->owners, &iter, &kp, &vp)) {
+		const struct owner_key *ok = kp;
+		const struct owner_val *ov = vp;
+		struct row *r = &rs->rows[ok->row];
+
+		if (ov->count > r->owner_best) {
+			r->owner_best = ov->count;
+			r->owner_pid = ok->pid;
+			r->owner_tid = ok->tid;
+			r->owner_stack = ok->stack;
+			memcpy(r->owner_comm, ov->comm, sizeof(r->owner_comm));
+		}
+	}
+}
+
+static int fill_rows(struct row_set *rs, const struct htab *tab, const struct query *q)
+{
+	struct htab *strata = NULL;
+	const void *kp;
+	size_t iter = 0;
+	void *vp;
+
+	if (q->group == LS_GROUP_CALLER && !(strata = build_strata(tab, q)))
+		return -ENOMEM;
+	while (!htab__next(tab, &iter, &kp, &vp)) {
+		const struct agg_key *k = kp;
+		const struct agg_val *v = vp;
+		double fc = 1.0, fw = 1.0;
+		struct row_key rk;
+		struct row *r;
+		uint32_t idx;
+
+		if (!key_wanted(q, k))
+			continue;
+		if (strata) {
+			struct stratum_key sk = stratum_of(k);
+			const struct stratum *s = htab__find(strata, &sk);
+
+			/*
+			 * A caller is known only for waits with a stack. Scale each stacked
+			 * key by its stratum's (same thread, lock and type) exact total over
+			 * its sampled part; waits of a stratum with no sample at all stay in
+			 * a row of their own, never dropped.
+			 */
+			if (k->stack == LS_STACK_NONE && s->s_count)
+				continue;
+			if (k->stack != LS_STACK_NONE) {
+				fc = (double)s->count / s->s_count;
+				fw = s->s_total_ns ? (double)s->total_ns / s->s_total_ns : fc;
+			}
+		}
+		rk = row_key_of(q, k);
+		r = row_get(rs, &rk, &idx);
+		if (!r) {
+			htab__free(strata);
+			return -ENOMEM;
+		}
+		row_add(rs, r, idx, k, v, fc, fw, k->stack != LS_STACK_NONE);
+	}
+	htab__free(strata);
+	pick_owners(rs);
+	return 0;
+}
+
+static double sort_value(const struct row *r, enum ls_sort s)
+{
+	switch (s) {
+	case LS_SORT_CONTENDED: return r->count;
+	case LS_SORT_MAX: return r->max_ns;
+	case LS_SORT_MIN: return r->min_ns;
+	case LS_SORT_AVG: return r->count ? r->total_ns / r->count : 0;
+	case LS_SORT_TOTAL:
+	default: return r->total_ns;
+	}
+}
+
+static int cmp_rows(const void *a, const void *b, void *arg)
+{
+	enum ls_sort sort = *(const enum ls_sort *)arg;
+	double x = sort_value(a, sort), y = sort_value(b, sort);
+
+	if (x != y)
+		return x < y ? 1 : -1;
+	/* ties by count then total, so equal rows keep a stable, testable order */
+	x = ((const struct row *)a)->count;
+	y = ((const struct row *)b)->count;
+	return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* ---- JSON ---- */
+
+static void add_hex(cJSON *obj, const char *name, uint64_t v)
+{
+	char buf[24];
+
+	snprintf(buf, sizeof(buf), "0x%" PRIx64, v);
+	cJSON_AddStringToObject(obj, name, buf);
+}
+
+static void frame_name(const struct query_ctx *ctx, uint64_t ip, char *buf, size_t len)
+{
+	const struct ksym *s = ctx->ksyms ? ksyms__func(ctx->ksyms, ip) : NULL;
+
+	if (s)
+		snprintf(buf, len, "%s+0x%" PRIx64, s->name, ip - s->addr);
+	else
+		snprintf(buf, len, "0x%" PRIx64, ip);
+}
+
+static cJSON *stack_json(const struct query_ctx *ctx, uint32_t id, int max)
+{
+	cJSON *arr = cJSON_CreateArray();
+	const uint64_t *ips;
+	uint32_t nr, i;
+
+	ips = stacks__get(ctx->stacks, id, &nr);
+	for (i = 0; i < nr && (int)i < max; i++) {
+		const struct ksym *s = ctx->ksyms ? ksyms__func(ctx->ksyms, ips[i]) : NULL;
+		cJSON *f = cJSON_CreateObject();
+
+		add_hex(f, "addr", ips[i]);
+		if (s) {
+			cJSON_AddStringToObject(f, "sym", s->name);
+			cJSON_AddNumberToObject(f, "offset", ips[i] - s->addr);
+			cJSON_AddStringToObject(f, "module", s->module ? s->module : "kernel");
+		} else {
+			cJSON_AddNullToObject(f, "sym");
+			cJSON_AddNullToObject(f, "offset");
+			cJSON_AddNullToObject(f, "module");
+		}
+		cJSON_AddItemToArray(arr, f);
+	}
+	return arr;
+}
+
+static void caller_string(const struct query_ctx *ctx, uint32_t id, char *buf, size_t len)
+{
+	const uint64_t *ips;
+	uint32_t nr;
+
+	if (id == LS_STACK_NONE) {
+		snprintf(buf, len, "[not sampled]");
+		return;
+	}
+	ips = stacks__get(ctx->stacks, id, &nr);
+	if (!nr) {
+		snprintf(buf, len, "[stack missing]");
+		return;
+	}
+	frame_name(ctx, ips[query__caller_frame(ctx, ips, nr)], buf, len);
+}
+
+static cJSON *lock_json(const struct query_ctx *ctx, const struct agg_key *k)
+{
+	cJSON *lock = cJSON_CreateObject();
+	const struct ksym *s = NULL;
+	char buf[160];
+
+	add_hex(lock, "addr", k->lock);
+	if (k->name != LS_NAME_NONE && k->name < sizeof(lock_names) / sizeof(lock_names[0])) {
+		cJSON_AddStringToObject(lock, "name", lock_names[k->name]);
+		return lock;
+	}
+	if (ctx->ksyms)
+		s = ksyms__data(ctx->ksyms, k->lock, LOCK_SYM_MAX_OFF);
+	if (!s) {
+		cJSON_AddNullToObject(lock, "name");
+		return lock;
+	}
+	if (k->lock == s->addr)
+		snprintf(buf, sizeof(buf), "%s", s->name);
+	else
+		snprintf(buf, sizeof(buf), "%s+0x%" PRIx64, s->name, k->lock - s->addr);
+	cJSON_AddStringToObject(lock, "name", buf);
+	return lock;
+}
+
+static int dominant_type(const struct row *r)
+{
+	int i, best = 0;
+
+	for (i = 1; i < ls_nr_lock_types && i < 16; i++)
+		if (r->type_total[i] > r->type_total[best])
+			best = i;
+	return best;
+}
+
+static cJSON *hist_json(const struct row *r)
+{
+	cJSON *arr = cJSON_CreateArray();
+	int last = -1, i;
+
+	for (i = 0; i < LS_HIST_BUCKETS; i++)
+		if (llround(r->hist[i]))
+			last = i;
+	for (i = 0; i <= last; i++)
+		cJSON_AddItemToArray(arr, cJSON_CreateNumber(llround(r->hist[i])));
+	return arr;
+}
+
+static cJSON *owner_json(const struct query_ctx *ctx, const struct row *r, int max_stack)
+{
+	cJSON *o;
+
+	if (!r->owner_tid)
+		return cJSON_CreateNull();
+	o = cJSON_CreateObject();
+	cJSON_AddNumberToObject(o, "pid", r->owner_pid);
+	cJSON_AddNumberToObject(o, "tid", r->owner_tid);
+	cJSON_AddStringToObject(o, "comm", r->owner_comm);
+	if (r->owner_stack >= LS_STACK_FIRST)
+		cJSON_AddItemToObject(o, "stack", stack_json(ctx, r->owner_stack, max_stack));
+	else
+		cJSON_AddNullToObject(o, "stack");
+	return o;
+}
+
+static cJSON *row_json(const struct query_ctx *ctx, const struct query *q, const struct row *r)
+{
+	cJSON *o = cJSON_CreateObject();
+	uint64_t count = llround(r->count), total = llround(r->total_ns);
+	char caller[160];
+	int type = q->group == LS_GROUP_THREAD ? dominant_type(r) : query__type_index(r->rep.flags);
+
+	cJSON_AddStringToObject(o, "kind", "kernel");
+	cJSON_AddStringToObject(o, "type", ls_lock_types[type].name);
+	if (q->group == LS_GROUP_CALLER) {
+		caller_string(ctx, r->rep.stack, caller, sizeof(caller));
+		cJSON_AddStringToObject(o, "caller", caller);
+	}
+	if (!r->many_locks)
+		cJSON_AddItemToObject(o, "lock", lock_json(ctx, &r->rep));
+	if (!r->many_pids) {
+		cJSON_AddNumberToObject(o, "pid", r->rep.pid);
+		if (!r->many_tids) {
+			cJSON_AddNumberToObject(o, "tid", r->rep.tid);
+			cJSON_AddStringToObject(o, "comm", r->comm);
+		}
+	}
+	cJSON_AddNumberToObject(o, "contended", count);
+	cJSON_AddNumberToObject(o, "total_wait_ns", total);
+	cJSON_AddNumberToObject(o, "max_wait_ns", r->max_ns);
+	cJSON_AddNumberToObject(o, "min_wait_ns", r->min_ns);
+	cJSON_AddNumberToObject(o, "avg_wait_ns", count ? total / count : 0);
+	cJSON_AddItemToObject(o, "hist", hist_json(r));
+	cJSON_AddBoolToObject(o, "estimated", r->estimated);
+	cJSON_AddNumberToObject(o, "stack_samples", r->samples);
+	if (q->group == LS_GROUP_CALLER && q->stacks)
+		cJSON_AddItemToObject(o, "stack", stack_json(ctx, r->rep.stack, q->max_stack));
+	if (q->owners)
+		cJSON_AddItemToObject(o, "owner", owner_json(ctx, r, q->max_stack));
+	return o;
+}
+
+cJSON *query__rows(const struct htab *tab, const struct query *q, const struct query_ctx *ctx)
+{
+	struct row_set rs = {};
+	cJSON *arr = NULL;
+	size_t i, n;
+
+	rs.index = htab__new(sizeof(struct row_key), sizeof(uint32_t), SIZE_MAX);
+	rs.owners = htab__new(sizeof(struct owner_key), sizeof(struct owner_val), SIZE_MAX);
+	if (!rs.index || !rs.owners || fill_rows(&rs, tab, q))
+		goto cleanup;
+	qsort_r(rs.rows, rs.nr, sizeof(*rs.rows), cmp_rows, (void *)&q->sort);
+	n = q->limit && (size_t)q->limit < rs.nr ? (size_t)q->limit : rs.nr;
+	arr = cJSON_CreateArray();
+	for (i = 0; arr && i < n; i++)
+		cJSON_AddItemToArray(arr, row_json(ctx, q, &rs.rows[i]));
+cleanup:
+	htab__free(rs.index);
+	htab__free(rs.owners);
+	free(rs.rows);
+	return arr;
+}

@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Queries over aggregated waits: group, filter, estimate, sort and render rows as the
+ * JSON that the protocol and `lockscope --json` share. No kernel needed: the unit tests
+ * drive this file with hand-made tables.
+ */
+#ifndef __LS_QUERY_H
+#define __LS_QUERY_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <cjson/cJSON.h>
+#include "agg.h"
+
+struct htab;
+struct stacks;
+struct ksyms;
+
+enum ls_group { LS_GROUP_CALLER, LS_GROUP_THREAD, LS_GROUP_LOCK, LS_GROUP_MAX };
+enum ls_sort { LS_SORT_TOTAL, LS_SORT_CONTENDED, LS_SORT_MAX, LS_SORT_AVG, LS_SORT_MIN, LS_SORT_KEYS };
+
+#define LS_QUERY_DEF_MAX_STACK 8
+
+struct query {
+	enum ls_window window;
+	enum ls_group group;
+	enum ls_sort sort;
+	uint32_t pid;		/* 0: every process */
+	uint32_t tid;		/* 0: every thread */
+	uint32_t type_mask;	/* bit i: ls_lock_types[i]; 0: every type */
+	int limit;		/* rows; 0: all */
+	int max_stack;		/* frames per stack in the output */
+	bool stacks;		/* include waiter stacks */
+	bool owners;		/* include the dominant owner of each row */
+};
+
+struct query_ctx {
+	const struct stacks *stacks;
+	const struct ksyms *ksyms;	/* NULL: addresses only */
+};
+
+struct lock_type {
+	uint32_t flags;
+	const char *name;	/* as perf prints it: "rwsem:R" */
+	const char *class;	/* what -Y also accepts: "rwsem" */
+};
+
+extern const struct lock_type ls_lock_types[];
+extern const int ls_nr_lock_types;
+
+void query__init(struct query *q);
+/* Fills @q from a request object; on error returns -EINVAL with a message in @err. */
+int query__from_json(const cJSON *req, struct query *q, char *err, size_t err_len);
+/* Parses "rwsem,mutex:R,..." into a type mask; -EINVAL names the bad entry in @err. */
+int query__parse_types(const char *list, uint32_t *mask, char *err, size_t err_len);
+int query__type_index(uint32_t flags);
+const char *query__group_name(enum ls_group g);
+const char *query__sort_name(enum ls_sort s);
+/* Rows for @tab as a JSON array, sorted and cut to q->limit. */
+cJSON *query__rows(const struct htab *tab, const struct query *q, const struct query_ctx *ctx);
+/* The frame where a wait's caller is: the first one past the locking internals. */
+int query__caller_frame(const struct query_ctx *ctx, const uint64_t *ips, uint32_t nr);
+
+#endif

@@ -1,0 +1,38 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The Unix-socket server: one JSON request per line in, one JSON response per line out.
+ * Peers are checked with SO_PEERCRED. Responses may be deferred (a scan answers when it
+ * ends) and are then sent with server__reply().
+ */
+#ifndef __LS_SERVER_H
+#define __LS_SERVER_H
+
+#include <stdint.h>
+#include <sys/types.h>
+#include <cjson/cJSON.h>
+
+#define LS_DEFAULT_SOCKET "/run/lockscope/lockscope.sock"
+#define LS_SOCKET_GROUP "lockscope"
+
+struct server;
+struct loop;
+
+/* Returns the response (the server frees it), or NULL when it will come later. */
+typedef cJSON *(*server_request_fn)(void *ctx, uint64_t client, const cJSON *req);
+typedef void (*server_gone_fn)(void *ctx, uint64_t client);
+
+struct server_opts {
+	const char *path;
+	const char *group;	/* socket group when it exists; members may query */
+	mode_t mode;
+	server_request_fn on_request;
+	server_gone_fn on_gone;
+	void *ctx;
+};
+
+int server__new(const struct server_opts *opts, struct loop *loop, struct server **out);
+/* Sends a deferred response; drops it when the client has gone. Takes @resp. */
+void server__reply(struct server *s, uint64_t client, cJSON *resp);
+void server__free(struct server *s);
+
+#endif

@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Interned stacks: every distinct stack is stored once and named by a small id, so the
+ * aggregator's keys stay fixed-size and a stack seen a million times costs one copy.
+ */
+#ifndef __LS_STACKS_H
+#define __LS_STACKS_H
+
+#include <stdint.h>
+
+enum ls_stack_id {
+	LS_STACK_NONE = 0,	/* no stack was taken (sampled out) */
+	LS_STACK_MISSING = 1,	/* a stack was wanted but the kernel could not give one */
+	LS_STACK_FIRST = 2,
+};
+
+struct stacks;
+
+struct stacks *stacks__new(uint32_t max_stacks);
+void stacks__free(struct stacks *s);
+/* Finds or adds @ips; *id receives its id. -ENOSPC when the table is full. */
+int stacks__intern(struct stacks *s, const uint64_t *ips, uint32_t nr, uint32_t *id);
+/* The frames of @id (NULL and *nr = 0 for the special ids). */
+const uint64_t *stacks__get(const struct stacks *s, uint32_t id, uint32_t *nr);
+uint32_t stacks__count(const struct stacks *s);
+uint64_t stacks__dropped(const struct stacks *s);
+size_t stacks__mem_bytes(const struct stacks *s);
+
+#endif

@@ -1,0 +1,162 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * mmap_storm: kernel lock contention inside one process, for lockscope's tests and demo.
+ *
+ * Writer threads map, touch and unmap anonymous memory (mmap_lock taken for write by
+ * mmap/munmap); reader threads advise memory away and ask for residency (madvise and
+ * mincore take mmap_lock for read) and fault pages back in (page-table spinlocks). The
+ * result is rwsem contention of both kinds on this process's mmap_lock.
+ *
+ * With --wait the process prints its pid and waits for a line on stdin before starting,
+ * so that a tracer can attach first and see every event of the run.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { PAGES_PER_MAP = 16 };
+
+struct opts {
+	int writers;
+	int readers;
+	long iterations;
+	double seconds;
+	int wait_go;
+};
+
+static struct opts opts = { .writers = 2, .readers = 2, .iterations = 20000 };
+static char *shared_region;
+static size_t page_size;
+static volatile int stop;
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int done(long i, double start)
+{
+	if (stop)
+		return 1;
+	if (opts.seconds > 0)
+		return (i & 63) == 0 && now_s() - start >= opts.seconds;
+	return i >= opts.iterations;
+}
+
+static void *writer(void *arg)
+{
+	size_t len = PAGES_PER_MAP * page_size;
+	double start = now_s();
+	long i;
+
+	(void)arg;
+	for (i = 0; !done(i, start); i++) {
+		char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		if (p == MAP_FAILED) {
+			perror("mmap");
+			exit(1);
+		}
+		for (size_t off = 0; off < len; off += page_size)
+			p[off] = (char)i;
+		munmap(p, len);
+	}
+	return NULL;
+}
+
+static void *reader(void *arg)
+{
+	size_t len = PAGES_PER_MAP * page_size;
+	unsigned char vec[PAGES_PER_MAP];
+	double start = now_s();
+	long i;
+
+	(void)arg;
+	for (i = 0; !done(i, start); i++) {
+		madvise(shared_region, len, MADV_DONTNEED);
+		mincore(shared_region, len, vec);
+		for (size_t off = 0; off < len; off += page_size)
+			shared_region[off]++;
+	}
+	return NULL;
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: mmap_storm [--writers N] [--readers N] [--iterations N | --seconds S] [--wait]\n");
+}
+
+static int parse_args(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "writers", required_argument, NULL, 'w' },
+		{ "readers", required_argument, NULL, 'r' },
+		{ "iterations", required_argument, NULL, 'n' },
+		{ "seconds", required_argument, NULL, 's' },
+		{ "wait", no_argument, NULL, 'W' },
+		{ "help", no_argument, NULL, 'h' },
+		{},
+	};
+	int c;
+
+	while ((c = getopt_long(argc, argv, "w:r:n:s:Wh", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'w': opts.writers = atoi(optarg); break;
+		case 'r': opts.readers = atoi(optarg); break;
+		case 'n': opts.iterations = atol(optarg); break;
+		case 's': opts.seconds = atof(optarg); break;
+		case 'W': opts.wait_go = 1; break;
+		case 'h': usage(stdout); exit(0);
+		default: usage(stderr); return -EINVAL;
+		}
+	}
+	if (opts.writers < 0 || opts.readers < 0 || opts.writers + opts.readers == 0) {
+		fprintf(stderr, "mmap_storm: need at least one writer or reader thread\n");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	int nthreads, i;
+	pthread_t *tids;
+	char line[16];
+	double start;
+
+	if (parse_args(argc, argv))
+		return 2;
+	page_size = sysconf(_SC_PAGESIZE);
+	shared_region = mmap(NULL, PAGES_PER_MAP * page_size, PROT_READ | PROT_WRITE,
+			     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (shared_region == MAP_FAILED) {
+		perror("mmap");
+		return 1;
+	}
+	if (opts.wait_go) {
+		printf("pid %d\n", getpid());
+		fflush(stdout);
+		if (!fgets(line, sizeof(line), stdin))
+			return 1;
+	}
+	nthreads = opts.writers + opts.readers;
+	tids = calloc(nthreads, sizeof(*tids));
+	start = now_s();
+	for (i = 0; i < nthreads; i++)
+		pthread_create(&tids[i], NULL, i < opts.writers ? writer : reader, NULL);
+	for (i = 0; i < nthreads; i++)
+		pthread_join(tids[i], NULL);
+	printf("{\"threads\": %d, \"seconds\": %.3f}\n", nthreads, now_s() - start);
+	free(tids);
+	return 0;
+}
