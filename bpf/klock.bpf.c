@@ -232,28 +232,36 @@ static __always_inline struct task_struct *lock_owner(__u64 lock, __u32 flags)
 	return (struct task_struct *)(owner & ~OWNER_FLAGS_MASK);
 }
 
-static __always_inline void read_owner(struct klock_pending *e, __u64 lock, __u32 flags)
+/* Fills the owner fields of @e; returns the owner for this program's use only. */
+static __always_inline struct task_struct *read_owner(struct klock_pending *e, __u64 lock, __u32 flags)
 {
 	struct task_struct *owner = lock_owner(lock, flags);
 
 	e->owner_pid = 0;
 	e->owner_tid = 0;
 	if (!owner)
-		return;
+		return NULL;
 	e->owner_tid = BPF_CORE_READ(owner, pid);
 	e->owner_pid = BPF_CORE_READ(owner, tgid);
 	if (!e->owner_tid)
-		return;
+		return NULL;
 	BPF_CORE_READ_STR_INTO(&e->owner_comm, owner, comm);
 	e->rec_flags |= KLOCK_RF_OWNER;
+	return owner;
 }
 
-static __always_inline void take_owner_stack(__u32 tid, struct klock_pending *e)
+static __always_inline void take_owner_stack(__u32 tid, struct klock_pending *e,
+					     struct task_struct *owner)
 {
 	struct owner_stack *os;
 	struct task_struct *t;
 	long n;
 
+	/* the unwinder refuses a task running on another CPU; don't pay to be refused */
+	if (BPF_CORE_READ(owner, on_cpu)) {
+		ls_count(LS_CNT_OWNER_ON_CPU);
+		return;
+	}
 	if (bpf_map_update_elem(&owner_stacks, &tid, &empty_owner_stack, BPF_ANY)) {
 		ls_count(LS_DROP_OWNER_STACK);
 		return;
@@ -284,6 +292,7 @@ static __always_inline int lock_contended(__u64 lock, __u32 flags, bool with_own
 	__u32 tid = (__u32)id, depth;
 	bool spinning = is_spinning(flags);
 	struct klock_pending *e, *top;
+	struct task_struct *owner;
 	struct klock_slot *slot;
 
 	if (!ls_tgid_wanted(id >> 32))
@@ -317,9 +326,9 @@ static __always_inline int lock_contended(__u64 lock, __u32 flags, bool with_own
 	e->rec_flags = (depth ? KLOCK_RF_NESTED : 0) | (spinning ? KLOCK_RF_SPINNING : 0);
 	if (sample_stack(lock, now))
 		e->rec_flags |= KLOCK_RF_SAMPLED;
-	read_owner(e, lock, flags);
-	if (with_owner_stack && (e->rec_flags & KLOCK_RF_SAMPLED) && (e->rec_flags & KLOCK_RF_OWNER))
-		take_owner_stack(tid, e);
+	owner = read_owner(e, lock, flags);
+	if (with_owner_stack && owner && (e->rec_flags & KLOCK_RF_SAMPLED))
+		take_owner_stack(tid, e, owner);
 	/* published last: contention_end from an interrupt only looks below depth */
 	slot->depth = depth + 1;
 	ls_count(LS_CNT_BEGIN);

@@ -136,7 +136,17 @@ static int parse_args(int argc, char **argv, struct cli *c)
 			return -EINVAL;
 		exit(0);
 	}
-	c->cmd = argv[1];
+	/* the common options may come before the command: lockscope --socket P top */
+	for (i = 1; i < (size_t)argc && argv[i][0] == '-'; i++)
+		if (!strcmp(argv[i], "-S") || !strcmp(argv[i], "--socket"))
+			i++;
+	if (i >= (size_t)argc) {
+		fprintf(stderr, "lockscope: no command (status, top, scan; see --help)\n");
+		return -EINVAL;
+	}
+	c->cmd = argv[i];
+	memmove(&argv[i], &argv[i + 1], (argc - i - 1) * sizeof(*argv));
+	argc--;
 	if (strcmp(c->cmd, "status") && strcmp(c->cmd, "top") && strcmp(c->cmd, "scan")) {
 		fprintf(stderr, "lockscope: unknown command '%s' (status, top, scan; see --help)\n", c->cmd);
 		return -EINVAL;
@@ -144,7 +154,7 @@ static int parse_args(int argc, char **argv, struct cli *c)
 	cJSON_AddStringToObject(c->req, "cmd", c->cmd);
 	if (!strcmp(c->cmd, "top"))
 		cJSON_AddStringToObject(c->req, "window", "10s");
-	optind = 2;
+	optind = 1;
 	while ((opt = getopt_long(argc, argv, "p:tlY:E:w:k:od:S:jh", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'p':

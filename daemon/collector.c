@@ -60,6 +60,7 @@ static const char *const counter_names[LS_CNT_MAX] = {
 	[LS_CNT_OWNER_STACKED] = "owner_stacked",
 	[LS_CNT_CONTINUED] = "continued",
 	[LS_CNT_RB_WAKEUPS] = "ringbuf_wakeups",
+	[LS_CNT_OWNER_ON_CPU] = "owner_on_cpu",
 	[LS_DROP_RINGBUF] = "ringbuf_full",
 	[LS_DROP_SLOT_FULL] = "wait_map_full",
 	[LS_DROP_NEST_DEPTH] = "nest_too_deep",

@@ -364,6 +364,7 @@ static cJSON *handle_status(struct engine *e)
 	cJSON_AddNumberToObject(st, "share", cnt[LS_CNT_WAIT] ?
 				(double)cnt[LS_CNT_STACKED] / cnt[LS_CNT_WAIT] : 0);
 	cJSON_AddNumberToObject(st, "owner_stacked", cnt[LS_CNT_OWNER_STACKED]);
+	cJSON_AddNumberToObject(st, "owner_on_cpu", cnt[LS_CNT_OWNER_ON_CPU]);
 	cJSON_AddNumberToObject(st, "interned", stacks__count(e->stacks));
 	cJSON_AddNumberToObject(st, "stack_rate", e->opts.collector.stack_rate);
 	cJSON_AddNumberToObject(st, "cpu_stack_rate", e->opts.collector.cpu_stack_rate);

@@ -1,0 +1,153 @@
+"""Fixtures for tests that run the real daemon and CLI against real BPF.
+
+A test that needs something the kernel or machine lacks calls require_*(); it skips with
+the reason, except under CI=true (or LOCKSCOPE_REQUIRE_BPF=1), where the same skip fails:
+CI runs on a kernel that has everything, so a skip there would hide a regression.
+"""
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+BUILD = os.environ.get("OUTPUT", os.path.join(ROOT, "build"))
+LOCKSCOPED = os.path.join(BUILD, "lockscoped")
+LOCKSCOPE = os.path.join(BUILD, "lockscope")
+WORKLOADS = os.path.join(BUILD, "workloads")
+TRACEFS = "/sys/kernel/tracing"
+
+
+def must_not_skip():
+    return os.environ.get("CI") == "true" or os.environ.get("LOCKSCOPE_REQUIRE_BPF") == "1"
+
+
+def skip_or_fail(reason):
+    if must_not_skip():
+        pytest.fail(f"required under CI but unavailable: {reason}")
+    pytest.skip(reason)
+
+
+def ensure_tracefs():
+    """tp and perf need tracefs; mount it where a minimal system has not."""
+    if os.path.exists(os.path.join(TRACEFS, "events")):
+        return True
+    subprocess.run(["mount", "-t", "tracefs", "nodev", TRACEFS], check=False,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return os.path.exists(os.path.join(TRACEFS, "events"))
+
+
+def require_bpf():
+    if os.geteuid() != 0:
+        skip_or_fail("needs root to load BPF programs")
+    if not os.path.exists("/sys/kernel/btf/vmlinux"):
+        skip_or_fail("kernel has no BTF (/sys/kernel/btf/vmlinux)")
+    if not ensure_tracefs() or not os.path.exists(os.path.join(TRACEFS, "events/lock/contention_begin")):
+        skip_or_fail("kernel has no lock:contention_begin tracepoint (Linux 5.19+)")
+
+
+def require_tool(name):
+    if not shutil.which(name):
+        skip_or_fail(f"{name} is not installed (make deps)")
+
+
+class Daemon:
+    def __init__(self, sock, proc, log):
+        self.sock, self.proc, self.log = sock, proc, log
+
+    def connect(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(30)
+        s.connect(self.sock)
+        return s
+
+    def call(self, req, conn=None):
+        own = conn is None
+        conn = conn or self.connect()
+        try:
+            line = req if isinstance(req, (str, bytes)) else json.dumps(req)
+            if isinstance(line, str):
+                line = line.encode()
+            conn.sendall(line + b"\n")
+            buf = b""
+            while not buf.endswith(b"\n"):
+                chunk = conn.recv(1 << 20)
+                if not chunk:
+                    raise ConnectionError("daemon closed the connection")
+                buf += chunk
+            return json.loads(buf)
+        finally:
+            if own:
+                conn.close()
+
+    def cli(self, *args, check=True):
+        return run_cli("--socket", self.sock, *args, check=check)
+
+
+def run_cli(*args, check=True, **kw):
+    p = subprocess.run([LOCKSCOPE, *args], capture_output=True, text=True, timeout=120, **kw)
+    if check and p.returncode != 0:
+        raise AssertionError(f"lockscope {' '.join(args)} exited {p.returncode}: {p.stderr}")
+    return p
+
+
+def start_daemon(extra_args=()):
+    tmp = tempfile.mkdtemp(prefix="lockscope-test-")
+    sock = os.path.join(tmp, "ls.sock")
+    log = open(os.path.join(tmp, "daemon.log"), "w+")
+    proc = subprocess.Popen([LOCKSCOPED, "--socket", sock, *extra_args], stdout=log, stderr=log)
+    d = Daemon(sock, proc, log)
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            log.seek(0)
+            raise AssertionError(f"lockscoped exited {proc.returncode}: {log.read()}")
+        try:
+            if d.call({"cmd": "status"}).get("cmd") == "status":
+                return d
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    raise AssertionError("lockscoped did not answer within 30 s")
+
+
+def stop_daemon(d):
+    if d.proc.poll() is None:
+        d.proc.send_signal(signal.SIGTERM)
+        d.proc.wait(timeout=30)
+    d.log.seek(0)
+    return d.proc.returncode, d.log.read()
+
+
+@pytest.fixture
+def daemon():
+    require_bpf()
+    d = start_daemon()
+    yield d
+    rc, log = stop_daemon(d)
+    assert rc == 0, f"lockscoped exited {rc} on SIGTERM: {log}"
+
+
+class Workload:
+    """A workload started with --wait: it prints its pid and waits for a line on stdin."""
+
+    def __init__(self, name, *args):
+        self.proc = subprocess.Popen([os.path.join(WORKLOADS, name), "--wait", *args],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        first = self.proc.stdout.readline().split()
+        assert first and first[0] == "pid", f"{name} did not start: {first}"
+        self.pid = int(first[1])
+
+    def go(self):
+        self.proc.stdin.write("go\n")
+        self.proc.stdin.flush()
+
+    def wait(self, timeout=120):
+        out = self.proc.stdout.read()
+        assert self.proc.wait(timeout=timeout) == 0
+        return json.loads(out.strip().splitlines()[-1])

@@ -1,0 +1,53 @@
+"""The independent count: `perf lock record` + `perf lock contention -t` (tracepoint mode).
+
+perf reads lock:contention_begin/end itself and pairs them in user space; it shares no
+code with lockscope. Recording starts disabled and is enabled through perf's control
+FIFO, so the caller knows exactly when perf is counting.
+"""
+import os
+import re
+import signal
+import subprocess
+import tempfile
+
+ROW = re.compile(r"^\s*(\d+)\s+[\d.]+ \w+\s+[\d.]+ \w+\s+[\d.]+ \w+\s+(\d+)\s+(\S.*)$")
+
+
+class PerfLock:
+    def __init__(self, pid):
+        self.dir = tempfile.mkdtemp(prefix="lockscope-perf-")
+        self.data = os.path.join(self.dir, "perf.data")
+        self.ctl = os.path.join(self.dir, "ctl")
+        self.ack = os.path.join(self.dir, "ack")
+        os.mkfifo(self.ctl)
+        os.mkfifo(self.ack)
+        self.proc = subprocess.Popen(
+            ["perf", "lock", "record", "-p", str(pid), "-o", self.data, "-D", "-1",
+             "--control", f"fifo:{self.ctl},{self.ack}"],
+            stdout=subprocess.DEVNULL, stderr=open(os.path.join(self.dir, "record.log"), "w"))
+        self._command("enable")
+
+    def _command(self, cmd):
+        with open(self.ctl, "w") as ctl:
+            ctl.write(cmd + "\n")
+        with open(self.ack) as ack:
+            assert ack.readline().strip() == "ack"
+
+    def stop(self):
+        self.proc.send_signal(signal.SIGINT)
+        self.proc.wait(timeout=60)
+        log = open(os.path.join(self.dir, "record.log")).read()
+        assert "LOST" not in log, f"perf lost events, the reference is incomplete: {log}"
+
+    def per_thread(self):
+        """{tid: contended} from perf lock contention -t."""
+        # perf lock prints its table on stderr
+        p = subprocess.run(["perf", "lock", "contention", "-i", self.data, "-t"],
+                           capture_output=True, text=True, timeout=120, check=True)
+        out = p.stdout + p.stderr
+        counts = {}
+        for line in out.splitlines():
+            m = ROW.match(line)
+            if m:
+                counts[int(m.group(2))] = counts.get(int(m.group(2)), 0) + int(m.group(1))
+        return counts
