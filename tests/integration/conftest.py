@@ -96,9 +96,9 @@ def run_cli(*args, check=True, **kw):
     return p
 
 
-def start_daemon(extra_args=()):
+def start_daemon(extra_args=(), sock=None):
     tmp = tempfile.mkdtemp(prefix="lockscope-test-")
-    sock = os.path.join(tmp, "ls.sock")
+    sock = sock or os.path.join(tmp, "ls.sock")
     log = open(os.path.join(tmp, "daemon.log"), "w+")
     proc = subprocess.Popen([LOCKSCOPED, "--socket", sock, *extra_args], stdout=log, stderr=log)
     d = Daemon(sock, proc, log)

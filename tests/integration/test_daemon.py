@@ -1,0 +1,134 @@
+"""The daemon as a service: protocol robustness, socket, signals, CLI errors."""
+import json
+import os
+import socket
+import stat
+import subprocess
+import time
+
+from conftest import LOCKSCOPE, LOCKSCOPED, require_bpf, run_cli, start_daemon, stop_daemon
+
+
+def test_bad_requests_keep_connection_and_daemon(daemon):
+    conn = daemon.connect()
+    try:
+        bad = [
+            b"this is not json",
+            b"[1, 2, 3]",
+            b'{"no_cmd": 1}',
+            b'{"cmd": "frobnicate"}',
+            b'{"cmd": "top", "window": "2h"}',
+            b'{"cmd": "top", "limit": -3}',
+            b'{"cmd": "top", "pid": "abc"}',
+            b'{"cmd": "top", "types": "semaphore"}',
+            b'{"cmd": "top", "stacks": "yes"}',
+            b'{"cmd": "scan", "pid": 1}',
+            b'{"cmd": "scan", "pid": 999999999, "duration_ms": 100}',
+        ]
+        for line in bad:
+            resp = daemon.call(line, conn)
+            assert resp["schema_version"] == 1
+            assert isinstance(resp.get("error"), str) and resp["error"], (line, resp)
+        # an overlong line is refused, and the next request on the same connection works
+        resp = daemon.call(b'{"cmd": "status", "pad": "' + b"x" * 70000 + b'"}', conn)
+        assert "longer than" in resp["error"]
+        assert daemon.call({"cmd": "status"}, conn)["cmd"] == "status"
+    finally:
+        conn.close()
+    assert daemon.call({"cmd": "top"})["cmd"] == "top"
+
+
+def test_error_messages_say_what_is_accepted(daemon):
+    resp = daemon.call({"cmd": "top", "window": "2h"})
+    assert resp["error"] == "'window' must be one of: 10s 1m 5m all"
+    resp = daemon.call({"cmd": "top", "types": "semaphore"})
+    assert "unknown lock type 'semaphore'" in resp["error"]
+
+
+def test_client_hangup_mid_scan_is_harmless(daemon):
+    conn = daemon.connect()
+    conn.sendall(b'{"cmd": "scan", "pid": %d, "duration_ms": 300}\n' % os.getpid())
+    conn.close()
+    time.sleep(0.6)
+    assert daemon.call({"cmd": "status"})["cmd"] == "status"
+
+
+def test_socket_mode_and_stale_socket(tmp_path):
+    require_bpf()
+    d = start_daemon()
+    try:
+        mode = stat.S_IMODE(os.stat(d.sock).st_mode)
+        assert mode == 0o660, oct(mode)
+        # a second daemon on the same socket refuses to take it over
+        p = subprocess.run([LOCKSCOPED, "--socket", d.sock], capture_output=True, text=True, timeout=60)
+        assert p.returncode == 1 and "another lockscoped" in p.stderr
+    finally:
+        rc, log = stop_daemon(d)
+    assert rc == 0, log
+    assert not os.path.exists(d.sock), "socket left behind after SIGTERM"
+    # a socket file left by a killed daemon is replaced
+    s = socket.socket(socket.AF_UNIX)
+    s.bind(d.sock)
+    s.close()
+    d2 = start_daemon(sock=d.sock)
+    rc, log = stop_daemon(d2)
+    assert rc == 0, log
+
+
+def our_prog_ids():
+    out = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True, check=True).stdout
+    return {p["id"] for p in json.loads(out) if p.get("name", "").startswith("contention_")}
+
+
+def test_sigterm_detaches_everything():
+    require_bpf()
+    before = our_prog_ids()
+    d = start_daemon()
+    assert our_prog_ids() - before, "no contention_* program loaded"
+    rc, log = stop_daemon(d)
+    assert rc == 0, log
+    assert "detaching" in log
+    deadline = time.time() + 5
+    while our_prog_ids() - before and time.time() < deadline:
+        time.sleep(0.1)  # programs are freed asynchronously after the last reference
+    assert not (our_prog_ids() - before), "programs still loaded after exit"
+
+
+def test_cli_bad_flags_exit_2_naming_the_flag():
+    cases = [
+        (["top", "-E", "zero"], "-E/--entries"),
+        (["top", "-w", "2h"], "-w/--window"),
+        (["top", "-Y", "semaphore"], "-Y/--type-filter"),
+        (["top", "-k", "speed"], "-k/--key"),
+        (["scan"], "scan needs -p PID"),
+        (["scan", "-p", "1", "-d", "soon"], "-d/--duration"),
+        (["top", "-p", "-5"], "-p/--pid"),
+        (["frob"], "unknown command 'frob'"),
+        (["top", "--max-stack", "500"], "--max-stack"),
+    ]
+    for args, needle in cases:
+        p = run_cli(*args, check=False)
+        assert p.returncode == 2, (args, p.returncode, p.stderr)
+        assert needle in p.stderr and p.stderr.count("\n") == 1, (args, p.stderr)
+
+
+def test_cli_without_daemon_says_how_to_start_it(tmp_path):
+    sock = str(tmp_path / "absent.sock")
+    p = run_cli("top", "--socket", sock, check=False)
+    assert p.returncode == 1
+    assert "cannot reach lockscoped" in p.stderr and "systemctl start lockscoped" in p.stderr
+    # not root: scan cannot fall back to collecting in-process, and says so
+    p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", LOCKSCOPE,
+                        "scan", "-p", "1", "--socket", sock], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1
+    assert "sudo lockscope scan" in p.stderr, p.stderr
+
+
+def test_non_member_is_refused(daemon):
+    """Socket 0660 keeps others out; the SO_PEERCRED check refuses them even if it were not."""
+    os.chmod(daemon.sock, 0o666)
+    os.chmod(os.path.dirname(daemon.sock), 0o755)
+    p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", LOCKSCOPE,
+                        "status", "--socket", daemon.sock], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1
+    assert "permission denied" in p.stderr, p.stderr

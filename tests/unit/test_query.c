@@ -1,0 +1,325 @@
+// SPDX-License-Identifier: GPL-2.0
+/* Grouping, estimation from sampled stacks, naming, sorting and request parsing. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+#include "agg.h"
+#include "htab.h"
+#include "klock.h"
+#include "ksyms.h"
+#include "query.h"
+#include "stacks.h"
+
+static const char kallsyms_text[] =
+	"ffffffff81000000 T _stext\n"
+	"ffffffff81000500 T bpf_trace_run2\n"
+	"ffffffff81001000 T do_work\n"
+	"ffffffff81001800 t mmap_region\n"
+	"ffffffff81002000 T __sched_text_start\n"
+	"ffffffff81002100 T rwsem_down_write_slowpath\n"
+	"ffffffff81003000 T __sched_text_end\n"
+	"ffffffff81003000 T __lock_text_start\n"
+	"ffffffff81003100 T _raw_spin_lock\n"
+	"ffffffff81004000 T __lock_text_end\n"
+	"ffffffff82000000 d my_static_lock\n"
+	"ffffffff82001000 D struct_with_lock\n"
+	"ffffffffc0001000 t mod_func\t[mymod]\n";
+
+struct fixture {
+	struct ksyms *ksyms;
+	struct stacks *stacks;
+	struct htab *tab;
+	uint32_t x, y;
+	struct query_ctx qc;
+};
+
+static void put(struct htab *t, struct agg_key k, const uint64_t *waits, int n, const char *comm)
+{
+	struct agg_val *v = htab__upsert(t, &k, NULL, NULL);
+	int i;
+
+	assert_non_null(v);
+	strcpy(v->comm, comm);
+	strcpy(v->owner_comm, "owner");
+	for (i = 0; i < n; i++)
+		agg_stat_add_wait(&v->st, waits[i]);
+}
+
+static int setup(void **state)
+{
+	static const uint64_t stack_x[] = { 0xffffffff81002110, 0xffffffff81001020 };
+	static const uint64_t stack_y[] = { 0xffffffff81000510, 0xffffffff81001810 };
+	static const uint64_t w_x[] = { 50, 150 }, w_y[] = { 100 };
+	static const uint64_t w_none[] = { 100, 100, 100, 100, 100, 100, 100 };
+	static const uint64_t w_spin[] = { 10, 10, 10, 10 };
+	struct fixture *f = calloc(1, sizeof(*f));
+	char path[] = "/tmp/ls-kallsyms-XXXXXX";
+	int fd = mkstemp(path);
+	struct agg_key k1 = { .lock = 0xffff888000001000, .pid = 100, .tid = 101,
+			      .flags = KLOCK_F_WRITE, .name = LS_NAME_MMAP_LOCK };
+	struct agg_key k2 = { .lock = 0xffffffff82001010, .pid = 100, .tid = 102, .flags = KLOCK_F_SPIN };
+
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, kallsyms_text, sizeof(kallsyms_text) - 1), sizeof(kallsyms_text) - 1);
+	close(fd);
+	assert_int_equal(ksyms__new(path, &f->ksyms), 0);
+	unlink(path);
+	f->stacks = stacks__new(100);
+	assert_int_equal(stacks__intern(f->stacks, stack_x, 2, &f->x), 0);
+	assert_int_equal(stacks__intern(f->stacks, stack_y, 2, &f->y), 0);
+	f->tab = htab__new(sizeof(struct agg_key), sizeof(struct agg_val), 100);
+	/* thread 101 on mmap_lock: 10 waits, 3 of them with stacks */
+	k1.stack = f->x;
+	k1.owner_pid = 100;
+	k1.owner_tid = 103;
+	put(f->tab, k1, w_x, 2, "writer");
+	k1.stack = f->y;
+	put(f->tab, k1, w_y, 1, "writer");
+	k1.stack = LS_STACK_NONE;
+	k1.owner_tid = 104;
+	put(f->tab, k1, w_none, 7, "writer");
+	/* thread 102 on a static spinlock: 4 waits, none sampled */
+	put(f->tab, k2, w_spin, 4, "spinner");
+	f->qc.stacks = f->stacks;
+	f->qc.ksyms = f->ksyms;
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	struct fixture *f = *state;
+
+	htab__free(f->tab);
+	stacks__free(f->stacks);
+	ksyms__free(f->ksyms);
+	free(f);
+	return 0;
+}
+
+static double num(const cJSON *o, const char *name)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+
+	assert_non_null(v);
+	return v->valuedouble;
+}
+
+static const char *str(const cJSON *o, const char *name)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+
+	assert_true(cJSON_IsString(v));
+	return v->valuestring;
+}
+
+static void test_caller_rows_scale_samples_to_exact_totals(void **state)
+{
+	struct fixture *f = *state;
+	struct query q;
+	cJSON *rows, *r;
+
+	query__init(&q);
+	rows = query__rows(f->tab, &q, &f->qc);
+	assert_int_equal(cJSON_GetArraySize(rows), 3);
+	/* stack X: 2 of 3 sampled waits, 200 of 300 sampled ns; stratum has 10 waits, 1000 ns */
+	r = cJSON_GetArrayItem(rows, 0);
+	assert_string_equal(str(r, "caller"), "do_work+0x20");
+	assert_string_equal(str(r, "type"), "rwsem:W");
+	assert_int_equal(num(r, "contended"), 7);	/* 2 * 10/3 = 6.67 */
+	assert_int_equal(num(r, "total_wait_ns"), 667);	/* 200 * 1000/300 */
+	assert_int_equal(num(r, "avg_wait_ns"), 95);
+	assert_int_equal(num(r, "max_wait_ns"), 150);
+	assert_int_equal(num(r, "min_wait_ns"), 50);
+	assert_true(cJSON_IsTrue(cJSON_GetObjectItem(r, "estimated")));
+	assert_int_equal(num(r, "stack_samples"), 2);
+	assert_string_equal(str(cJSON_GetObjectItem(r, "lock"), "name"), "mmap_lock");
+	/* stack Y: the tracing frame on top is skipped, no lock frame: first plain frame */
+	r = cJSON_GetArrayItem(rows, 1);
+	assert_string_equal(str(r, "caller"), "mmap_region+0x10");
+	assert_int_equal(num(r, "contended"), 3);
+	assert_int_equal(num(r, "total_wait_ns"), 333);
+	/* a stratum with no sample keeps its exact figures in a row of its own */
+	r = cJSON_GetArrayItem(rows, 2);
+	assert_string_equal(str(r, "caller"), "[not sampled]");
+	assert_int_equal(num(r, "contended"), 4);
+	assert_int_equal(num(r, "total_wait_ns"), 40);
+	assert_false(cJSON_IsTrue(cJSON_GetObjectItem(r, "estimated")));
+	assert_string_equal(str(r, "type"), "spinlock");
+	cJSON_Delete(rows);
+}
+
+static void test_thread_rows_are_exact(void **state)
+{
+	struct fixture *f = *state;
+	struct query q;
+	cJSON *rows, *r, *hist;
+
+	query__init(&q);
+	q.group = LS_GROUP_THREAD;
+	rows = query__rows(f->tab, &q, &f->qc);
+	assert_int_equal(cJSON_GetArraySize(rows), 2);
+	r = cJSON_GetArrayItem(rows, 0);
+	assert_int_equal(num(r, "tid"), 101);
+	assert_int_equal(num(r, "pid"), 100);
+	assert_string_equal(str(r, "comm"), "writer");
+	assert_int_equal(num(r, "contended"), 10);
+	assert_int_equal(num(r, "total_wait_ns"), 1000);
+	assert_int_equal(num(r, "min_wait_ns"), 50);
+	assert_null(cJSON_GetObjectItem(r, "caller"));
+	hist = cJSON_GetObjectItem(r, "hist");
+	/* 50 -> [32,64), 100 x8 -> [64,128), 150 -> [128,256) */
+	assert_int_equal(cJSON_GetArraySize(hist), 8);
+	assert_int_equal(cJSON_GetArrayItem(hist, 5)->valuedouble, 1);
+	assert_int_equal(cJSON_GetArrayItem(hist, 6)->valuedouble, 8);
+	assert_int_equal(cJSON_GetArrayItem(hist, 7)->valuedouble, 1);
+	cJSON_Delete(rows);
+}
+
+static void test_lock_rows_named_and_owner(void **state)
+{
+	struct fixture *f = *state;
+	struct query q;
+	cJSON *rows, *r, *owner;
+
+	query__init(&q);
+	q.group = LS_GROUP_LOCK;
+	q.owners = true;
+	rows = query__rows(f->tab, &q, &f->qc);
+	r = cJSON_GetArrayItem(rows, 0);
+	assert_string_equal(str(cJSON_GetObjectItem(r, "lock"), "name"), "mmap_lock");
+	assert_string_equal(str(cJSON_GetObjectItem(r, "lock"), "addr"), "0xffff888000001000");
+	/* owner 104 blocked 7 waits, owner 103 three */
+	owner = cJSON_GetObjectItem(r, "owner");
+	assert_int_equal(num(owner, "tid"), 104);
+	assert_string_equal(str(owner, "comm"), "owner");
+	r = cJSON_GetArrayItem(rows, 1);
+	assert_string_equal(str(cJSON_GetObjectItem(r, "lock"), "name"), "struct_with_lock+0x10");
+	assert_true(cJSON_IsNull(cJSON_GetObjectItem(r, "owner")));
+	cJSON_Delete(rows);
+}
+
+static void test_filters_sort_limit(void **state)
+{
+	struct fixture *f = *state;
+	struct query q;
+	cJSON *rows;
+	char err[256];
+
+	query__init(&q);
+	assert_int_equal(query__parse_types("spinlock", &q.type_mask, err, sizeof(err)), 0);
+	rows = query__rows(f->tab, &q, &f->qc);
+	assert_int_equal(cJSON_GetArraySize(rows), 1);
+	assert_string_equal(str(cJSON_GetArrayItem(rows, 0), "type"), "spinlock");
+	cJSON_Delete(rows);
+
+	query__init(&q);
+	q.tid = 101;
+	q.sort = LS_SORT_CONTENDED;
+	q.limit = 1;
+	q.stacks = true;
+	rows = query__rows(f->tab, &q, &f->qc);
+	assert_int_equal(cJSON_GetArraySize(rows), 1);
+	assert_string_equal(str(cJSON_GetArrayItem(rows, 0), "caller"), "do_work+0x20");
+	assert_string_equal(str(cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetArrayItem(rows, 0), "stack"), 0),
+				"sym"), "rwsem_down_write_slowpath");
+	cJSON_Delete(rows);
+
+	query__init(&q);
+	q.pid = 999;
+	rows = query__rows(f->tab, &q, &f->qc);
+	assert_int_equal(cJSON_GetArraySize(rows), 0);
+	cJSON_Delete(rows);
+}
+
+static void test_request_parsing(void **state)
+{
+	static const struct { const char *json; const char *err; } bad[] = {
+		{ "{\"window\":\"2h\"}", "'window' must be one of: 10s 1m 5m all" },
+		{ "{\"group\":1}", "'group' must be one of: caller thread lock" },
+		{ "{\"pid\":-1}", "'pid' must be an integer from 0 to 2147483647" },
+		{ "{\"limit\":1.5}", "'limit' must be an integer from 0 to 1000000" },
+		{ "{\"stacks\":1}", "'stacks' must be true or false" },
+		{ "{\"types\":\"rwsem,bogus\"}", "unknown lock type 'bogus'" },
+		{ "{\"types\":[\"rwsem\"]}", "'types' must be a comma-separated string" },
+	};
+	struct query q;
+	char err[256];
+	cJSON *req;
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		req = cJSON_Parse(bad[i].json);
+		query__init(&q);
+		err[0] = 0;
+		assert_int_equal(query__from_json(req, &q, err, sizeof(err)), -22);
+		assert_non_null(strstr(err, bad[i].err));
+		cJSON_Delete(req);
+	}
+	req = cJSON_Parse("{\"window\":\"1m\",\"group\":\"lock\",\"pid\":42,\"limit\":5,"
+			  "\"types\":\"rwsem:R,mutex\",\"stacks\":true,\"max_stack\":4,\"sort\":\"wait_max\"}");
+	query__init(&q);
+	assert_int_equal(query__from_json(req, &q, err, sizeof(err)), 0);
+	assert_int_equal(q.window, LS_WIN_1M);
+	assert_int_equal(q.group, LS_GROUP_LOCK);
+	assert_int_equal(q.pid, 42);
+	assert_int_equal(q.limit, 5);
+	assert_int_equal(q.max_stack, 4);
+	assert_int_equal(q.sort, LS_SORT_MAX);
+	assert_true(q.stacks);
+	assert_int_equal(q.type_mask, (1U << query__type_index(KLOCK_F_READ)) |
+				      (1U << query__type_index(KLOCK_F_MUTEX)));
+	cJSON_Delete(req);
+}
+
+static void test_type_names(void **state)
+{
+	uint32_t mask;
+	char err[256];
+
+	(void)state;
+	assert_string_equal(ls_lock_types[query__type_index(KLOCK_F_SPIN | KLOCK_F_READ)].name, "rwlock:R");
+	assert_string_equal(ls_lock_types[query__type_index(KLOCK_F_PERCPU | KLOCK_F_WRITE)].name, "pcpu-sem:W");
+	assert_string_equal(ls_lock_types[query__type_index(0x40)].name, "unknown");
+	/* a class name selects both of its modes */
+	assert_int_equal(query__parse_types("rwlock", &mask, err, sizeof(err)), 0);
+	assert_int_equal(mask, (1U << query__type_index(KLOCK_F_SPIN | KLOCK_F_READ)) |
+			       (1U << query__type_index(KLOCK_F_SPIN | KLOCK_F_WRITE)));
+}
+
+static void test_kallsyms_lookup(void **state)
+{
+	struct fixture *f = *state;
+	const struct ksym *s;
+
+	s = ksyms__func(f->ksyms, 0xffffffffc0001010);
+	assert_string_equal(s->name, "mod_func");
+	assert_string_equal(s->module, "mymod");
+	assert_true(ksyms__is_lock_func(f->ksyms, 0xffffffff81003100));
+	assert_true(ksyms__is_lock_func(f->ksyms, 0xffffffff81002100));
+	assert_false(ksyms__is_lock_func(f->ksyms, 0xffffffff81001000));
+	assert_null(ksyms__data(f->ksyms, 0xffffffff82000000 + 2048, 256));
+	assert_string_equal(ksyms__data(f->ksyms, 0xffffffff82000008, 256)->name, "my_static_lock");
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test_setup_teardown(test_caller_rows_scale_samples_to_exact_totals, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_thread_rows_are_exact, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_lock_rows_named_and_owner, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_filters_sort_limit, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_kallsyms_lookup, setup, teardown),
+		cmocka_unit_test(test_request_parsing),
+		cmocka_unit_test(test_type_names),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

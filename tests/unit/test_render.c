@@ -1,0 +1,163 @@
+// SPDX-License-Identifier: GPL-2.0
+/* The CLI's tables and units, and the daemon's settings table and config file. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <cmocka.h>
+#include "config.h"
+#include "render.h"
+
+static void test_units_like_perf(void **state)
+{
+	char buf[32];
+
+	(void)state;
+	ls_fmt_ns(buf, sizeof(buf), 0);
+	assert_string_equal(buf, "0 ns");
+	ls_fmt_ns(buf, sizeof(buf), 999);
+	assert_string_equal(buf, "999 ns");
+	ls_fmt_ns(buf, sizeof(buf), 1000);
+	assert_string_equal(buf, "1.00 us");
+	ls_fmt_ns(buf, sizeof(buf), 9260);
+	assert_string_equal(buf, "9.26 us");
+	ls_fmt_ns(buf, sizeof(buf), 431460000);
+	assert_string_equal(buf, "431.46 ms");
+	ls_fmt_ns(buf, sizeof(buf), 2.5e9);
+	assert_string_equal(buf, "2.50 s");
+}
+
+static char *render(const char *json, const struct render_opts *o)
+{
+	cJSON *resp = cJSON_Parse(json);
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	assert_non_null(resp);
+	render_rows(f, resp, o);
+	fclose(f);
+	cJSON_Delete(resp);
+	return buf;
+}
+
+static const char response[] =
+	"{\"schema_version\":1,\"cmd\":\"top\",\"window\":{\"name\":\"10s\",\"start_ns\":0,\"end_ns\":10000000000},"
+	"\"rows\":[{\"type\":\"rwsem:R\",\"caller\":\"do_syscall_64+0x71\",\"pid\":7,\"tid\":8,\"comm\":\"srv\","
+	"\"lock\":{\"addr\":\"0xffff888100\",\"name\":\"mmap_lock\"},"
+	"\"contended\":2817,\"total_wait_ns\":508370000,\"max_wait_ns\":8030000,\"avg_wait_ns\":180470,"
+	"\"min_wait_ns\":1000,\"estimated\":false,"
+	"\"stack\":[{\"addr\":\"0xffffffff81000010\",\"sym\":\"down_read\",\"offset\":16}],"
+	"\"owner\":{\"pid\":7,\"tid\":9,\"comm\":\"srv\",\"stack\":null}}],"
+	"\"dropped\":{\"ringbuf_full\":0,\"stack_collision\":3}}";
+
+static void test_table_default(void **state)
+{
+	struct render_opts o = {};
+	char *out;
+
+	(void)state;
+	out = render(response, &o);
+	assert_string_equal(out,
+		"  contended   total wait     max wait     avg wait         type   caller\n"
+		"\n"
+		"       2817    508.37 ms      8.03 ms    180.47 us      rwsem:R   do_syscall_64+0x71\n"
+		"\n"
+		"=== window 10s: 10.00 s\n"
+		"\n"
+		"=== dropped: stack_collision=3\n");
+	free(out);
+}
+
+static void test_table_threads_locks_owners_stacks(void **state)
+{
+	struct render_opts o = { .threads = true, .owners = true, .stacks = true };
+	char *out;
+
+	(void)state;
+	out = render(response, &o);
+	assert_non_null(strstr(out, "      pid      tid  comm             "));
+	assert_non_null(strstr(out, "rwsem:R        7        8  srv                srv/9\n"));
+	assert_non_null(strstr(out, "\t\t\t0xffffffff81000010 down_read+0x10\n"));
+	free(out);
+	memset(&o, 0, sizeof(o));
+	o.locks = true;
+	out = render(response, &o);
+	assert_non_null(strstr(out, "rwsem:R       0xffff888100  mmap_lock\n"));
+	free(out);
+}
+
+static void test_empty_table_says_so(void **state)
+{
+	struct render_opts o = {};
+	char *out;
+
+	(void)state;
+	out = render("{\"rows\":[],\"window\":{\"name\":\"all\",\"start_ns\":0,\"end_ns\":5},\"dropped\":{}}", &o);
+	assert_non_null(strstr(out, " (no contention in this window)\n"));
+	assert_null(strstr(out, "dropped"));
+	free(out);
+}
+
+static void test_settings_apply(void **state)
+{
+	struct engine_opts o;
+	char err[256];
+
+	(void)state;
+	engine_opts__init(&o);
+	assert_int_equal(ls_setting_apply(&o, "stack-rate", "50", err, sizeof(err)), 0);
+	assert_int_equal(o.collector.stack_rate, 50);
+	assert_int_equal(ls_setting_apply(&o, "ringbuf-kb", "512", err, sizeof(err)), 0);
+	assert_int_equal(o.collector.ringbuf_bytes, 512 * 1024);
+	assert_int_equal(ls_setting_apply(&o, "ringbuf-kb", "300", err, sizeof(err)), -22);
+	assert_string_equal(err, "ringbuf-kb: '300' is not a power of two");
+	assert_int_equal(ls_setting_apply(&o, "max-stack", "0", err, sizeof(err)), -22);
+	assert_string_equal(err, "max-stack: '0' is not an integer from 1 to 127");
+	assert_int_equal(ls_setting_apply(&o, "max-stack", "-1", err, sizeof(err)), -22);
+	assert_int_equal(ls_setting_apply(&o, "colour", "1", err, sizeof(err)), -22);
+	assert_string_equal(err, "unknown setting 'colour' (see lockscoped --help)");
+}
+
+static void test_config_file_all_or_nothing(void **state)
+{
+	char path[] = "/tmp/ls-conf-XXXXXX", err[256];
+	struct engine_opts o;
+	FILE *f;
+	int fd;
+
+	(void)state;
+	engine_opts__init(&o);
+	fd = mkstemp(path);
+	f = fdopen(fd, "w");
+	fprintf(f, "# lockscoped.conf\nstack-rate = 10\n\nmax-keys=5000   # per slot\nmax-stack = 999\n");
+	fclose(f);
+	assert_int_equal(ls_config_load(&o, path, err, sizeof(err)), -22);
+	assert_non_null(strstr(err, ":5: max-stack: '999' is not an integer from 1 to 127"));
+	assert_int_equal(o.collector.stack_rate, 200);	/* untouched: the file was rejected */
+	f = fopen(path, "w");
+	fprintf(f, "stack-rate = 10\nmax-keys=5000   # per slot\n");
+	fclose(f);
+	assert_int_equal(ls_config_load(&o, path, err, sizeof(err)), 0);
+	assert_int_equal(o.collector.stack_rate, 10);
+	assert_int_equal(o.max_keys, 5000);
+	unlink(path);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_units_like_perf),
+		cmocka_unit_test(test_table_default),
+		cmocka_unit_test(test_table_threads_locks_owners_stacks),
+		cmocka_unit_test(test_empty_table_says_so),
+		cmocka_unit_test(test_settings_apply),
+		cmocka_unit_test(test_config_file_all_or_nothing),
+	};
+
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
