@@ -8,7 +8,7 @@ VMLINUX_BTF ?= /sys/kernel/btf/vmlinux
 CC ?= cc
 CLANG ?= clang
 BPFTOOL ?= bpftool
-PYTHON ?= python3
+PYTHON ?= /usr/bin/python3
 ARCH := $(shell uname -m | sed -e 's/x86_64/x86/' -e 's/aarch64/arm64/')
 
 ifeq ($(V),1)
@@ -63,7 +63,8 @@ deps:
 	apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 		make gcc clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config \
-		libcjson-dev libcmocka-dev python3 python3-pytest linux-perf bpftrace
+		libcjson-dev libcmocka-dev python3 python3-pytest python3-jsonschema linux-perf \
+		util-linux procps
 
 $(OUTPUT) $(OUTPUT)/daemon $(OUTPUT)/cli $(OUTPUT)/tests $(OUTPUT)/workloads:
 	$(Q)mkdir -p $@

@@ -13,6 +13,7 @@ import subprocess
 import tempfile
 import time
 
+import jsonschema
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -21,6 +22,23 @@ LOCKSCOPED = os.path.join(BUILD, "lockscoped")
 LOCKSCOPE = os.path.join(BUILD, "lockscope")
 WORKLOADS = os.path.join(BUILD, "workloads")
 TRACEFS = "/sys/kernel/tracing"
+
+
+def load_schema(name):
+    with open(os.path.join(ROOT, "schemas", name)) as f:
+        schema = json.load(f)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
+
+REQUEST = load_schema("request.schema.json")
+RESPONSE = load_schema("response.schema.json")
+
+
+def check_response(resp):
+    """Every response the tests see must match the published schema."""
+    RESPONSE.validate(resp)
+    return resp
 
 
 def must_not_skip():
@@ -80,13 +98,16 @@ class Daemon:
                 if not chunk:
                     raise ConnectionError("daemon closed the connection")
                 buf += chunk
-            return json.loads(buf)
+            return check_response(json.loads(buf))
         finally:
             if own:
                 conn.close()
 
     def cli(self, *args, check=True):
         return run_cli("--socket", self.sock, *args, check=check)
+
+    def cli_json(self, *args):
+        return check_response(json.loads(self.cli(*args, "--json").stdout))
 
 
 def run_cli(*args, check=True, **kw):

@@ -6,7 +6,11 @@ import stat
 import subprocess
 import time
 
-from conftest import LOCKSCOPE, LOCKSCOPED, require_bpf, run_cli, start_daemon, stop_daemon
+import jsonschema
+import pytest
+
+from conftest import (LOCKSCOPE, LOCKSCOPED, REQUEST, RESPONSE, require_bpf, run_cli, start_daemon,
+                      stop_daemon)
 
 
 def test_bad_requests_keep_connection_and_daemon(daemon):
@@ -132,3 +136,18 @@ def test_non_member_is_refused(daemon):
                         "status", "--socket", daemon.sock], capture_output=True, text=True, timeout=60)
     assert p.returncode == 1
     assert "permission denied" in p.stderr, p.stderr
+
+
+def test_schemas_reject_what_the_protocol_forbids(daemon):
+    good = daemon.call({"cmd": "top", "limit": 1})
+    broken = dict(good)
+    del broken["schema_version"]
+    with pytest.raises(jsonschema.ValidationError):
+        RESPONSE.validate(broken)
+    broken = dict(good, rows=[{"type": "mutex", "contended": -1}])
+    with pytest.raises(jsonschema.ValidationError):
+        RESPONSE.validate(broken)
+    REQUEST.validate({"cmd": "scan", "pid": 1, "duration_ms": 10})
+    for bad in ({"cmd": "scan", "pid": 1}, {"cmd": "top", "window": "2h"}, {"window": "10s"}):
+        with pytest.raises(jsonschema.ValidationError):
+            REQUEST.validate(bad)

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from conftest import LOCKSCOPE, Workload, require_bpf, require_tool, run_cli
+from conftest import LOCKSCOPE, Workload, check_response, require_bpf, require_tool
 from perfref import PerfLock
 
 TOLERANCE = 0.05
@@ -59,7 +59,7 @@ def test_scan_embedded_matches_perf(tmp_path):
     out, err = scan.communicate(timeout=60)
     assert scan.returncode == 0, err
     perf.stop()
-    resp = json.loads(out)
+    resp = check_response(json.loads(out))
     assert resp["cmd"] == "scan" and resp["process_exited"] and resp["embedded"]
     ours = contended_by_tid(resp["rows"])
     # every loss is counted; here (a contention nested in an interrupt while the program
@@ -77,8 +77,8 @@ def test_top_against_daemon_matches_perf(daemon):
     w.wait()
     perf.stop()
     time.sleep(0.5)  # one drain tick
-    threads = json.loads(daemon.cli("top", "-p", str(w.pid), "-t", "-w", "all", "--json").stdout)
-    locks = json.loads(daemon.cli("top", "-p", str(w.pid), "-l", "-w", "all", "--json").stdout)
+    threads = daemon.cli_json("top", "-p", str(w.pid), "-t", "-w", "all")
+    locks = daemon.cli_json("top", "-p", str(w.pid), "-l", "-w", "all")
     assert threads["schema_version"] == 1 and threads["window"]["name"] == "all"
     compare_with_perf(contended_by_tid(threads["rows"]), perf.per_thread())
     check_mmap_lock(locks["rows"], w.pid)
@@ -93,7 +93,7 @@ def test_scan_through_daemon_names_mmap_lock(daemon):
     time.sleep(0.5)  # the daemon registers the scan before the workload starts
     w.go()
     w.wait()
-    resp = json.loads(scan.communicate(timeout=60)[0])
+    resp = check_response(json.loads(scan.communicate(timeout=60)[0]))
     assert scan.returncode == 0
     assert resp["cmd"] == "scan" and resp["process_exited"] and "embedded" not in resp
     check_mmap_lock(resp["rows"], w.pid)
@@ -104,11 +104,10 @@ def test_caller_view_with_stacks_and_owners(daemon):
     w.go()
     w.wait()
     time.sleep(0.5)
-    resp = json.loads(daemon.cli("top", "-p", str(w.pid), "-w", "all", "--stacks", "-o",
-                                 "--max-stack", "16", "--json").stdout)
+    resp = daemon.cli_json("top", "-p", str(w.pid), "-w", "all", "--stacks", "-o", "--max-stack", "16")
     rows = resp["rows"]
     assert rows
-    exact = json.loads(daemon.cli("top", "-p", str(w.pid), "-w", "all", "-t", "--json").stdout)
+    exact = daemon.cli_json("top", "-p", str(w.pid), "-w", "all", "-t")
     total = sum(r["contended"] for r in exact["rows"])
     # per-caller counts are scaled from samples, but every wait is accounted for
     assert abs(sum(r["contended"] for r in rows) - total) <= max(2, 0.01 * total)
@@ -157,7 +156,7 @@ def test_classic_tracepoint_fallback(tmp_path):
         w.go()
         w.wait()
         time.sleep(0.5)
-        rows = json.loads(d.cli("top", "-p", str(w.pid), "-l", "-w", "all", "--json").stdout)["rows"]
+        rows = d.cli_json("top", "-p", str(w.pid), "-l", "-w", "all")["rows"]
         check_mmap_lock(rows, w.pid)
     finally:
         rc, log = stop_daemon(d)
