@@ -27,6 +27,10 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 #define RWSEM_READER_OWNED	0x1UL
 #define EEXIST			17	/* errno-base.h; vmlinux.h has no macros */
 
+/* Spinning waits longer than this are taken for waits whose end we missed: the kernel's
+ * soft-lockup detector fires after 20 s, so a real spin never gets near. */
+const volatile __u64 spin_stale_ns = 10 * NSEC_PER_SEC;
+
 /* Stack budgets, in nanoseconds of credit per stack; 0 turns stacks off. */
 const volatile __u64 lock_stack_cost_ns = NSEC_PER_SEC / KLOCK_DEF_STACK_RATE;
 const volatile __u64 cpu_stack_cost_ns = NSEC_PER_SEC / (10 * KLOCK_DEF_STACK_RATE);
@@ -145,6 +149,32 @@ static __always_inline bool is_spinning(__u32 flags)
 	/* PREEMPT_RT's spinlock_t is SPIN|RT and sleeps; a mutex spins as MUTEX|SPIN first
 	 * and then sleeps as MUTEX on the same lock, in the same thread. */
 	return (flags & KLOCK_F_SPIN) && !(flags & (KLOCK_F_MUTEX | KLOCK_F_RT));
+}
+
+static __always_inline bool is_continuation(__u32 old_flags, __u32 new_flags)
+{
+	return (old_flags & (KLOCK_F_MUTEX | KLOCK_F_SPIN)) == (KLOCK_F_MUTEX | KLOCK_F_SPIN) &&
+	       !(new_flags & KLOCK_F_SPIN);
+}
+
+/*
+ * A spinner holds its CPU until it gets the lock, so an open per-CPU wait older than
+ * spin_stale_ns lost its end (see above). Drops such entries from the top of @slot and
+ * returns the new depth.
+ */
+static __always_inline __u32 expire_stale(struct klock_slot *slot, __u32 depth, __u64 now)
+{
+	int i;
+
+	for (i = 0; i < KLOCK_NEST_MAX; i++) {
+		if (!depth || depth > KLOCK_NEST_MAX)
+			break;
+		if (now - slot->e[(depth - 1) & (KLOCK_NEST_MAX - 1)].begin_ns < spin_stale_ns)
+			break;
+		ls_count(LS_DROP_MISSED_END);
+		depth--;
+	}
+	return depth;
 }
 
 static __always_inline struct klock_slot *thread_slot(__u32 tid, bool create)
@@ -289,7 +319,7 @@ static __always_inline void take_owner_stack(__u32 tid, struct klock_pending *e,
 static __always_inline int lock_contended(__u64 lock, __u32 flags, bool with_owner_stack)
 {
 	__u64 id = bpf_get_current_pid_tgid(), now;
-	__u32 tid = (__u32)id, depth;
+	__u32 tid = (__u32)id, depth, idx;
 	bool spinning = is_spinning(flags);
 	struct klock_pending *e, *top;
 	struct task_struct *owner;
@@ -305,20 +335,32 @@ static __always_inline int lock_contended(__u64 lock, __u32 flags, bool with_own
 	depth = slot->depth;
 	if (depth > 0 && depth <= KLOCK_NEST_MAX) {
 		top = &slot->e[(depth - 1) & (KLOCK_NEST_MAX - 1)];
-		/* the same lock again without an end: a mutex going from spinning to
-		 * sleeping; one wait, timed from its first begin */
 		if (top->lock == lock) {
-			top->lcb_flags = flags;
-			ls_count(LS_CNT_CONTINUED);
-			return 0;
+			/* a mutex that spun (MUTEX|SPIN) now sleeps (MUTEX) on the same lock:
+			 * one wait, timed from its first begin */
+			if (is_continuation(top->lcb_flags, flags)) {
+				top->lcb_flags = flags;
+				ls_count(LS_CNT_CONTINUED);
+				return 0;
+			}
+			/* anything else means the previous wait's end never reached us (the
+			 * kernel skips a program that fires while it runs on that CPU): that
+			 * wait cannot be timed, so drop it rather than stretch it to now */
+			ls_count(LS_DROP_MISSED_END);
+			depth--;
 		}
 	}
+	if (spinning)
+		depth = expire_stale(slot, depth, bpf_ktime_get_ns());
 	if (depth >= KLOCK_NEST_MAX) {
 		ls_count(LS_DROP_NEST_DEPTH);
 		return 0;
 	}
 	now = bpf_ktime_get_ns();
-	e = &slot->e[depth & (KLOCK_NEST_MAX - 1)];
+	idx = depth;
+	/* keep the mask: the compiler knows depth < KLOCK_NEST_MAX, the verifier does not */
+	barrier_var(idx);
+	e = &slot->e[idx & (KLOCK_NEST_MAX - 1)];
 	e->lock = lock;
 	e->begin_ns = now;
 	e->lcb_flags = flags;

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -69,6 +70,7 @@ static const char *const counter_names[LS_CNT_MAX] = {
 	[LS_DROP_STACK_FAILED] = "stack_failed",
 	[LS_DROP_OWNER_STACK] = "owner_stack_failed",
 	[LS_DROP_SAMPLER_FULL] = "sampler_full",
+	[LS_DROP_MISSED_END] = "missed_end",
 };
 
 const char *ls_counter_name(enum ls_counter c)
@@ -299,6 +301,38 @@ int collector__stack(const struct collector *c, int id, uint64_t *ips, int max)
 	for (n = 0; n < (int)c->opts.max_stack && n < max && buf[n]; n++)
 		ips[n] = buf[n];
 	return n;
+}
+
+static bool thread_exists(__u32 tid)
+{
+	char path[32];
+
+	snprintf(path, sizeof(path), "/proc/%u", tid);
+	return !access(path, F_OK);
+}
+
+static int gc_map(int fd)
+{
+	__u32 key, next, dead[256];
+	int n = 0, removed = 0, i;
+	void *prev = NULL;
+
+	/* collect first: deleting while walking with get_next_key restarts the walk */
+	while (!bpf_map_get_next_key(fd, prev, &next)) {
+		key = next;
+		prev = &key;
+		if (!thread_exists(key) && n < (int)(sizeof(dead) / sizeof(dead[0])))
+			dead[n++] = key;
+	}
+	for (i = 0; i < n; i++)
+		removed += !bpf_map_delete_elem(fd, &dead[i]);
+	return removed;
+}
+
+int collector__gc(struct collector *c)
+{
+	gc_map(bpf_map__fd(c->skel->maps.owner_stacks));
+	return gc_map(bpf_map__fd(c->skel->maps.thread_slots));
 }
 
 int collector__progs(const struct collector *c, struct collector_prog *out, int max)

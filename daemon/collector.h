@@ -62,6 +62,11 @@ int collector__consume(struct collector *c);
 void collector__counters(const struct collector *c, uint64_t out[LS_CNT_MAX]);
 /* Copies up to @max frames of waiter stack @id; returns the frame count or -errno. */
 int collector__stack(const struct collector *c, int id, uint64_t *ips, int max);
+/*
+ * Removes open waits of threads that no longer exist: their end was missed (the kernel
+ * skipped the program) and they would hold a slot forever. Returns how many were removed.
+ */
+int collector__gc(struct collector *c);
 int collector__progs(const struct collector *c, struct collector_prog *out, int max);
 const struct collector_features *collector__features(const struct collector *c);
 int collector__nr_rings(const struct collector *c);

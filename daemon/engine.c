@@ -22,6 +22,8 @@
 /* A scan longer than a day is a mistake, not a scan. */
 #define SCAN_MAX_MS (24ULL * 3600 * 1000)
 #define RATE_SECONDS 10
+/* how often open waits of exited threads are swept from the BPF map */
+#define GC_INTERVAL_NS (10 * NSEC_PER_SEC)
 
 struct scan {
 	struct scan *next;
@@ -51,6 +53,8 @@ struct engine {
 	uint64_t rate_ns[RATE_SECONDS + 1];
 	int rate_head, rate_filled;
 	uint64_t last_rate_ns;
+	uint64_t last_gc_ns;
+	uint64_t stale_slots;		/* open waits of exited threads, swept */
 };
 
 uint64_t ls_now_ns(void)
@@ -288,6 +292,7 @@ static cJSON *dropped_json(struct engine *e, const uint64_t *base)
 	cJSON_AddNumberToObject(d, "stack_table_full", stacks__dropped(e->stacks));
 	cJSON_AddNumberToObject(d, "stack_read_failed", e->stack_read_failed);
 	cJSON_AddNumberToObject(d, "bad_records", e->bad_records);
+	cJSON_AddNumberToObject(d, "stale_thread_slots", e->stale_slots);
 	return d;
 }
 
@@ -500,6 +505,10 @@ void engine__tick(struct engine *e)
 	now = ls_now_ns();
 	agg__rotate(e->agg, now);
 	sample_rate(e, now);
+	if (now - e->last_gc_ns >= GC_INTERVAL_NS) {
+		e->stale_slots += collector__gc(e->coll);
+		e->last_gc_ns = now;
+	}
 	for (pp = &e->scans; (s = *pp);) {
 		bool exited = !pid_alive(s->pid);
 
