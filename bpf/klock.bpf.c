@@ -236,18 +236,17 @@ static __always_inline struct task_struct *lock_owner(__u64 lock, __u32 flags)
 {
 	unsigned long owner = 0;
 
-	if (flags & (KLOCK_F_SPIN | KLOCK_F_PERCPU)) {
-		/* spinlocks and rwlocks have no owner word; on PREEMPT_RT spinlock_t is RT|SPIN */
-		if (!(flags & KLOCK_F_RT))
-			return NULL;
-		owner = (unsigned long)BPF_CORE_READ((struct rt_mutex_base *)lock, owner);
-	} else if (flags & KLOCK_F_MUTEX) {
+	if (flags & KLOCK_F_MUTEX) {	/* MUTEX|SPIN while spinning: the owner is known too */
 		if (bpf_core_field_exists(((struct mutex___plain *)0)->owner))
 			owner = BPF_CORE_READ((struct mutex___plain *)lock, owner.counter);
 		else
 			owner = (unsigned long)BPF_CORE_READ((struct mutex___rt *)lock, rtmutex.owner);
 	} else if (flags & KLOCK_F_RT) {
+		/* rt_mutex_base: rt-mutexes, and PREEMPT_RT's spinlock_t (RT|SPIN) */
 		owner = (unsigned long)BPF_CORE_READ((struct rt_mutex_base *)lock, owner);
+	} else if (flags & (KLOCK_F_SPIN | KLOCK_F_PERCPU)) {
+		/* spinlocks and rwlocks have no owner word; percpu-rwsem readers are many */
+		return NULL;
 	} else if (flags & (KLOCK_F_READ | KLOCK_F_WRITE)) {
 		if (bpf_core_field_exists(((struct rw_semaphore___plain *)0)->owner)) {
 			owner = BPF_CORE_READ((struct rw_semaphore___plain *)lock, owner.counter);

@@ -161,3 +161,23 @@ def test_classic_tracepoint_fallback(tmp_path):
     finally:
         rc, log = stop_daemon(d)
     assert rc == 0, log
+
+
+def test_kernel_mutex_counts_and_owners_match_perf(daemon):
+    """pipe->mutex: MUTEX|SPIN then MUTEX on one lock is one wait, as perf counts it."""
+    require_tool("perf")
+    w = Workload("pipe_storm", "--threads", "2", "--messages", "40000")
+    perf = PerfLock(w.pid)
+    w.go()
+    w.wait()
+    perf.stop()
+    time.sleep(0.5)
+    threads = daemon.cli_json("top", "-p", str(w.pid), "-t", "-w", "all")
+    compare_with_perf(contended_by_tid(threads["rows"]), perf.per_thread())
+    locks = daemon.cli_json("top", "-p", str(w.pid), "-l", "-o", "-w", "all", "-Y", "mutex")
+    top = locks["rows"][0]
+    assert top["type"] == "mutex"
+    assert top["owner"] and top["owner"]["comm"] == "pipe_storm" and top["owner"]["pid"] == w.pid
+    callers = daemon.cli_json("top", "-p", str(w.pid), "-w", "all", "-Y", "mutex")["rows"]
+    assert {"anon_pipe_read", "anon_pipe_write"} & {r["caller"].split("+")[0] for r in callers[:2]} \
+        or {"pipe_read", "pipe_write"} & {r["caller"].split("+")[0] for r in callers[:2]}

@@ -1,0 +1,124 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * pipe_storm: kernel mutex contention. Writers and readers share one pipe, whose
+ * pipe->mutex every read(2) and write(2) takes, so the threads queue on one kernel mutex.
+ * Prints the messages moved and the rate as JSON; --wait as in mmap_storm.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { MSG_BYTES = 64 };
+
+static struct {
+	int threads;
+	long messages;
+	double seconds;
+	int wait_go;
+} opts = { .threads = 4, .messages = 200000 };
+
+static int fds[2];
+static volatile int stop;
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void *writer(void *arg)
+{
+	char msg[MSG_BYTES] = "x";
+	long n = (long)arg, i;
+	double start = now_s();
+
+	for (i = 0; opts.seconds > 0 ? !stop : i < n; i++) {
+		if (write(fds[1], msg, sizeof(msg)) != sizeof(msg)) {
+			perror("write");
+			exit(1);
+		}
+		if (opts.seconds > 0 && (i & 255) == 0 && now_s() - start >= opts.seconds)
+			stop = 1;
+	}
+	return (void *)i;
+}
+
+static void *reader(void *arg)
+{
+	char msg[MSG_BYTES];
+	long got = 0;
+
+	(void)arg;
+	/* messages are written whole (PIPE_BUF atomicity) and read whole */
+	while (read(fds[0], msg, sizeof(msg)) == sizeof(msg))
+		got++;
+	return (void *)got;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "threads", required_argument, NULL, 't' },
+		{ "messages", required_argument, NULL, 'n' },
+		{ "seconds", required_argument, NULL, 's' },
+		{ "wait", no_argument, NULL, 'W' },
+		{},
+	};
+	pthread_t w[64], r[64];
+	long written = 0, got = 0;
+	double start;
+	char line[16];
+	void *ret;
+	int c, i;
+
+	while ((c = getopt_long(argc, argv, "t:n:s:W", longopts, NULL)) != -1) {
+		switch (c) {
+		case 't': opts.threads = atoi(optarg); break;
+		case 'n': opts.messages = atol(optarg); break;
+		case 's': opts.seconds = atof(optarg); break;
+		case 'W': opts.wait_go = 1; break;
+		default:
+			fprintf(stderr, "usage: pipe_storm [--threads N] [--messages N | --seconds S] [--wait]\n");
+			return 2;
+		}
+	}
+	if (opts.threads < 1 || opts.threads > 64) {
+		fprintf(stderr, "pipe_storm: --threads must be 1..64\n");
+		return 2;
+	}
+	if (pipe(fds)) {
+		perror("pipe");
+		return 1;
+	}
+	if (opts.wait_go) {
+		printf("pid %d\n", getpid());
+		fflush(stdout);
+		if (!fgets(line, sizeof(line), stdin))
+			return 1;
+	}
+	start = now_s();
+	for (i = 0; i < opts.threads; i++) {
+		pthread_create(&r[i], NULL, reader, NULL);
+		pthread_create(&w[i], NULL, writer, (void *)(opts.messages / opts.threads));
+	}
+	for (i = 0; i < opts.threads; i++) {
+		pthread_join(w[i], &ret);
+		written += (long)ret;
+	}
+	close(fds[1]);	/* readers see EOF once the pipe drains */
+	for (i = 0; i < opts.threads; i++) {
+		pthread_join(r[i], &ret);
+		got += (long)ret;
+	}
+	printf("{\"messages\": %ld, \"read\": %ld, \"seconds\": %.3f, \"per_s\": %.0f}\n",
+	       written, got, now_s() - start, written / (now_s() - start));
+	return 0;
+}
