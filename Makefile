@@ -109,7 +109,7 @@ $(OUTPUT)/tests/test_%: tests/unit/test_%.c $(OUTPUT)/libengine.a $(CLI_OBJS) | 
 	$(Q)$(CC) $(CFLAGS) -Icli $< $(filter-out $(OUTPUT)/cli/main.o,$(CLI_OBJS)) \
 		$(OUTPUT)/libengine.a $(LIBS) -lcmocka -o $@
 
-$(OUTPUT)/workloads/%: tests/workloads/%.c | $(OUTPUT)/workloads
+$(OUTPUT)/workloads/%: tests/workloads/%.c tests/workloads/workload.h | $(OUTPUT)/workloads
 	$(call msg,CC,$@)
 	$(Q)$(CC) -O2 -g $(WARN) -pthread $< -o $@
 

@@ -20,6 +20,7 @@
 #include <sys/mman.h>
 #include <time.h>
 #include <unistd.h>
+#include "workload.h"
 
 enum { PAGES_PER_MAP = 16 };
 
@@ -36,27 +37,19 @@ static char *shared_region;
 static size_t page_size;
 static volatile int stop;
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static int done(long i, double start)
 {
 	if (stop)
 		return 1;
 	if (opts.seconds > 0)
-		return (i & 63) == 0 && now_s() - start >= opts.seconds;
+		return (i & 63) == 0 && workload_now_s() - start >= opts.seconds;
 	return i >= opts.iterations;
 }
 
 static void *writer(void *arg)
 {
 	size_t len = PAGES_PER_MAP * page_size;
-	double start = now_s();
+	double start = workload_now_s();
 	long i;
 
 	(void)arg;
@@ -78,7 +71,7 @@ static void *reader(void *arg)
 {
 	size_t len = PAGES_PER_MAP * page_size;
 	unsigned char vec[PAGES_PER_MAP];
-	double start = now_s();
+	double start = workload_now_s();
 	long i;
 
 	(void)arg;
@@ -131,7 +124,6 @@ int main(int argc, char **argv)
 {
 	int nthreads, i;
 	pthread_t *tids;
-	char line[16];
 	double start;
 
 	if (parse_args(argc, argv))
@@ -143,20 +135,16 @@ int main(int argc, char **argv)
 		perror("mmap");
 		return 1;
 	}
-	if (opts.wait_go) {
-		printf("pid %d\n", getpid());
-		fflush(stdout);
-		if (!fgets(line, sizeof(line), stdin))
-			return 1;
-	}
+	if (opts.wait_go && workload_wait_for_go())
+		return 1;
 	nthreads = opts.writers + opts.readers;
 	tids = calloc(nthreads, sizeof(*tids));
-	start = now_s();
+	start = workload_now_s();
 	for (i = 0; i < nthreads; i++)
 		pthread_create(&tids[i], NULL, i < opts.writers ? writer : reader, NULL);
 	for (i = 0; i < nthreads; i++)
 		pthread_join(tids[i], NULL);
-	printf("{\"threads\": %d, \"seconds\": %.3f}\n", nthreads, now_s() - start);
+	printf("{\"threads\": %d, \"seconds\": %.3f}\n", nthreads, workload_now_s() - start);
 	free(tids);
 	return 0;
 }

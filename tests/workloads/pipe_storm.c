@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include "workload.h"
 
 enum { MSG_BYTES = 64 };
 
@@ -26,26 +27,18 @@ static struct {
 static int fds[2];
 static volatile int stop;
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static void *writer(void *arg)
 {
 	char msg[MSG_BYTES] = "x";
 	long n = (long)arg, i;
-	double start = now_s();
+	double start = workload_now_s();
 
 	for (i = 0; opts.seconds > 0 ? !stop : i < n; i++) {
 		if (write(fds[1], msg, sizeof(msg)) != sizeof(msg)) {
 			perror("write");
 			exit(1);
 		}
-		if (opts.seconds > 0 && (i & 255) == 0 && now_s() - start >= opts.seconds)
+		if (opts.seconds > 0 && (i & 255) == 0 && workload_now_s() - start >= opts.seconds)
 			stop = 1;
 	}
 	return (void *)i;
@@ -75,7 +68,6 @@ int main(int argc, char **argv)
 	pthread_t w[64], r[64];
 	long written = 0, got = 0;
 	double start;
-	char line[16];
 	void *ret;
 	int c, i;
 
@@ -98,13 +90,9 @@ int main(int argc, char **argv)
 		perror("pipe");
 		return 1;
 	}
-	if (opts.wait_go) {
-		printf("pid %d\n", getpid());
-		fflush(stdout);
-		if (!fgets(line, sizeof(line), stdin))
-			return 1;
-	}
-	start = now_s();
+	if (opts.wait_go && workload_wait_for_go())
+		return 1;
+	start = workload_now_s();
 	for (i = 0; i < opts.threads; i++) {
 		pthread_create(&r[i], NULL, reader, NULL);
 		pthread_create(&w[i], NULL, writer, (void *)(opts.messages / opts.threads));
@@ -119,6 +107,6 @@ int main(int argc, char **argv)
 		got += (long)ret;
 	}
 	printf("{\"messages\": %ld, \"read\": %ld, \"seconds\": %.3f, \"per_s\": %.0f}\n",
-	       written, got, now_s() - start, written / (now_s() - start));
+	       written, got, workload_now_s() - start, written / (workload_now_s() - start));
 	return 0;
 }
