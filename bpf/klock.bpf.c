@@ -34,6 +34,8 @@ const volatile __u64 spin_stale_ns = 10 * NSEC_PER_SEC;
 /* Stack budgets, in nanoseconds of credit per stack; 0 turns stacks off. */
 const volatile __u64 lock_stack_cost_ns = NSEC_PER_SEC / KLOCK_DEF_STACK_RATE;
 const volatile __u64 cpu_stack_cost_ns = NSEC_PER_SEC / (10 * KLOCK_DEF_STACK_RATE);
+/* lock_buckets' max_entries - 1 */
+const volatile __u32 lock_bucket_mask = KLOCK_DEF_MAX_LOCKS - 1;
 
 struct klock_pending {
 	__u64 lock;
@@ -86,11 +88,16 @@ struct stack_bucket {
 	__u64 credit_ns;
 };
 
-/* Per lock and per CPU, so a bucket's credit never races. */
+/*
+ * Per lock and per CPU, so a bucket's credit never races. Direct-mapped by a hash of the
+ * lock address rather than an LRU hash keyed by it: an array lookup costs a few ns, an LRU
+ * lookup ~10x that on every wait. Locks that share a bucket share its rate, which only
+ * makes sampling start earlier for them. max_entries is a power of two (set by the daemon).
+ */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_PERCPU_HASH);
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, KLOCK_DEF_MAX_LOCKS);
-	__type(key, __u64);
+	__type(key, __u32);
 	__type(value, struct stack_bucket);
 } lock_buckets SEC(".maps");
 
@@ -207,22 +214,17 @@ static __always_inline void bucket_refill(struct stack_bucket *b, __u64 now)
 /* Whether this wait may take stacks: both its lock's and its CPU's bucket have credit. */
 static __always_inline bool sample_stack(__u64 lock, __u64 now)
 {
-	struct stack_bucket *lb, *cb, init = { .last_ns = now, .credit_ns = NSEC_PER_SEC };
+	/* locks are at least 4-byte aligned; fold the address and spread it (Fibonacci) */
+	__u32 idx = (__u32)(((lock >> 2) * 0x9E3779B97F4A7C15ULL) >> 32) & lock_bucket_mask;
+	struct stack_bucket *lb, *cb;
 	__u32 zero = 0;
 
 	if (!lock_stack_cost_ns || !cpu_stack_cost_ns)
 		return false;
 	cb = bpf_map_lookup_elem(&cpu_bucket, &zero);
-	if (!cb)
+	lb = bpf_map_lookup_elem(&lock_buckets, &idx);
+	if (!cb || !lb)
 		return false;
-	lb = bpf_map_lookup_elem(&lock_buckets, &lock);
-	if (!lb) {
-		if (bpf_map_update_elem(&lock_buckets, &lock, &init, BPF_ANY))
-			ls_count(LS_DROP_SAMPLER_FULL);
-		lb = bpf_map_lookup_elem(&lock_buckets, &lock);
-		if (!lb)
-			return false;
-	}
 	bucket_refill(lb, now);
 	bucket_refill(cb, now);
 	if (lb->credit_ns < lock_stack_cost_ns || cb->credit_ns < cpu_stack_cost_ns)
@@ -405,24 +407,28 @@ static __always_inline bool find_wait(__u64 lock, __u32 tid, struct klock_pendin
 
 	if (slot && slot->depth > 0 && slot_pop(slot, lock, out))
 		return true;
+	/* the emptied slot stays for the thread's next wait (an update and a delete per
+	 * wait cost more than the rest of the program); the daemon sweeps exited threads */
 	slot = thread_slot(tid, false);
-	if (!slot || !slot_pop(slot, lock, out))
-		return false;
-	if (!slot->depth)
-		bpf_map_delete_elem(&thread_slots, &tid);
-	return true;
+	return slot && slot_pop(slot, lock, out);
 }
 
-static __always_inline __u32 lock_name_flags(__u64 lock)
+/* Names the two per-task locks the waiter's task points at; only where the type fits. */
+static __always_inline __u32 lock_name_flags(__u64 lock, __u32 flags)
 {
 	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 	struct sighand_struct *sighand;
 	struct mm_struct *mm;
 
-	mm = BPF_CORE_READ(task, mm);
-	if (mm && lock == (__u64)mm + bpf_core_field_offset(struct mm_struct, mmap_lock))
-		return KLOCK_RF_MMAP_LOCK;
-	sighand = BPF_CORE_READ(task, sighand);
+	if (flags & (KLOCK_F_MUTEX | KLOCK_F_RT | KLOCK_F_PERCPU))
+		return 0;
+	if (!(flags & KLOCK_F_SPIN)) {	/* an rwsem: mmap_lock? */
+		mm = BPF_CORE_READ(task, mm);
+		if (mm && lock == (__u64)mm + bpf_core_field_offset(struct mm_struct, mmap_lock))
+			return KLOCK_RF_MMAP_LOCK;
+		return 0;
+	}
+	sighand = BPF_CORE_READ(task, sighand);	/* a spinlock: siglock? */
 	if (sighand && lock == (__u64)sighand + bpf_core_field_offset(struct sighand_struct, siglock))
 		return KLOCK_RF_SIGLOCK;
 	return 0;
@@ -454,7 +460,7 @@ static __always_inline void fill_record(struct klock_wait_rec *r, void *ctx, str
 	r->pid = id >> 32;
 	r->tid = tid;
 	r->lcb_flags = e->lcb_flags;
-	r->rec_flags = e->rec_flags | lock_name_flags(e->lock);
+	r->rec_flags = e->rec_flags | lock_name_flags(e->lock, e->lcb_flags);
 	r->nest = e->nest;
 	r->owner_pid = e->owner_pid;
 	r->owner_tid = e->owner_tid;

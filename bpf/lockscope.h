@@ -51,7 +51,6 @@ enum ls_counter {
 	LS_DROP_STACK_COLLISION,/* stack map bucket holds another stack (-EEXIST) */
 	LS_DROP_STACK_FAILED,	/* stack map full or the walk failed */
 	LS_DROP_OWNER_STACK,	/* owner stack wanted but not captured */
-	LS_DROP_SAMPLER_FULL,	/* per-lock sampler map update failed */
 	LS_DROP_MISSED_END,	/* a wait whose end the kernel skipped (see prog_recursion) was
 				 * found open and discarded, not timed */
 	LS_DROP_LAST,

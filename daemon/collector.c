@@ -69,7 +69,6 @@ static const char *const counter_names[LS_CNT_MAX] = {
 	[LS_DROP_STACK_COLLISION] = "stack_collision",
 	[LS_DROP_STACK_FAILED] = "stack_failed",
 	[LS_DROP_OWNER_STACK] = "owner_stack_failed",
-	[LS_DROP_SAMPLER_FULL] = "sampler_full",
 	[LS_DROP_MISSED_END] = "missed_end",
 };
 
@@ -119,6 +118,7 @@ static int configure(struct collector *c, const struct klock_variant *v)
 	s->rodata->wakeup_bytes = o->ringbuf_bytes / 4;
 	s->rodata->lock_stack_cost_ns = o->stack_rate ? NSEC_PER_SEC / o->stack_rate : 0;
 	s->rodata->cpu_stack_cost_ns = o->cpu_stack_rate ? NSEC_PER_SEC / o->cpu_stack_rate : 0;
+	s->rodata->lock_bucket_mask = o->max_locks - 1;
 
 	if ((err = bpf_map__set_max_entries(s->maps.ringbufs, c->nr_cpus)) ||
 	    (err = bpf_map__set_max_entries(s->maps.thread_slots, o->max_threads)) ||
@@ -200,6 +200,8 @@ int collector__new(const struct collector_opts *opts, struct collector **out)
 	if (opts->ringbuf_bytes < (__u32)getpagesize() || (opts->ringbuf_bytes & (opts->ringbuf_bytes - 1)))
 		return -EINVAL;
 	if (!opts->max_stack || opts->max_stack > LS_MAX_STACK_DEPTH)
+		return -EINVAL;
+	if (!opts->max_locks || (opts->max_locks & (opts->max_locks - 1)))
 		return -EINVAL;
 	c = calloc(1, sizeof(*c));
 	if (!c)

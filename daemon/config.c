@@ -13,7 +13,7 @@
 const struct ls_setting ls_settings[] = {
 	{ "max-threads", OPT(collector.max_threads), 64, 1U << 22, "sleeping waits open at once (BPF map)" },
 	{ "stack-entries", OPT(collector.stack_entries), 64, 1U << 22, "distinct kernel stacks (BPF stack map)" },
-	{ "max-locks", OPT(collector.max_locks), 64, 1U << 22, "locks with their own stack sampler" },
+	{ "max-locks", OPT(collector.max_locks), 64, 1U << 22, "stack sampler buckets (power of 2)" },
 	{ "owner-stacks", OPT(collector.owner_stacks), 16, 1U << 20, "owner stacks in flight" },
 	{ "max-stack", OPT(collector.max_stack), 1, LS_MAX_STACK_DEPTH, "frames kept per stack" },
 	{ "ringbuf-kb", OPT(collector.ringbuf_bytes), 4, 1U << 20, "ring buffer per CPU, KiB (power of 2)" },
@@ -50,13 +50,12 @@ int ls_setting_apply(struct engine_opts *o, const char *key, const char *value, 
 		snprintf(err, len, "%s: '%s' is not an integer from %u to %u", key, value, s->min, s->max);
 		return -EINVAL;
 	}
-	if (!strcmp(key, "ringbuf-kb")) {
-		if (v & (v - 1)) {
-			snprintf(err, len, "ringbuf-kb: '%s' is not a power of two", value);
-			return -EINVAL;
-		}
-		v *= 1024;
+	if ((!strcmp(key, "ringbuf-kb") || !strcmp(key, "max-locks")) && (v & (v - 1))) {
+		snprintf(err, len, "%s: '%s' is not a power of two", key, value);
+		return -EINVAL;
 	}
+	if (!strcmp(key, "ringbuf-kb"))
+		v *= 1024;
 	*(uint32_t *)((char *)o + s->offset) = (uint32_t)v;
 	return 0;
 }

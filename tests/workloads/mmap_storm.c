@@ -36,6 +36,7 @@ static struct opts opts = { .writers = 2, .readers = 2, .iterations = 20000 };
 static char *shared_region;
 static size_t page_size;
 static volatile int stop;
+static long total_ops;	/* iterations of all threads, for the rate */
 
 static int done(long i, double start)
 {
@@ -64,6 +65,7 @@ static void *writer(void *arg)
 			p[off] = (char)i;
 		munmap(p, len);
 	}
+	__atomic_add_fetch(&total_ops, i, __ATOMIC_RELAXED);
 	return NULL;
 }
 
@@ -81,6 +83,7 @@ static void *reader(void *arg)
 		for (size_t off = 0; off < len; off += page_size)
 			shared_region[off]++;
 	}
+	__atomic_add_fetch(&total_ops, i, __ATOMIC_RELAXED);
 	return NULL;
 }
 
@@ -124,7 +127,7 @@ int main(int argc, char **argv)
 {
 	int nthreads, i;
 	pthread_t *tids;
-	double start;
+	double start, elapsed;
 
 	if (parse_args(argc, argv))
 		return 2;
@@ -144,7 +147,9 @@ int main(int argc, char **argv)
 		pthread_create(&tids[i], NULL, i < opts.writers ? writer : reader, NULL);
 	for (i = 0; i < nthreads; i++)
 		pthread_join(tids[i], NULL);
-	printf("{\"threads\": %d, \"seconds\": %.3f}\n", nthreads, workload_now_s() - start);
+	elapsed = workload_now_s() - start;
+	printf("{\"threads\": %d, \"ops\": %ld, \"seconds\": %.3f, \"per_s\": %.0f}\n", nthreads,
+	       total_ops, elapsed, total_ops / elapsed);
 	free(tids);
 	return 0;
 }
