@@ -131,7 +131,8 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/share/lockscope/schemas
 	install -m 0644 schemas/*.json $(DESTDIR)$(PREFIX)/share/lockscope/schemas/
 	install -d $(DESTDIR)/lib/systemd/system
-	install -m 0644 deploy/systemd/lockscoped.service $(DESTDIR)/lib/systemd/system/
+	sed 's|@SBINDIR@|$(PREFIX)/sbin|' deploy/systemd/lockscoped.service.in > $(OUTPUT)/lockscoped.service
+	install -m 0644 $(OUTPUT)/lockscoped.service $(DESTDIR)/lib/systemd/system/lockscoped.service
 
 clean:
 	rm -rf $(OUTPUT)
