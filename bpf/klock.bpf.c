@@ -367,6 +367,8 @@ static __always_inline int lock_contended(__u64 lock, __u32 flags, bool with_own
 	e->lcb_flags = flags;
 	e->nest = depth;
 	e->rec_flags = (depth ? KLOCK_RF_NESTED : 0) | (spinning ? KLOCK_RF_SPINNING : 0);
+	if (depth)	/* timed on its own, never merged into the wait below it */
+		ls_count(LS_CNT_NESTED);
 	if (sample_stack(lock, now))
 		e->rec_flags |= KLOCK_RF_SAMPLED;
 	owner = read_owner(e, lock, flags);

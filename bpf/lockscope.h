@@ -42,6 +42,7 @@ enum ls_counter {
 	LS_CNT_CONTINUED,	/* begin on the lock already waited for (mutex spin -> sleep) */
 	LS_CNT_RB_WAKEUPS,	/* records submitted with a forced ring-buffer wakeup */
 	LS_CNT_OWNER_ON_CPU,	/* owner was running: another CPU's stack cannot be walked */
+	LS_CNT_NESTED,		/* waits that began while another was open in the same slot */
 
 	LS_DROP_FIRST,
 	LS_DROP_RINGBUF = LS_DROP_FIRST,	/* ring buffer full: record lost */

@@ -186,8 +186,8 @@ void render_status(FILE *f, const cJSON *resp)
 			cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(p, "attached")) ? "attached" : "DETACHED",
 			cnt, avg);
 	}
-	fprintf(f, "\nevents: %.0f waits (%.1f/s), %.0f mutex spin->sleep continuations\n",
-		num(ev, "waits"), num(ev, "waits_per_s"), num(ev, "continued"));
+	fprintf(f, "\nevents: %.0f waits (%.1f/s), %.0f mutex spin->sleep continuations, %.0f nested\n",
+		num(ev, "waits"), num(ev, "waits_per_s"), num(ev, "continued"), num(ev, "nested"));
 	fprintf(f, "stacks: %.1f%% of waits carried one (%.0f sampled out; limit %.0f/s per lock per CPU, "
 		"%.0f/s per CPU), %.0f distinct\n", 100 * num(st, "share"), num(st, "sampled_out"),
 		num(st, "stack_rate"), num(st, "cpu_stack_rate"), num(st, "interned"));

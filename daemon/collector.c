@@ -62,6 +62,7 @@ static const char *const counter_names[LS_CNT_MAX] = {
 	[LS_CNT_CONTINUED] = "continued",
 	[LS_CNT_RB_WAKEUPS] = "ringbuf_wakeups",
 	[LS_CNT_OWNER_ON_CPU] = "owner_on_cpu",
+	[LS_CNT_NESTED] = "nested",
 	[LS_DROP_RINGBUF] = "ringbuf_full",
 	[LS_DROP_SLOT_FULL] = "wait_map_full",
 	[LS_DROP_NEST_DEPTH] = "nest_too_deep",
@@ -335,6 +336,11 @@ int collector__gc(struct collector *c)
 {
 	gc_map(bpf_map__fd(c->skel->maps.owner_stacks));
 	return gc_map(bpf_map__fd(c->skel->maps.thread_slots));
+}
+
+int collector__stack_free(struct collector *c, int id)
+{
+	return bpf_map_delete_elem(bpf_map__fd(c->skel->maps.stacks), &id) ? -errno : 0;
 }
 
 int collector__progs(const struct collector *c, struct collector_prog *out, int max)

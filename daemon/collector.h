@@ -62,6 +62,8 @@ int collector__consume(struct collector *c);
 void collector__counters(const struct collector *c, uint64_t out[LS_CNT_MAX]);
 /* Copies up to @max frames of waiter stack @id; returns the frame count or -errno. */
 int collector__stack(const struct collector *c, int id, uint64_t *ips, int max);
+/* Frees waiter stack @id in the kernel map so the bucket can take another stack. */
+int collector__stack_free(struct collector *c, int id);
 /*
  * Removes open waits of threads that no longer exist: their end was missed (the kernel
  * skipped the program) and they would hold a slot forever. Returns how many were removed.

@@ -22,8 +22,14 @@
 /* A scan longer than a day is a mistake, not a scan. */
 #define SCAN_MAX_MS (24ULL * 3600 * 1000)
 #define RATE_SECONDS 10
-/* how often open waits of exited threads are swept from the BPF map */
+/* how often open waits of exited threads and idle kernel stacks are swept from BPF maps */
 #define GC_INTERVAL_NS (10 * NSEC_PER_SEC)
+/*
+ * A kernel stack id unseen this long is deleted from the stack map, so a daemon that runs
+ * for weeks keeps room for new stacks. No record in the rings can still name it: they are
+ * drained every tick.
+ */
+#define STACK_IDLE_NS (300 * NSEC_PER_SEC)
 
 struct scan {
 	struct scan *next;
@@ -42,6 +48,7 @@ struct engine {
 	struct stacks *stacks;
 	struct agg *agg;
 	uint32_t *kstack_ids;		/* kernel stack id -> interned id, 0: not yet read */
+	uint64_t *kstack_seen;		/* kernel stack id -> last record time */
 	struct scan *scans;
 	engine_reply_fn reply;
 	void *reply_ctx;
@@ -54,6 +61,8 @@ struct engine {
 	int rate_head, rate_filled;
 	uint64_t last_rate_ns;
 	uint64_t last_gc_ns;
+	uint64_t now_ns;		/* at the last tick: cheap time for the record path */
+	uint64_t stacks_freed;
 	uint64_t stale_slots;		/* open waits of exited threads, swept */
 };
 
@@ -104,7 +113,8 @@ static uint32_t intern_kstack(struct engine *e, int32_t id)
 
 	if (id < 0 || (uint32_t)id >= e->opts.collector.stack_entries)
 		return LS_STACK_MISSING;
-	/* ids are stable: the map is written without BPF_F_REUSE_STACKID */
+	e->kstack_seen[id] = e->now_ns;
+	/* ids are stable until we free them: the map is written without BPF_F_REUSE_STACKID */
 	if (e->kstack_ids[id])
 		return e->kstack_ids[id];
 	n = collector__stack(e->coll, id, ips, LS_MAX_STACK_DEPTH);
@@ -201,7 +211,9 @@ int engine__new(const struct engine_opts *opts, engine_reply_fn reply, void *rep
 	e->stacks = stacks__new(opts->max_stacks);
 	e->agg = agg__new(&ao);
 	e->kstack_ids = calloc(opts->collector.stack_entries, sizeof(*e->kstack_ids));
-	if (!e->stacks || !e->agg || !e->kstack_ids) {
+	e->kstack_seen = calloc(opts->collector.stack_entries, sizeof(*e->kstack_seen));
+	e->now_ns = e->start_ns;
+	if (!e->stacks || !e->agg || !e->kstack_ids || !e->kstack_seen) {
 		err = -ENOMEM;
 		goto cleanup;
 	}
@@ -249,6 +261,7 @@ void engine__free(struct engine *e)
 	stacks__free(e->stacks);
 	ksyms__free(e->ksyms);
 	free(e->kstack_ids);
+	free(e->kstack_seen);
 	free(e);
 }
 
@@ -361,6 +374,7 @@ static cJSON *handle_status(struct engine *e)
 	cJSON_AddNumberToObject(ev, "begin", cnt[LS_CNT_BEGIN]);
 	cJSON_AddNumberToObject(ev, "waits", cnt[LS_CNT_WAIT]);
 	cJSON_AddNumberToObject(ev, "continued", cnt[LS_CNT_CONTINUED]);
+	cJSON_AddNumberToObject(ev, "nested", cnt[LS_CNT_NESTED]);
 	cJSON_AddNumberToObject(ev, "waits_per_s", waits_per_s(e));
 	cJSON_AddNumberToObject(ev, "ringbuf_wakeups", cnt[LS_CNT_RB_WAKEUPS]);
 	st = cJSON_AddObjectToObject(o, "stacks");
@@ -371,6 +385,7 @@ static cJSON *handle_status(struct engine *e)
 	cJSON_AddNumberToObject(st, "owner_stacked", cnt[LS_CNT_OWNER_STACKED]);
 	cJSON_AddNumberToObject(st, "owner_on_cpu", cnt[LS_CNT_OWNER_ON_CPU]);
 	cJSON_AddNumberToObject(st, "interned", stacks__count(e->stacks));
+	cJSON_AddNumberToObject(st, "kernel_ids_freed", e->stacks_freed);
 	cJSON_AddNumberToObject(st, "stack_rate", e->opts.collector.stack_rate);
 	cJSON_AddNumberToObject(st, "cpu_stack_rate", e->opts.collector.cpu_stack_rate);
 	cJSON_AddItemToObject(o, "dropped", dropped_json(e, NULL));
@@ -496,17 +511,31 @@ static void sample_rate(struct engine *e, uint64_t now)
 	e->last_rate_ns = now;
 }
 
+static void free_idle_stacks(struct engine *e)
+{
+	uint32_t id;
+
+	for (id = 0; id < e->opts.collector.stack_entries; id++) {
+		if (!e->kstack_ids[id] || e->now_ns - e->kstack_seen[id] < STACK_IDLE_NS)
+			continue;
+		if (!collector__stack_free(e->coll, id))
+			e->stacks_freed++;
+		e->kstack_ids[id] = 0;
+	}
+}
+
 void engine__tick(struct engine *e)
 {
 	uint64_t now;
 	struct scan **pp, *s;
 
 	engine__consume(e);
-	now = ls_now_ns();
+	now = e->now_ns = ls_now_ns();
 	agg__rotate(e->agg, now);
 	sample_rate(e, now);
 	if (now - e->last_gc_ns >= GC_INTERVAL_NS) {
 		e->stale_slots += collector__gc(e->coll);
+		free_idle_stacks(e);
 		e->last_gc_ns = now;
 	}
 	for (pp = &e->scans; (s = *pp);) {

@@ -28,6 +28,8 @@ const struct lock_type ls_lock_types[] = {
 	{ 0, "unknown", "unknown" },	/* flags no kernel we know passes */
 };
 const int ls_nr_lock_types = sizeof(ls_lock_types) / sizeof(ls_lock_types[0]);
+_Static_assert(sizeof(ls_lock_types) / sizeof(ls_lock_types[0]) <= LS_MAX_LOCK_TYPES,
+	       "type masks and per-type totals hold LS_MAX_LOCK_TYPES");
 #define UNKNOWN_TYPE (ls_nr_lock_types - 1)
 
 static const char *const group_names[LS_GROUP_MAX] = { "caller", "thread", "lock" };
@@ -233,7 +235,7 @@ struct row {
 	struct agg_key rep;		/* the first fine key: names pid/tid/lock when unique */
 	char comm[LS_COMM_LEN];
 	bool many_pids, many_tids, many_locks;
-	double type_total[16];
+	double type_total[LS_MAX_LOCK_TYPES];
 	/* the owner with the most waits behind this row */
 	double owner_best;
 	uint32_t owner_pid, owner_tid, owner_stack;
@@ -378,7 +380,7 @@ static void row_add(struct row_set *rs, struct row *r, uint32_t idx, const struc
 		r->hist[i] += v->st.hist[i] * fc;
 	if (sampled)
 		r->samples += v->st.count;
-	r->type_total[query__type_index(k->flags) & 15] += v->st.total_ns * fw;
+	r->type_total[query__type_index(k->flags)] += v->st.total_ns * fw;
 	if (k->owner_tid) {
 		struct owner_key ok = { idx, k->owner_pid, k->owner_tid, k->owner_stack };
 		struct owner_val *ov = htab__upsert(rs->owners, &ok, NULL, NULL);
@@ -577,7 +579,7 @@ static int dominant_type(const struct row *r)
 {
 	int i, best = 0;
 
-	for (i = 1; i < ls_nr_lock_types && i < 16; i++)
+	for (i = 1; i < ls_nr_lock_types; i++)
 		if (r->type_total[i] > r->type_total[best])
 			best = i;
 	return best;

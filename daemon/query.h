@@ -39,6 +39,9 @@ struct query_ctx {
 	const struct ksyms *ksyms;	/* NULL: addresses only */
 };
 
+/* type_mask is a uint32_t: room for this many lock types */
+#define LS_MAX_LOCK_TYPES 32
+
 struct lock_type {
 	uint32_t flags;
 	const char *name;	/* as perf prints it: "rwsem:R" */
