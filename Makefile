@@ -64,7 +64,7 @@ deps:
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 		make gcc clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config \
 		libcjson-dev libcmocka-dev python3 python3-pytest python3-jsonschema linux-perf \
-		util-linux procps
+		util-linux procps qemu-system-x86 busybox-static cpio
 
 $(OUTPUT) $(OUTPUT)/daemon $(OUTPUT)/cli $(OUTPUT)/tests $(OUTPUT)/workloads:
 	$(Q)mkdir -p $@

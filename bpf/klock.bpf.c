@@ -243,8 +243,14 @@ static __always_inline struct task_struct *lock_owner(__u64 lock, __u32 flags)
 			owner = BPF_CORE_READ((struct mutex___plain *)lock, owner.counter);
 		else
 			owner = (unsigned long)BPF_CORE_READ((struct mutex___rt *)lock, rtmutex.owner);
+	} else if ((flags & KLOCK_F_RT) && (flags & (KLOCK_F_READ | KLOCK_F_WRITE))) {
+		/* PREEMPT_RT rwsem and rwlock_t: an rwbase_rt, whose rt-mutex the writer owns;
+		 * the type exists only in RT kernels' BTF */
+		if (!bpf_core_type_exists(struct rwbase_rt___rt))
+			return NULL;
+		owner = (unsigned long)BPF_CORE_READ((struct rwbase_rt___rt *)lock, rtmutex.owner);
 	} else if (flags & KLOCK_F_RT) {
-		/* rt_mutex_base: rt-mutexes, and PREEMPT_RT's spinlock_t (RT|SPIN) */
+		/* rt_mutex_base: rt-mutexes, and PREEMPT_RT's spinlock_t */
 		owner = (unsigned long)BPF_CORE_READ((struct rt_mutex_base *)lock, owner);
 	} else if (flags & (KLOCK_F_SPIN | KLOCK_F_PERCPU)) {
 		/* spinlocks and rwlocks have no owner word; percpu-rwsem readers are many */
@@ -422,15 +428,17 @@ static __always_inline __u32 lock_name_flags(__u64 lock, __u32 flags)
 	struct sighand_struct *sighand;
 	struct mm_struct *mm;
 
-	if (flags & (KLOCK_F_MUTEX | KLOCK_F_RT | KLOCK_F_PERCPU))
+	if (flags & (KLOCK_F_MUTEX | KLOCK_F_PERCPU))
 		return 0;
-	if (!(flags & KLOCK_F_SPIN)) {	/* an rwsem: mmap_lock? */
+	if ((flags & (KLOCK_F_READ | KLOCK_F_WRITE)) && !(flags & KLOCK_F_SPIN)) {
+		/* an rwsem (RT|READ/WRITE on PREEMPT_RT): mmap_lock? */
 		mm = BPF_CORE_READ(task, mm);
 		if (mm && lock == (__u64)mm + bpf_core_field_offset(struct mm_struct, mmap_lock))
 			return KLOCK_RF_MMAP_LOCK;
 		return 0;
 	}
-	sighand = BPF_CORE_READ(task, sighand);	/* a spinlock: siglock? */
+	/* a spinlock_t (SPIN, or RT on PREEMPT_RT): siglock? */
+	sighand = BPF_CORE_READ(task, sighand);
 	if (sighand && lock == (__u64)sighand + bpf_core_field_offset(struct sighand_struct, siglock))
 		return KLOCK_RF_SIGLOCK;
 	return 0;
@@ -485,41 +493,50 @@ static __always_inline void fill_record(struct klock_wait_rec *r, void *ctx, str
 	}
 }
 
+/*
+ * One record per wait. Each size has its own reserve-fill-submit path: older verifiers
+ * (6.1) lose track of which size a shared path reserved and refuse the owner-stack copy.
+ */
+static __always_inline void emit_wait(void *ctx, struct klock_pending *e, __u64 id, __u64 now,
+				      const bool with_owner_stack)
+{
+	const __u32 size = with_owner_stack ? sizeof(struct klock_wait_rec) : KLOCK_WAIT_REC_MIN_SIZE;
+	__u32 tid = (__u32)id;
+	struct klock_wait_rec *r = NULL;
+	void *rb = ls_ringbuf();
+
+	if (rb)
+		r = bpf_ringbuf_reserve(rb, size, 0);
+	if (!r) {
+		ls_count(LS_DROP_RINGBUF);
+		if (with_owner_stack)
+			bpf_map_delete_elem(&owner_stacks, &tid);
+		return;
+	}
+	ls_hdr_init(&r->hdr, LS_REC_KLOCK_WAIT, size);
+	fill_record(r, ctx, e, id, now);
+	if (with_owner_stack)
+		copy_owner_stack(r, tid);
+	ls_count(LS_CNT_WAIT);
+	ls_submit(rb, r);
+}
+
 static __always_inline int lock_acquired(void *ctx, __u64 lock)
 {
 	__u64 id = bpf_get_current_pid_tgid(), now;
-	__u32 tid = (__u32)id;
-	struct klock_wait_rec *r;
 	struct klock_pending e;
-	bool owner_stack;
-	void *rb;
 
 	if (!ls_tgid_wanted(id >> 32))
 		return 0;
-	if (!find_wait(lock, tid, &e)) {
+	if (!find_wait(lock, (__u32)id, &e)) {
 		ls_count(LS_DROP_UNMATCHED_END);
 		return 0;
 	}
 	now = bpf_ktime_get_ns();
-	owner_stack = e.rec_flags & KLOCK_RF_OWNER_STACK;
-	rb = ls_ringbuf();
-	r = NULL;
-	if (rb && owner_stack)
-		r = bpf_ringbuf_reserve(rb, sizeof(*r), 0);
-	else if (rb)
-		r = bpf_ringbuf_reserve(rb, KLOCK_WAIT_REC_MIN_SIZE, 0);
-	if (!r) {
-		ls_count(LS_DROP_RINGBUF);
-		if (owner_stack)
-			bpf_map_delete_elem(&owner_stacks, &tid);
-		return 0;
-	}
-	ls_hdr_init(&r->hdr, LS_REC_KLOCK_WAIT, owner_stack ? sizeof(*r) : KLOCK_WAIT_REC_MIN_SIZE);
-	fill_record(r, ctx, &e, id, now);
-	if (owner_stack)
-		copy_owner_stack(r, tid);
-	ls_count(LS_CNT_WAIT);
-	ls_submit(rb, r);
+	if (e.rec_flags & KLOCK_RF_OWNER_STACK)
+		emit_wait(ctx, &e, id, now, true);
+	else
+		emit_wait(ctx, &e, id, now, false);
 	return 0;
 }
 

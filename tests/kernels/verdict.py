@@ -1,0 +1,37 @@
+#!/usr/bin/env python3
+"""Reads a guest's console log from matrix.sh and prints one JSON verdict line."""
+import json
+import sys
+
+
+def main():
+    kernel, log = sys.argv[1], sys.argv[2]
+    lines = {}
+    for line in open(log, errors="replace").read().replace("\r", "").splitlines():
+        at = line.find("LOCKSCOPE-")  # the firmware's escape codes may precede it
+        if at >= 0:
+            tag, _, rest = line[at:].partition(" ")
+            lines[tag] = rest
+    res = {"kernel": kernel, "ok": False}
+    try:
+        st = json.loads(lines["LOCKSCOPE-STATUS"])
+        top = json.loads(lines["LOCKSCOPE-TOP"])
+        mm = [r for r in top["rows"] if (r.get("lock") or {}).get("name") == "mmap_lock"]
+        mutex = json.loads(lines["LOCKSCOPE-MUTEX"])["rows"]
+        res.update(attach_mode=st["features"]["attach_mode"], owner_stacks=st["features"]["owner_stacks"],
+                   waits=st["events"]["waits"], mmap_lock_types=sorted({r["type"] for r in mm}),
+                   owners=sorted({r["owner"]["comm"] for r in mm if r.get("owner")}),
+                   mutex_types=sorted({r["type"] for r in mutex}),
+                   mutex_owners=sorted({r["owner"]["comm"] for r in mutex if r.get("owner")}),
+                   dropped={k: v for k, v in st["dropped"].items() if v})
+        res["ok"] = (bool(mm) and "mmap_storm" in res["owners"] and "pipe_storm" in res["mutex_owners"]
+                     and all(p["attached"] for p in st["programs"]))
+    except (KeyError, ValueError) as e:
+        res["error"] = f"{type(e).__name__}: {e}"
+        res["log"] = lines.get("LOCKSCOPE-LOG", open(log, errors="replace").read()[-3000:])
+    print(json.dumps(res))
+    return 0 if res["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
