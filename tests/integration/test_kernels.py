@@ -16,7 +16,7 @@ def test_debian_61_kernels():
     require_tool("qemu-system-x86_64")
     if not os.path.exists("/bin/busybox"):
         skip_or_fail("busybox-static is not installed (make deps)")
-    p = subprocess.run([os.path.join(ROOT, "tests/kernels/matrix.sh"), "amd64", "cloud-amd64", "rt-amd64"],
+    p = subprocess.run([os.path.join(ROOT, "tests/kernels/matrix.sh"), "6.1:amd64", "6.1:cloud-amd64", "6.1:rt-amd64"],
                        capture_output=True, text=True, timeout=1800)
     print(p.stdout, p.stderr)
     verdicts = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]

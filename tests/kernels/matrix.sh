@@ -9,14 +9,39 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 OUTPUT=${OUTPUT:-$ROOT/build}
 WORK=${WORK:-$OUTPUT/kernels}
-FLAVOURS=("${@:-cloud-amd64 rt-amd64}")
-read -r -a FLAVOURS <<<"${FLAVOURS[*]}"
+KERNELS=("${@:-6.1:cloud-amd64 6.1:rt-amd64}")
+read -r -a KERNELS <<<"${KERNELS[*]}"
 mkdir -p "$WORK"
 
-# the newest Debian 6.1 ABI that has every flavour we want
-abi=$(apt-cache search --names-only '^linux-image-6\.1\.0-[0-9]+-rt-amd64-unsigned$' |
-      sed 's/^linux-image-\(6\.1\.0-[0-9]*\)-.*/\1/' | sort -V | tail -1)
-[ -n "$abi" ] || { echo "no Debian 6.1 kernel packages found: run apt-get update" >&2; exit 1; }
+# apt options for a series: bookworm's own lists for 6.1, backports for 6.12
+apt_opts() {
+	local bp=$WORK/apt-backports
+	[ "$1" = 6.1 ] && return
+	if [ ! -d "$bp/lists" ]; then
+		mkdir -p "$bp/lists/partial" "$bp/cache/archives/partial"
+		echo "deb http://deb.debian.org/debian bookworm-backports main" >"$bp/sources.list"
+	fi
+	echo "-o Dir::Etc::SourceList=$bp/sources.list -o Dir::Etc::SourceParts=/dev/null" \
+	     "-o Dir::State::Lists=$bp/lists -o Dir::Cache=$bp/cache"
+}
+
+# the newest unsigned image package of a series and flavour (exact: amd64 is not cloud-amd64)
+kernel_package() {
+	local series=$1 flavour=$2 opts version
+	case $series in
+	6.1) version='6\.1\.0-[0-9]+' ;;
+	6.12) version='6\.12\.[0-9]+\+deb12' ;;
+	*) echo "unknown series $series (6.1 or 6.12)" >&2; return 1 ;;
+	esac
+	opts=$(apt_opts "$series")
+	# shellcheck disable=SC2086
+	if [ -n "$opts" ] && [ ! -f "$WORK/apt-backports/updated" ]; then
+		apt-get $opts update -qq >/dev/null && touch "$WORK/apt-backports/updated"
+	fi
+	# shellcheck disable=SC2086
+	apt-cache $opts search --names-only "^linux-image-$version-$flavour-unsigned\$" |
+		cut -d' ' -f1 | sort -V | tail -1
+}
 
 build_initramfs() {
 	local dir=$WORK/initramfs bin lib
@@ -56,22 +81,28 @@ INIT
 }
 
 check_kernel() {
-	local flavour=$1
-	local kdir=$WORK/$flavour
+	local series=${1%%:*} flavour=${1#*:}
+	local kdir=$WORK/$series-$flavour pkg opts
 	mkdir -p "$kdir"
 	if [ ! -f "$kdir/vmlinuz" ]; then
-		(cd "$kdir" && apt-get download -q "linux-image-$abi-$flavour-unsigned" >/dev/null 2>&1 &&
-		 dpkg-deb -x ./*.deb x && cp x/boot/vmlinuz-* vmlinuz && rm -rf x ./*.deb)
+		pkg=$(kernel_package "$series" "$flavour")
+		[ -n "$pkg" ] || { echo "{\"kernel\": \"$1\", \"ok\": false, \"error\": \"no package\"}"; return 1; }
+		opts=$(apt_opts "$series")
+		# shellcheck disable=SC2086
+		(cd "$kdir" && apt-get $opts download -q "$pkg" >/dev/null 2>&1 &&
+		 dpkg-deb -x ./*.deb x && cp x/boot/vmlinuz-* vmlinuz && rm -rf x ./*.deb &&
+		 echo "${pkg#linux-image-}" | sed 's/-unsigned$//' >release)
 	fi
 	timeout 600 qemu-system-x86_64 -m 1024 -smp 2 -nographic -no-reboot \
 		-kernel "$kdir/vmlinuz" -initrd "$WORK/initramfs.gz" \
 		-append "console=ttyS0 quiet panic=-1" >"$kdir/console.log" 2>&1 || true
-	python3 "$ROOT/tests/kernels/verdict.py" "$abi-$flavour" "$kdir/console.log"
+	python3 "$ROOT/tests/kernels/verdict.py" "$(cat "$kdir/release" 2>/dev/null || echo "$1")" \
+		"$kdir/console.log"
 }
 
 build_initramfs
 rc=0
-for f in "${FLAVOURS[@]}"; do
-	check_kernel "$f" || rc=1
+for k in "${KERNELS[@]}"; do
+	check_kernel "$k" || rc=1
 done
 exit $rc
