@@ -45,7 +45,7 @@ UNIT_BINS := $(patsubst tests/unit/%.c,$(OUTPUT)/tests/%,$(UNIT_SRCS))
 WORKLOAD_SRCS := $(wildcard tests/workloads/*.c)
 WORKLOADS := $(patsubst tests/workloads/%.c,$(OUTPUT)/workloads/%,$(WORKLOAD_SRCS))
 
-.PHONY: all clean deps test unit-test integration-test install demo bench help
+.PHONY: all clean deps test unit-test integration-test install demo help
 .DELETE_ON_ERROR:
 .SECONDARY:
 
