@@ -357,13 +357,13 @@ static __always_inline int lock_contended(__u64 lock, __u32 flags, bool with_own
 			depth--;
 		}
 	}
+	now = bpf_ktime_get_ns();
 	if (spinning)
-		depth = expire_stale(slot, depth, bpf_ktime_get_ns());
+		depth = expire_stale(slot, depth, now);
 	if (depth >= KLOCK_NEST_MAX) {
 		ls_count(LS_DROP_NEST_DEPTH);
 		return 0;
 	}
-	now = bpf_ktime_get_ns();
 	idx = depth;
 	/* keep the mask: the compiler knows depth < KLOCK_NEST_MAX, the verifier does not */
 	barrier_var(idx);

@@ -215,6 +215,18 @@ void agg__rotate(struct agg *a, uint64_t now_ns)
 	}
 }
 
+uint64_t agg__window_start(const struct agg *a, enum ls_window w)
+{
+	const struct level *top;
+
+	if (w == LS_WIN_ALL || !a->opts.windows)
+		return a->opts.start_ns;
+	top = &a->levels[w];
+	if (!top->filled)
+		return top->live_start;
+	return top->ring_start[(top->head - top->filled + SLOTS_PER_LEVEL) % SLOTS_PER_LEVEL];
+}
+
 struct htab *agg__window(const struct agg *a, enum ls_window w, uint64_t now_ns, uint64_t *start_ns)
 {
 	struct htab *out = htab__new(sizeof(struct agg_key), sizeof(struct agg_val), SIZE_MAX);
@@ -225,22 +237,17 @@ struct htab *agg__window(const struct agg *a, enum ls_window w, uint64_t now_ns,
 	(void)now_ns;
 	if (!out)
 		return NULL;
+	*start_ns = agg__window_start(a, w);
 	if (w == LS_WIN_ALL || !a->opts.windows) {
 		merge_table(out, a->all, &dropped);
-		*start_ns = a->opts.start_ns;
 		return out;
 	}
 	/* the live slots of this level and every finer one, then this level's sealed ring */
 	for (i = 0; i <= (int)w; i++)
 		merge_table(out, a->levels[i].live, &dropped);
 	top = &a->levels[w];
-	*start_ns = top->live_start;
-	for (n = 0; n < top->filled; n++) {
-		int idx = (top->head - 1 - n + SLOTS_PER_LEVEL) % SLOTS_PER_LEVEL;
-
-		merge_table(out, top->ring[idx], &dropped);
-		*start_ns = top->ring_start[idx];
-	}
+	for (n = 0; n < top->filled; n++)
+		merge_table(out, top->ring[(top->head - 1 - n + SLOTS_PER_LEVEL) % SLOTS_PER_LEVEL], &dropped);
 	return out;
 }
 

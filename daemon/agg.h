@@ -77,6 +77,8 @@ void agg__rotate(struct agg *a, uint64_t now_ns);
  * receives the start of the oldest slot in it.
  */
 struct htab *agg__window(const struct agg *a, enum ls_window w, uint64_t now_ns, uint64_t *start_ns);
+/* The start of the oldest slot window @w holds: what agg__window() reports, without merging. */
+uint64_t agg__window_start(const struct agg *a, enum ls_window w);
 uint64_t agg__dropped(const struct agg *a);
 size_t agg__mem_bytes(const struct agg *a);
 size_t agg__keys(const struct agg *a);

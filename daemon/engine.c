@@ -355,7 +355,7 @@ static cJSON *programs_json(struct engine *e)
 static cJSON *handle_status(struct engine *e)
 {
 	const struct collector_features *f = collector__features(e->coll);
-	uint64_t cnt[LS_CNT_MAX], now = ls_now_ns(), start;
+	uint64_t cnt[LS_CNT_MAX], now = ls_now_ns();
 	cJSON *o = response("status"), *ev, *st, *feat, *wins, *agg;
 	int w;
 
@@ -390,12 +390,8 @@ static cJSON *handle_status(struct engine *e)
 	cJSON_AddNumberToObject(st, "cpu_stack_rate", e->opts.collector.cpu_stack_rate);
 	cJSON_AddItemToObject(o, "dropped", dropped_json(e, NULL));
 	wins = cJSON_AddArrayToObject(o, "windows");
-	for (w = 0; w < LS_WIN_MAX; w++) {
-		struct htab *t = agg__window(e->agg, w, now, &start);
-
-		htab__free(t);
-		cJSON_AddItemToArray(wins, window_json(ls_window_name(w), start, now));
-	}
+	for (w = 0; w < LS_WIN_MAX; w++)
+		cJSON_AddItemToArray(wins, window_json(ls_window_name(w), agg__window_start(e->agg, w), now));
 	agg = cJSON_AddObjectToObject(o, "aggregator");
 	cJSON_AddNumberToObject(agg, "keys", agg__keys(e->agg));
 	cJSON_AddNumberToObject(agg, "mem_bytes", agg__mem_bytes(e->agg) + stacks__mem_bytes(e->stacks));

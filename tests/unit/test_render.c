@@ -14,21 +14,18 @@
 
 static void test_units_like_perf(void **state)
 {
+	static const struct { double ns; const char *text; } cases[] = {
+		{ 0, "0 ns" }, { 999, "999 ns" }, { 1000, "1.00 us" }, { 9260, "9.26 us" },
+		{ 431460000, "431.46 ms" }, { 2.5e9, "2.50 s" },
+	};
 	char buf[32];
+	size_t i;
 
 	(void)state;
-	ls_fmt_ns(buf, sizeof(buf), 0);
-	assert_string_equal(buf, "0 ns");
-	ls_fmt_ns(buf, sizeof(buf), 999);
-	assert_string_equal(buf, "999 ns");
-	ls_fmt_ns(buf, sizeof(buf), 1000);
-	assert_string_equal(buf, "1.00 us");
-	ls_fmt_ns(buf, sizeof(buf), 9260);
-	assert_string_equal(buf, "9.26 us");
-	ls_fmt_ns(buf, sizeof(buf), 431460000);
-	assert_string_equal(buf, "431.46 ms");
-	ls_fmt_ns(buf, sizeof(buf), 2.5e9);
-	assert_string_equal(buf, "2.50 s");
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		ls_fmt_ns(buf, sizeof(buf), cases[i].ns);
+		assert_string_equal(buf, cases[i].text);
+	}
 }
 
 static char *render(const char *json, const struct render_opts *o)
