@@ -26,12 +26,18 @@ endif
 
 CFLAGS ?= -O2 -g
 CFLAGS += $(WARN) -std=gnu11 -D_GNU_SOURCE -fno-omit-frame-pointer -MMD -MP \
-	  -I$(OUTPUT) -Ibpf -Idaemon
-LIBS := -lbpf -lelf -lz -lcjson -lm
+	  -I$(OUTPUT) -Ibpf -Idaemon -I$(BLAZESYM_INC)
+# blazesym's C API (user-space symbolization), built by cargo from deps/blazesym, pinned
+# by its Cargo.lock. Its header ships inside the crate, wherever cargo unpacked it.
+CARGO ?= cargo
+BLAZESYM_DIR := $(OUTPUT)/blazesym
+BLAZESYM_LIB := $(BLAZESYM_DIR)/release/liblockscope_blazesym.a
+BLAZESYM_INC := $(BLAZESYM_DIR)/include
+LIBS := -lbpf -lelf -lz -lcjson -lm $(BLAZESYM_LIB) -lpthread -ldl
 BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) $(WARN) -Wno-unused-function -Wno-unused-parameter \
 	      -I$(OUTPUT) -Ibpf
 
-BPF_APPS := klock
+BPF_APPS := klock ulock
 BPF_OBJS := $(patsubst %,$(OUTPUT)/%.bpf.o,$(BPF_APPS))
 SKELS := $(patsubst %,$(OUTPUT)/%.skel.h,$(BPF_APPS))
 
@@ -64,7 +70,9 @@ deps:
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 		make gcc clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config \
 		libcjson-dev libcmocka-dev python3 python3-pytest python3-jsonschema linux-perf \
-		util-linux procps qemu-system-x86 busybox-static cpio
+		util-linux procps qemu-system-x86 busybox-static cpio libuv1-dev
+	@# blazesym needs a recent Rust; Debian's cargo is the fallback when rustup's is absent
+	command -v $(CARGO) >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cargo
 
 $(OUTPUT) $(OUTPUT)/daemon $(OUTPUT)/cli $(OUTPUT)/tests $(OUTPUT)/workloads:
 	$(Q)mkdir -p $@
@@ -75,7 +83,7 @@ $(OUTPUT)/vmlinux.h: | $(OUTPUT)
 	$(Q)test -r $(VMLINUX_BTF) || { echo "no kernel BTF at $(VMLINUX_BTF): use a kernel with CONFIG_DEBUG_INFO_BTF=y or set VMLINUX_BTF=" >&2; exit 1; }
 	$(Q)$(BPFTOOL) btf dump file $(VMLINUX_BTF) format c > $@
 
-$(OUTPUT)/%.bpf.o: bpf/%.bpf.c $(OUTPUT)/vmlinux.h bpf/lockscope.h bpf/common.bpf.h bpf/%.h | $(OUTPUT)
+$(OUTPUT)/%.bpf.o: bpf/%.bpf.c $(OUTPUT)/vmlinux.h bpf/lockscope.h bpf/common.bpf.h bpf/sampling.bpf.h bpf/%.h | $(OUTPUT)
 	$(call msg,BPF,$@)
 	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@.tmp
 	$(Q)$(BPFTOOL) gen object $@ $@.tmp && rm -f $@.tmp
@@ -84,11 +92,22 @@ $(OUTPUT)/%.skel.h: $(OUTPUT)/%.bpf.o
 	$(call msg,GEN-SKEL,$@)
 	$(Q)$(BPFTOOL) gen skeleton $< > $@
 
-$(OUTPUT)/daemon/%.o: daemon/%.c $(SKELS) | $(OUTPUT)/daemon
+$(BLAZESYM_LIB): deps/blazesym/Cargo.toml deps/blazesym/Cargo.lock deps/blazesym/src/lib.rs
+	$(call msg,CARGO,$@)
+	$(Q)command -v $(CARGO) >/dev/null || { echo "cargo not found: install Rust (https://rustup.rs) or run 'make deps'" >&2; exit 1; }
+	$(Q)$(CARGO) build --quiet --release --locked --manifest-path deps/blazesym/Cargo.toml \
+		--target-dir $(BLAZESYM_DIR)
+	$(Q)mkdir -p $(BLAZESYM_INC)
+	$(Q)cp "$$($(CARGO) metadata --format-version 1 --locked --manifest-path deps/blazesym/Cargo.toml | \
+		$(PYTHON) -c 'import json,sys,os; m=json.load(sys.stdin); print(next(os.path.dirname(p["manifest_path"]) for p in m["packages"] if p["name"]=="blazesym-c"))')/include/blazesym.h" \
+		$(BLAZESYM_INC)/blazesym.h
+	$(Q)touch $@
+
+$(OUTPUT)/daemon/%.o: daemon/%.c $(SKELS) $(BLAZESYM_LIB) | $(OUTPUT)/daemon
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@
 
-$(OUTPUT)/cli/%.o: cli/%.c $(SKELS) | $(OUTPUT)/cli
+$(OUTPUT)/cli/%.o: cli/%.c $(SKELS) $(BLAZESYM_LIB) | $(OUTPUT)/cli
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) -Icli -c $< -o $@
 
@@ -109,9 +128,11 @@ $(OUTPUT)/tests/test_%: tests/unit/test_%.c $(OUTPUT)/libengine.a $(CLI_OBJS) | 
 	$(Q)$(CC) $(CFLAGS) -Icli $< $(filter-out $(OUTPUT)/cli/main.o,$(CLI_OBJS)) \
 		$(OUTPUT)/libengine.a $(LIBS) -lcmocka -o $@
 
+# workloads keep frame pointers: user stacks are walked through them (until DWARF unwinding)
+$(OUTPUT)/workloads/uv_pool: WORKLOAD_LIBS := -luv
 $(OUTPUT)/workloads/%: tests/workloads/%.c tests/workloads/workload.h | $(OUTPUT)/workloads
 	$(call msg,CC,$@)
-	$(Q)$(CC) -O2 -g $(WARN) -pthread $< -o $@
+	$(Q)$(CC) -O2 -g -fno-omit-frame-pointer $(WARN) -pthread $< $(WORKLOAD_LIBS) -o $@
 
 unit-test: $(UNIT_BINS)
 	$(Q)set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t; done

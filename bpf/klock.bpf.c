@@ -16,10 +16,10 @@
 #include <bpf/bpf_tracing.h>
 #include "klock.h"
 #include "common.bpf.h"
+#include "sampling.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
-#define NSEC_PER_SEC		1000000000ULL
 /* Low bits of mutex/rwsem owner words are flags (MUTEX_FLAGS, RWSEM_OWNER_FLAGS_MASK,
  * RT_MUTEX_HAS_WAITERS); task_structs are cache-line aligned, so clearing 3 bits is safe
  * on every layout. */
@@ -29,13 +29,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 /* Spinning waits longer than this are taken for waits whose end we missed: the kernel's
  * soft-lockup detector fires after 20 s, so a real spin never gets near. */
-const volatile __u64 spin_stale_ns = 10 * NSEC_PER_SEC;
-
-/* Stack budgets, in nanoseconds of credit per stack; 0 turns stacks off. */
-const volatile __u64 lock_stack_cost_ns = NSEC_PER_SEC / KLOCK_DEF_STACK_RATE;
-const volatile __u64 cpu_stack_cost_ns = NSEC_PER_SEC / (10 * KLOCK_DEF_STACK_RATE);
-/* lock_buckets' max_entries - 1 */
-const volatile __u32 lock_bucket_mask = KLOCK_DEF_MAX_LOCKS - 1;
+const volatile __u64 spin_stale_ns = 10 * LS_NSEC_PER_SEC;
 
 struct klock_pending {
 	__u64 lock;
@@ -82,31 +76,6 @@ struct {
 	__type(key, __u32);
 	__uint(value_size, LS_MAX_STACK_DEPTH * sizeof(__u64));
 } stacks SEC(".maps");
-
-struct stack_bucket {
-	__u64 last_ns;
-	__u64 credit_ns;
-};
-
-/*
- * Per lock and per CPU, so a bucket's credit never races. Direct-mapped by a hash of the
- * lock address rather than an LRU hash keyed by it: an array lookup costs a few ns, an LRU
- * lookup ~10x that on every wait. Locks that share a bucket share its rate, which only
- * makes sampling start earlier for them. max_entries is a power of two (set by the daemon).
- */
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, KLOCK_DEF_MAX_LOCKS);
-	__type(key, __u32);
-	__type(value, struct stack_bucket);
-} lock_buckets SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct stack_bucket);
-} cpu_bucket SEC(".maps");
 
 struct owner_stack {
 	__u32 nr;
@@ -200,38 +169,6 @@ static __always_inline struct klock_slot *cpu_slot(void)
 	__u32 zero = 0;
 
 	return bpf_map_lookup_elem(&cpu_slots, &zero);
-}
-
-static __always_inline void bucket_refill(struct stack_bucket *b, __u64 now)
-{
-	__u64 credit = b->credit_ns + (now - b->last_ns);
-
-	/* at most one second of credit: a quiet lock earns no backlog of stacks */
-	b->credit_ns = credit > NSEC_PER_SEC ? NSEC_PER_SEC : credit;
-	b->last_ns = now;
-}
-
-/* Whether this wait may take stacks: both its lock's and its CPU's bucket have credit. */
-static __always_inline bool sample_stack(__u64 lock, __u64 now)
-{
-	/* locks are at least 4-byte aligned; fold the address and spread it (Fibonacci) */
-	__u32 idx = (__u32)(((lock >> 2) * 0x9E3779B97F4A7C15ULL) >> 32) & lock_bucket_mask;
-	struct stack_bucket *lb, *cb;
-	__u32 zero = 0;
-
-	if (!lock_stack_cost_ns || !cpu_stack_cost_ns)
-		return false;
-	cb = bpf_map_lookup_elem(&cpu_bucket, &zero);
-	lb = bpf_map_lookup_elem(&lock_buckets, &idx);
-	if (!cb || !lb)
-		return false;
-	bucket_refill(lb, now);
-	bucket_refill(cb, now);
-	if (lb->credit_ns < lock_stack_cost_ns || cb->credit_ns < cpu_stack_cost_ns)
-		return false;
-	lb->credit_ns -= lock_stack_cost_ns;
-	cb->credit_ns -= cpu_stack_cost_ns;
-	return true;
 }
 
 static __always_inline struct task_struct *lock_owner(__u64 lock, __u32 flags)

@@ -70,9 +70,7 @@ struct klock_wait_rec {
 enum klock_defaults {
 	KLOCK_DEF_MAX_THREADS	= 16384,	/* threads that waited on a sleeping lock */
 	KLOCK_DEF_STACK_ENTRIES	= 16384,	/* distinct waiter stacks */
-	KLOCK_DEF_MAX_LOCKS	= 8192,		/* stack sampler buckets (a power of two) */
 	KLOCK_DEF_OWNER_STACKS	= 1024,		/* owner stacks waiting for their wait's end */
-	KLOCK_DEF_STACK_RATE	= 200,		/* stacks/s per lock per CPU before sampling */
 };
 
 #endif /* __KLOCK_H */

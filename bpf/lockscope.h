@@ -18,9 +18,17 @@
 #define LS_MAX_STACK_DEPTH	127
 #define LS_COMM_LEN		16
 
+/* Defaults every component sizes its stack sampler with (see sampling.bpf.h). */
+enum ls_defaults {
+	LS_DEF_MAX_LOCKS	= 8192,		/* stack sampler buckets (a power of two) */
+	LS_DEF_STACK_RATE	= 200,		/* stacks/s per lock per CPU before sampling */
+};
+
 /* Every ring-buffer record starts with this tag so one handler can dispatch. */
 enum ls_rec_type {
 	LS_REC_KLOCK_WAIT = 1,	/* struct klock_wait_rec, see klock.h */
+	LS_REC_ULOCK_WAIT,	/* struct ulock_wait_rec, see ulock.h */
+	LS_REC_ULOCK_HOLD,	/* struct ulock_hold_rec: a sample of a lock holder on CPU */
 };
 
 struct ls_rec_hdr {
@@ -43,6 +51,15 @@ enum ls_counter {
 	LS_CNT_RB_WAKEUPS,	/* records submitted with a forced ring-buffer wakeup */
 	LS_CNT_OWNER_ON_CPU,	/* owner was running: another CPU's stack cannot be walked */
 	LS_CNT_NESTED,		/* waits that began while another was open in the same slot */
+	LS_CNT_UBEGIN,		/* futex waits that blocked (after filters) */
+	LS_CNT_UWAIT,		/* futex waits recorded */
+	LS_CNT_USTACKED,	/* futex waits that carried a waiter user stack */
+	LS_CNT_USAMPLED_OUT,	/* futex waits where sampling chose not to take a stack */
+	LS_CNT_URELEASER,	/* futex waits whose waker was a thread in futex(WAKE...) */
+	LS_CNT_UNONBLOCK,	/* precise mode: futex wait calls that returned without sleeping */
+	LS_CNT_HOLDERS,		/* holders noted for sampling (owner of a contended lock) */
+	LS_CNT_HOLD_SAMPLES,	/* cpu-clock samples that found a thread holding its lock */
+	LS_CNT_HOLD_RELEASED,	/* cpu-clock samples of a noted holder that no longer held it */
 
 	LS_DROP_FIRST,
 	LS_DROP_RINGBUF = LS_DROP_FIRST,	/* ring buffer full: record lost */
@@ -54,6 +71,10 @@ enum ls_counter {
 	LS_DROP_OWNER_STACK,	/* owner stack wanted but not captured */
 	LS_DROP_MISSED_END,	/* a wait whose end the kernel skipped (see prog_recursion) was
 				 * found open and discarded, not timed */
+	LS_DROP_USLOT_FULL,	/* per-thread futex wait map full: wait not timed */
+	LS_DROP_USTACK_FAILED,	/* user stack wanted but not captured (no frame pointers,
+				 * page not present, stack map full or collision) */
+	LS_DROP_UNREADABLE,	/* the futex word's neighbourhood could not be read: no owner */
 	LS_DROP_LAST,
 
 	LS_CNT_MAX = LS_DROP_LAST,

@@ -26,6 +26,7 @@ struct cli {
 	struct render_opts ro;
 	cJSON *req;
 	uint64_t duration_ms;
+	bool precise;
 };
 
 static void usage(FILE *f)
@@ -48,6 +49,11 @@ static void usage(FILE *f)
 		"  -k, --key KEY              sort by wait_total (default), contended, wait_max, avg_wait, wait_min\n"
 		"  -o, --owners               the owner each row waited for most, with its stack\n"
 		"      --stacks               the waiter's call stack under each row\n"
+		"      --kind KIND            user (futex), kernel or all (default) locks\n"
+		"      --holders              user locks: the holder's sampled stacks while others waited\n"
+		"      --precise              scan: time futex calls from the syscall tracepoints (also\n"
+		"                             counts calls that did not sleep); slows every syscall\n"
+		"                             on the host while the scan runs\n"
 		"      --max-stack N          frames per stack (default 8)\n"
 		"  -d, --duration D           scan length: 500ms, 5s, 1m\n"
 		"Common options:\n"
@@ -104,7 +110,7 @@ static int parse_duration_ms(const char *s, uint64_t *ms)
 
 static int parse_args(int argc, char **argv, struct cli *c)
 {
-	enum { OPT_STACKS = 0x100, OPT_MAX_STACK };
+	enum { OPT_STACKS = 0x100, OPT_MAX_STACK, OPT_KIND, OPT_HOLDERS, OPT_PRECISE };
 	static const struct option longopts[] = {
 		{ "pid", required_argument, NULL, 'p' },
 		{ "threads", no_argument, NULL, 't' },
@@ -116,6 +122,9 @@ static int parse_args(int argc, char **argv, struct cli *c)
 		{ "owners", no_argument, NULL, 'o' },
 		{ "stacks", no_argument, NULL, OPT_STACKS },
 		{ "max-stack", required_argument, NULL, OPT_MAX_STACK },
+		{ "kind", required_argument, NULL, OPT_KIND },
+		{ "holders", no_argument, NULL, OPT_HOLDERS },
+		{ "precise", no_argument, NULL, OPT_PRECISE },
 		{ "duration", required_argument, NULL, 'd' },
 		{ "socket", required_argument, NULL, 'S' },
 		{ "json", no_argument, NULL, 'j' },
@@ -189,6 +198,13 @@ static int parse_args(int argc, char **argv, struct cli *c)
 			break;
 		case 'o': c->ro.owners = true; cJSON_AddBoolToObject(c->req, "owners", true); break;
 		case OPT_STACKS: c->ro.stacks = true; cJSON_AddBoolToObject(c->req, "stacks", true); break;
+		case OPT_KIND:
+			if (strcmp(optarg, "user") && strcmp(optarg, "kernel") && strcmp(optarg, "all"))
+				return bad_flag("--kind", optarg, "user, kernel or all");
+			cJSON_AddStringToObject(c->req, "kind", optarg);
+			break;
+		case OPT_HOLDERS: c->ro.holders = true; cJSON_AddBoolToObject(c->req, "holders", true); break;
+		case OPT_PRECISE: c->precise = true; break;
 		case OPT_MAX_STACK:
 			if (parse_uint(optarg, LS_MAX_STACK_DEPTH, &v) || !v)
 				return bad_flag("--max-stack", optarg, "a frame count from 1 to 127");
@@ -218,8 +234,15 @@ static int parse_args(int argc, char **argv, struct cli *c)
 		fprintf(stderr, "lockscope: -t and -l group rows differently; use one\n");
 		return -EINVAL;
 	}
-	if (!strcmp(c->cmd, "scan"))
+	if (c->precise && strcmp(c->cmd, "scan")) {
+		fprintf(stderr, "lockscope: --precise applies to scan only (it slows every syscall)\n");
+		return -EINVAL;
+	}
+	if (!strcmp(c->cmd, "scan")) {
 		cJSON_AddNumberToObject(c->req, "duration_ms", c->duration_ms);
+		if (c->precise)
+			cJSON_AddBoolToObject(c->req, "precise", true);
+	}
 	return 0;
 }
 
@@ -296,6 +319,7 @@ static int scan_embedded(struct cli *c)
 	engine_opts__init(&eo);
 	eo.windows = false;
 	eo.collector.tgid = em.pid;
+	eo.precise_pid = c->precise ? em.pid : 0;
 	ls_log_max = LS_LOG_WARN;
 	err = engine__new(&eo, emb_reply, NULL, &em.engine);
 	if (err) {
@@ -319,6 +343,7 @@ static int scan_embedded(struct cli *c)
 	top = cJSON_Duplicate(c->req, true);
 	cJSON_ReplaceItemInObject(top, "cmd", cJSON_CreateString("top"));
 	cJSON_DeleteItemFromObject(top, "duration_ms");
+	cJSON_DeleteItemFromObject(top, "precise");
 	cJSON_DeleteItemFromObject(top, "window");
 	cJSON_AddStringToObject(top, "window", "all");
 	resp = engine__handle(em.engine, 0, top);
@@ -327,6 +352,7 @@ static int scan_embedded(struct cli *c)
 		cJSON_ReplaceItemInObject(resp, "cmd", cJSON_CreateString("scan"));
 		cJSON_AddBoolToObject(resp, "process_exited", em.exited);
 		cJSON_AddBoolToObject(resp, "embedded", true);
+		cJSON_AddBoolToObject(resp, "precise", c->precise);
 		ret = print_response(c, resp);
 	}
 cleanup:

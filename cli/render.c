@@ -36,9 +36,14 @@ static const char *str(const cJSON *o, const char *name, const char *def)
 static void frame_text(const cJSON *fr, char *buf, size_t len)
 {
 	const char *sym = str(fr, "sym", NULL), *addr = str(fr, "addr", "?");
+	const char *module = str(fr, "module", NULL);
 
-	if (sym)
+	if (sym && module && strcmp(module, "kernel"))
+		snprintf(buf, len, "%s %s+0x%" PRIx64 " (%s)", addr, sym, (uint64_t)num(fr, "offset"), module);
+	else if (sym)
 		snprintf(buf, len, "%s %s+0x%" PRIx64, addr, sym, (uint64_t)num(fr, "offset"));
+	else if (module)
+		snprintf(buf, len, "%s %s+%s", addr, module, addr);
 	else
 		snprintf(buf, len, "%s", addr);
 }
@@ -65,15 +70,40 @@ static void lock_text(const cJSON *row, char *buf, size_t len)
 	snprintf(buf, len, "%18s  %s", str(lock, "addr", "?"), str(lock, "name", ""));
 }
 
-static void owner_text(const cJSON *row, char *buf, size_t len)
+static void party_text(const cJSON *row, const char *role, char *buf, size_t len)
 {
-	const cJSON *o = cJSON_GetObjectItemCaseSensitive(row, "owner");
+	const cJSON *o = cJSON_GetObjectItemCaseSensitive(row, role);
 
 	if (!cJSON_IsObject(o)) {
 		snprintf(buf, len, "-");
 		return;
 	}
 	snprintf(buf, len, "%s/%.0f", str(o, "comm", "?"), num(o, "tid"));
+}
+
+static void print_party_stack(FILE *f, const cJSON *row, const char *role)
+{
+	const cJSON *p = cJSON_GetObjectItemCaseSensitive(row, role);
+	const cJSON *st = cJSON_IsObject(p) ? cJSON_GetObjectItemCaseSensitive(p, "stack") : NULL;
+
+	if (cJSON_IsArray(st) && cJSON_GetArraySize(st)) {
+		fprintf(f, "\t\t\t%s stack:\n", role);
+		print_stack(f, st, "\t\t\t  ");
+	}
+}
+
+/* What the holder was doing while others waited: its sampled stacks and their share. */
+static void print_holders(FILE *f, const cJSON *row)
+{
+	const cJSON *hs = cJSON_GetObjectItemCaseSensitive(row, "holder_stacks"), *h;
+
+	if (!cJSON_IsArray(hs) || !cJSON_GetArraySize(hs))
+		return;
+	cJSON_ArrayForEach(h, hs) {
+		fprintf(f, "\t\t\tholder %5.1f%% of %.0f samples:\n", 100 * num(h, "share"),
+			num(h, "samples") / (num(h, "share") > 0 ? num(h, "share") : 1));
+		print_stack(f, cJSON_GetObjectItemCaseSensitive(h, "stack"), "\t\t\t  ");
+	}
 }
 
 static void print_header(FILE *f, const struct render_opts *o)
@@ -86,13 +116,13 @@ static void print_header(FILE *f, const struct render_opts *o)
 	else
 		fprintf(f, "   %s", "caller");
 	if (o->owners)
-		fprintf(f, "   %s", "owner");
+		fprintf(f, "   %-22s %s", "owner", "releaser");
 	fprintf(f, "\n\n");
 }
 
 static void print_row(FILE *f, const cJSON *row, const struct render_opts *o)
 {
-	char total[32], max[32], avg[32], text[256], owner[64];
+	char total[32], max[32], avg[32], text[256], owner[64], releaser[64];
 
 	ls_fmt_ns(total, sizeof(total), num(row, "total_wait_ns"));
 	ls_fmt_ns(max, sizeof(max), num(row, "max_wait_ns"));
@@ -109,21 +139,19 @@ static void print_row(FILE *f, const cJSON *row, const struct render_opts *o)
 			cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(row, "estimated")) ? " (est.)" : "");
 	}
 	if (o->owners) {
-		owner_text(row, owner, sizeof(owner));
-		fprintf(f, "   %s", owner);
+		party_text(row, "owner", owner, sizeof(owner));
+		party_text(row, "releaser", releaser, sizeof(releaser));
+		fprintf(f, "   %-22s %s", owner, releaser);
 	}
 	fputc('\n', f);
 	if (o->stacks)
 		print_stack(f, cJSON_GetObjectItemCaseSensitive(row, "stack"), "\t\t\t");
 	if (o->owners && o->stacks) {
-		const cJSON *ow = cJSON_GetObjectItemCaseSensitive(row, "owner");
-		const cJSON *st = cJSON_IsObject(ow) ? cJSON_GetObjectItemCaseSensitive(ow, "stack") : NULL;
-
-		if (cJSON_IsArray(st) && cJSON_GetArraySize(st)) {
-			fprintf(f, "\t\t\towner stack:\n");
-			print_stack(f, st, "\t\t\t  ");
-		}
+		print_party_stack(f, row, "owner");
+		print_party_stack(f, row, "releaser");
 	}
+	if (o->holders)
+		print_holders(f, row);
 }
 
 static void print_drops(FILE *f, const cJSON *dropped)

@@ -12,7 +12,8 @@ struct render_opts {
 	bool threads;		/* -t: pid/comm columns */
 	bool locks;		/* -l: address/name columns */
 	bool stacks;		/* --stacks: frames under each row */
-	bool owners;		/* -o: owner column and stack */
+	bool owners;		/* -o: owner and releaser columns and stacks */
+	bool holders;		/* --holders: holder stacks under user lock rows */
 };
 
 /* "431.46 ms": perf's units, two decimals above 1 us. */

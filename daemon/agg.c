@@ -110,6 +110,7 @@ static int merge_table(struct htab *dst, const struct htab *src, uint64_t *dropp
 			continue;
 		}
 		agg_stat_merge(&dv->st, &sv->st);
+		dv->nonblocking += sv->nonblocking;
 	}
 	return 0;
 }
@@ -167,8 +168,13 @@ static void add_to(struct agg *a, struct htab *t, const struct agg_event *ev)
 			strncpy(v->comm, ev->comm, sizeof(v->comm) - 1);
 		if (ev->owner_comm)
 			strncpy(v->owner_comm, ev->owner_comm, sizeof(v->owner_comm) - 1);
+		if (ev->releaser_comm)
+			strncpy(v->releaser_comm, ev->releaser_comm, sizeof(v->releaser_comm) - 1);
 	}
-	agg_stat_add_wait(&v->st, ev->wait_ns);
+	if (ev->nonblocking)
+		v->nonblocking++;
+	else
+		agg_stat_add_wait(&v->st, ev->wait_ns);
 }
 
 int agg__add(struct agg *a, const struct agg_event *ev)

@@ -26,16 +26,35 @@ enum ls_lock_name {
 
 enum ls_window { LS_WIN_10S, LS_WIN_1M, LS_WIN_5M, LS_WIN_ALL, LS_WIN_MAX };
 
+/*
+ * The kind and type of a wait: kernel locks keep the kernel's LCB flags (enum
+ * klock_lcb_flags, MUTEX|SPIN folded into MUTEX); user locks set LS_KIND_USER and one
+ * enum ls_utype value.
+ */
+#define LS_KIND_USER (1U << 31)
+
+enum ls_utype {
+	LS_UTYPE_MUTEX = 1,	/* lock-style futex word: glibc/Rust mutex, owner when known */
+	LS_UTYPE_PI,		/* FUTEX_LOCK_PI: priority-inheritance mutex */
+	LS_UTYPE_WAITV,		/* futex_waitv(2) */
+	LS_UTYPE_CONDVAR,	/* waiting for an event: condvar, semaphore, barrier, rwlock, join */
+	LS_UTYPE_HOLD,		/* not a wait: cpu-clock samples of a holder (count = samples) */
+};
+
 struct agg_key {
-	uint64_t lock;
+	uint64_t lock;		/* kernel address, user address, or offset in a shared object */
 	uint32_t pid;
 	uint32_t tid;
-	uint32_t flags;		/* enum klock_lcb_flags, MUTEX|SPIN folded into MUTEX */
+	uint32_t flags;		/* see LS_KIND_USER above */
 	uint32_t name;		/* enum ls_lock_name */
 	uint32_t stack;		/* interned waiter stack, enum ls_stack_id for none/missing */
 	uint32_t owner_stack;
 	uint32_t owner_pid;
 	uint32_t owner_tid;
+	uint32_t object;	/* user locks in a shared mapping: usyms object; 0 otherwise */
+	uint32_t releaser_pid;	/* the thread whose futex wake ended the wait */
+	uint32_t releaser_tid;
+	uint32_t releaser_stack;
 };
 
 struct agg_stat {
@@ -48,15 +67,19 @@ struct agg_stat {
 
 struct agg_val {
 	struct agg_stat st;
+	uint64_t nonblocking;	/* precise mode: calls that returned without sleeping */
 	char comm[LS_COMM_LEN];
 	char owner_comm[LS_COMM_LEN];
+	char releaser_comm[LS_COMM_LEN];
 };
 
 struct agg_event {
 	struct agg_key key;
 	uint64_t wait_ns;
+	bool nonblocking;	/* counted apart, not a wait */
 	const char *comm;
 	const char *owner_comm;
+	const char *releaser_comm;
 };
 
 struct agg_opts {

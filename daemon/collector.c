@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 #include <errno.h>
+#include <linux/perf_event.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/btf.h>
@@ -11,6 +14,8 @@
 #include "klock.h"
 #include "klock.skel.h"
 #include "log.h"
+#include "ulock.h"
+#include "ulock.skel.h"
 
 #define NSEC_PER_SEC 1000000000ULL
 
@@ -40,6 +45,9 @@ static const struct klock_variant klock_variants[] = {
 	{ "tracepoint", false, false, get_contention_begin_tp, get_contention_end_tp },
 };
 
+/* The precise-mode programs: attached only while a precise scan runs. */
+enum { PRECISE_PROGS = 4 };
+
 struct collector {
 	struct collector_opts opts;
 	struct collector_features feat;
@@ -47,6 +55,13 @@ struct collector {
 	struct klock_bpf *skel;
 	struct bpf_link *links[2];
 	struct bpf_program *progs[2];
+	struct ulock_bpf *uskel;
+	struct bpf_link *ulinks[2];		/* sched_switch, sched_waking */
+	struct bpf_link *precise_links[PRECISE_PROGS];
+	int precise_pids;
+	int *hold_fds;				/* cpu-clock event per CPU, -1 when none */
+	struct bpf_link **hold_links;
+	bool hold_on;
 	struct ring_buffer *rb;
 	int *ring_fds;
 	int nr_rings;
@@ -63,6 +78,15 @@ static const char *const counter_names[LS_CNT_MAX] = {
 	[LS_CNT_RB_WAKEUPS] = "ringbuf_wakeups",
 	[LS_CNT_OWNER_ON_CPU] = "owner_on_cpu",
 	[LS_CNT_NESTED] = "nested",
+	[LS_CNT_UBEGIN] = "futex_begin",
+	[LS_CNT_UWAIT] = "futex_waits",
+	[LS_CNT_USTACKED] = "futex_stacked",
+	[LS_CNT_USAMPLED_OUT] = "futex_sampled_out",
+	[LS_CNT_URELEASER] = "futex_releasers",
+	[LS_CNT_UNONBLOCK] = "futex_nonblocking",
+	[LS_CNT_HOLDERS] = "holders_noted",
+	[LS_CNT_HOLD_SAMPLES] = "holder_samples",
+	[LS_CNT_HOLD_RELEASED] = "holder_released",
 	[LS_DROP_RINGBUF] = "ringbuf_full",
 	[LS_DROP_SLOT_FULL] = "wait_map_full",
 	[LS_DROP_NEST_DEPTH] = "nest_too_deep",
@@ -71,6 +95,9 @@ static const char *const counter_names[LS_CNT_MAX] = {
 	[LS_DROP_STACK_FAILED] = "stack_failed",
 	[LS_DROP_OWNER_STACK] = "owner_stack_failed",
 	[LS_DROP_MISSED_END] = "missed_end",
+	[LS_DROP_USLOT_FULL] = "futex_wait_map_full",
+	[LS_DROP_USTACK_FAILED] = "user_stack_failed",
+	[LS_DROP_UNREADABLE] = "futex_word_unreadable",
 };
 
 const char *ls_counter_name(enum ls_counter c)
@@ -192,6 +219,79 @@ static int create_rings(struct collector *c)
 	return 0;
 }
 
+/*
+ * ulock shares the rings and counters klock created (same names in both objects), so all
+ * records arrive through one set of rings and all counters sum in one place.
+ */
+static int load_ulock(struct collector *c)
+{
+	const struct collector_opts *o = &c->opts;
+	struct ulock_bpf *u;
+	int err;
+
+	u = c->uskel = ulock_bpf__open();
+	if (!u)
+		return -errno;
+	u->rodata->targ_tgid = o->tgid;
+	u->rodata->wakeup_bytes = o->ringbuf_bytes / 4;
+	u->rodata->lock_stack_cost_ns = o->stack_rate ? NSEC_PER_SEC / o->stack_rate : 0;
+	u->rodata->cpu_stack_cost_ns = o->cpu_stack_rate ? NSEC_PER_SEC / o->cpu_stack_rate : 0;
+	u->rodata->lock_bucket_mask = o->max_locks - 1;
+	if ((err = bpf_map__reuse_fd(u->maps.ringbufs, bpf_map__fd(c->skel->maps.ringbufs))) ||
+	    (err = bpf_map__reuse_fd(u->maps.counters, bpf_map__fd(c->skel->maps.counters))) ||
+	    (err = bpf_map__set_max_entries(u->maps.thread_slots, o->uthreads)) ||
+	    (err = bpf_map__set_max_entries(u->maps.stacks, o->ustack_entries)) ||
+	    (err = bpf_map__set_value_size(u->maps.stacks, o->max_stack * sizeof(__u64))) ||
+	    (err = bpf_map__set_max_entries(u->maps.lock_buckets, o->max_locks)) ||
+	    (err = bpf_map__set_max_entries(u->maps.holders, o->max_holders)))
+		return err;
+	/* the precise programs load with the rest but attach only on demand */
+	if (!c->feat.precise) {
+		bpf_program__set_autoload(u->progs.ulock_enter_futex, false);
+		bpf_program__set_autoload(u->progs.ulock_exit_futex, false);
+		bpf_program__set_autoload(u->progs.ulock_enter_futex_waitv, false);
+		bpf_program__set_autoload(u->progs.ulock_exit_futex_waitv, false);
+	}
+	return ulock_bpf__load(u);
+}
+
+static bool tracepoint_exists(const char *category, const char *name)
+{
+	static const char *const roots[] = { "/sys/kernel/tracing", "/sys/kernel/debug/tracing" };
+	char path[256];
+	size_t i;
+
+	for (i = 0; i < sizeof(roots) / sizeof(roots[0]); i++) {
+		snprintf(path, sizeof(path), "%s/events/%s/%s/id", roots[i], category, name);
+		if (!access(path, F_OK))
+			return true;
+	}
+	return false;
+}
+
+static void setup_ulock(struct collector *c)
+{
+	int err;
+
+	if (c->opts.no_ulock)
+		return;
+	if (!c->feat.tp_btf) {
+		pr_warn("ulock: no BTF-enabled tracepoints: user-space locks are not traced\n");
+		return;
+	}
+	c->feat.precise = tracepoint_exists("syscalls", "sys_enter_futex") &&
+			  tracepoint_exists("syscalls", "sys_enter_futex_waitv");
+	err = load_ulock(c);
+	if (err) {
+		pr_warn("ulock: cannot load (%s): user-space locks are not traced\n", strerror(-err));
+		ulock_bpf__destroy(c->uskel);
+		c->uskel = NULL;
+		c->feat.precise = false;
+		return;
+	}
+	c->feat.ulock = true;
+}
+
 int collector__new(const struct collector_opts *opts, struct collector **out)
 {
 	struct collector *c;
@@ -232,6 +332,7 @@ int collector__new(const struct collector_opts *opts, struct collector **out)
 	err = create_rings(c);
 	if (err)
 		goto cleanup;
+	setup_ulock(c);
 	*out = c;
 	return 0;
 cleanup:
@@ -239,29 +340,163 @@ cleanup:
 	return err;
 }
 
+static int attach_prog(struct bpf_program *prog, struct bpf_link **link)
+{
+	int err;
+
+	*link = bpf_program__attach(prog);
+	if (!*link) {
+		err = -errno;
+		pr_err("attach %s: %s\n", bpf_program__name(prog), strerror(-err));
+		return err;
+	}
+	return 0;
+}
+
+/*
+ * One cpu-clock event per CPU, created disabled: the engine turns them on only while
+ * holders are being noted, so idle hosts take no sampling interrupts.
+ */
+static int attach_hold_sampler(struct collector *c)
+{
+	struct perf_event_attr attr = {
+		.type = PERF_TYPE_SOFTWARE,
+		.size = sizeof(attr),
+		.config = PERF_COUNT_SW_CPU_CLOCK,
+		.sample_freq = c->opts.hold_freq,
+		.freq = 1,
+		.disabled = 1,
+	};
+	int cpu, n = 0;
+
+	c->hold_fds = calloc(c->nr_cpus, sizeof(int));
+	c->hold_links = calloc(c->nr_cpus, sizeof(*c->hold_links));
+	if (!c->hold_fds || !c->hold_links)
+		return -ENOMEM;
+	for (cpu = 0; cpu < c->nr_cpus; cpu++)
+		c->hold_fds[cpu] = -1;
+	for (cpu = 0; cpu < c->nr_cpus; cpu++) {
+		c->hold_fds[cpu] = syscall(__NR_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+		if (c->hold_fds[cpu] < 0)
+			continue;	/* an offline CPU */
+		c->hold_links[cpu] = bpf_program__attach_perf_event(c->uskel->progs.ulock_hold_sample,
+								    c->hold_fds[cpu]);
+		if (!c->hold_links[cpu]) {
+			close(c->hold_fds[cpu]);
+			c->hold_fds[cpu] = -1;
+			continue;
+		}
+		n++;
+	}
+	return n ? 0 : -ENODEV;
+}
+
+static void attach_ulock(struct collector *c)
+{
+	int err;
+
+	if (!c->feat.ulock)
+		return;
+	if ((err = attach_prog(c->uskel->progs.ulock_switch, &c->ulinks[0])) ||
+	    (err = attach_prog(c->uskel->progs.ulock_waking, &c->ulinks[1]))) {
+		pr_warn("ulock: cannot attach (%s): user-space locks are not traced\n", strerror(-err));
+		c->feat.ulock = false;
+		return;
+	}
+	if (!c->opts.hold_freq)
+		return;
+	err = attach_hold_sampler(c);
+	if (err)
+		pr_warn("ulock: no cpu-clock perf events (%s): holder stacks are off\n", strerror(-err));
+	c->feat.holder_sampling = !err;
+}
+
 int collector__attach(struct collector *c)
 {
 	int i, err;
 
-	for (i = 0; i < 2; i++) {
-		c->links[i] = bpf_program__attach(c->progs[i]);
-		if (!c->links[i]) {
-			err = -errno;
-			pr_err("attach %s: %s\n", bpf_program__name(c->progs[i]), strerror(-err));
+	for (i = 0; i < 2; i++)
+		if ((err = attach_prog(c->progs[i], &c->links[i])))
+			return err;
+	attach_ulock(c);
+	return 0;
+}
+
+void collector__hold_sampling(struct collector *c, bool on)
+{
+	int cpu;
+
+	if (!c->feat.holder_sampling || c->hold_on == on)
+		return;
+	for (cpu = 0; cpu < c->nr_cpus; cpu++)
+		if (c->hold_fds[cpu] >= 0)
+			ioctl(c->hold_fds[cpu], on ? PERF_EVENT_IOC_ENABLE : PERF_EVENT_IOC_DISABLE, 0);
+	c->hold_on = on;
+}
+
+static struct bpf_program *precise_prog(struct collector *c, int i)
+{
+	struct bpf_program *progs[PRECISE_PROGS] = {
+		c->uskel->progs.ulock_enter_futex, c->uskel->progs.ulock_exit_futex,
+		c->uskel->progs.ulock_enter_futex_waitv, c->uskel->progs.ulock_exit_futex_waitv,
+	};
+
+	return progs[i];
+}
+
+static void precise_detach(struct collector *c)
+{
+	int i;
+
+	for (i = 0; i < PRECISE_PROGS; i++) {
+		bpf_link__destroy(c->precise_links[i]);
+		c->precise_links[i] = NULL;
+	}
+}
+
+int collector__precise_add(struct collector *c, __u32 pid)
+{
+	__u8 one = 1;
+	int i, err;
+
+	if (!c->feat.precise)
+		return -EOPNOTSUPP;
+	if (bpf_map_update_elem(bpf_map__fd(c->uskel->maps.precise_tgids), &pid, &one, BPF_NOEXIST))
+		return errno == EEXIST ? -EBUSY : -errno;
+	if (c->precise_pids++)
+		return 0;
+	for (i = 0; i < PRECISE_PROGS; i++) {
+		if ((err = attach_prog(precise_prog(c, i), &c->precise_links[i]))) {
+			precise_detach(c);
+			collector__precise_del(c, pid);
 			return err;
 		}
 	}
 	return 0;
 }
 
+void collector__precise_del(struct collector *c, __u32 pid)
+{
+	if (!c->feat.precise ||
+	    bpf_map_delete_elem(bpf_map__fd(c->uskel->maps.precise_tgids), &pid))
+		return;
+	/* with no process left, every syscall leaves the tracing slow path again */
+	if (--c->precise_pids == 0)
+		precise_detach(c);
+}
+
 void collector__start(struct collector *c)
 {
 	c->skel->bss->enabled = true;
+	if (c->uskel)
+		c->uskel->bss->enabled = true;
 }
 
 void collector__stop(struct collector *c)
 {
 	c->skel->bss->enabled = false;
+	if (c->uskel)
+		c->uskel->bss->enabled = false;
 }
 
 int collector__epoll_fd(const struct collector *c)
@@ -292,14 +527,22 @@ void collector__counters(const struct collector *c, uint64_t out[LS_CNT_MAX])
 	free(vals);
 }
 
-int collector__stack(const struct collector *c, int id, uint64_t *ips, int max)
+static int stack_map_fd(const struct collector *c, enum collector_stack_kind kind)
+{
+	if (kind == COLL_USTACK)
+		return c->uskel ? bpf_map__fd(c->uskel->maps.stacks) : -ENOENT;
+	return bpf_map__fd(c->skel->maps.stacks);
+}
+
+int collector__stack(const struct collector *c, enum collector_stack_kind kind, int id,
+		     uint64_t *ips, int max)
 {
 	__u64 buf[LS_MAX_STACK_DEPTH] = {};
-	int n;
+	int fd = stack_map_fd(c, kind), n;
 
-	if (id < 0)
+	if (id < 0 || fd < 0)
 		return -ENOENT;
-	if (bpf_map_lookup_elem(bpf_map__fd(c->skel->maps.stacks), &id, buf))
+	if (bpf_map_lookup_elem(fd, &id, buf))
 		return -errno;
 	for (n = 0; n < (int)c->opts.max_stack && n < max && buf[n]; n++)
 		ips[n] = buf[n];
@@ -334,32 +577,68 @@ static int gc_map(int fd)
 
 int collector__gc(struct collector *c)
 {
+	int removed;
+
 	gc_map(bpf_map__fd(c->skel->maps.owner_stacks));
-	return gc_map(bpf_map__fd(c->skel->maps.thread_slots));
+	removed = gc_map(bpf_map__fd(c->skel->maps.thread_slots));
+	if (c->uskel)
+		removed += gc_map(bpf_map__fd(c->uskel->maps.thread_slots));
+	return removed;
 }
 
-int collector__stack_free(struct collector *c, int id)
+int collector__stack_free(struct collector *c, enum collector_stack_kind kind, int id)
 {
-	return bpf_map_delete_elem(bpf_map__fd(c->skel->maps.stacks), &id) ? -errno : 0;
+	int fd = stack_map_fd(c, kind);
+
+	if (fd < 0)
+		return fd;
+	return bpf_map_delete_elem(fd, &id) ? -errno : 0;
+}
+
+static void prog_info(const struct bpf_program *prog, const char *source, bool attached,
+		      struct collector_prog *out)
+{
+	struct bpf_prog_info info = {};
+	__u32 len = sizeof(info);
+
+	memset(out, 0, sizeof(*out));
+	out->name = bpf_program__name(prog);
+	out->source = source;
+	out->attached = attached;
+	if (!bpf_obj_get_info_by_fd(bpf_program__fd(prog), &info, &len)) {
+		out->run_time_ns = info.run_time_ns;
+		out->run_cnt = info.run_cnt;
+		out->recursion_misses = info.recursion_misses;
+	}
+}
+
+static bool any_link(struct bpf_link **links, int n)
+{
+	int i;
+
+	for (i = 0; links && i < n; i++)
+		if (links[i])
+			return true;
+	return false;
 }
 
 int collector__progs(const struct collector *c, struct collector_prog *out, int max)
 {
 	int i, n = 0;
 
-	for (i = 0; i < 2 && n < max; i++) {
-		struct bpf_prog_info info = {};
-		__u32 len = sizeof(info);
-
-		out[n].name = bpf_program__name(c->progs[i]);
-		out[n].attached = c->links[i] != NULL;
-		if (!bpf_obj_get_info_by_fd(bpf_program__fd(c->progs[i]), &info, &len)) {
-			out[n].run_time_ns = info.run_time_ns;
-			out[n].run_cnt = info.run_cnt;
-			out[n].recursion_misses = info.recursion_misses;
-		}
-		n++;
+	for (i = 0; i < 2 && n < max; i++)
+		prog_info(c->progs[i], "klock", c->links[i] != NULL, &out[n++]);
+	if (!c->feat.ulock)
+		return n;
+	if (n + 3 <= max) {
+		prog_info(c->uskel->progs.ulock_switch, "ulock", c->ulinks[0] != NULL, &out[n++]);
+		prog_info(c->uskel->progs.ulock_waking, "ulock", c->ulinks[1] != NULL, &out[n++]);
+		prog_info(c->uskel->progs.ulock_hold_sample, "ulock",
+			  any_link(c->hold_links, c->nr_cpus), &out[n++]);
 	}
+	for (i = 0; c->feat.precise && i < PRECISE_PROGS && n < max; i++)
+		prog_info(precise_prog((struct collector *)c, i), "ulock", c->precise_links[i] != NULL,
+			  &out[n++]);
 	return n;
 }
 
@@ -379,8 +658,20 @@ void collector__free(struct collector *c)
 
 	if (!c)
 		return;
-	for (i = 0; i < 2; i++)
+	for (i = 0; i < 2; i++) {
 		bpf_link__destroy(c->links[i]);
+		bpf_link__destroy(c->ulinks[i]);
+	}
+	for (i = 0; c->uskel && i < PRECISE_PROGS; i++)
+		bpf_link__destroy(c->precise_links[i]);
+	for (i = 0; c->hold_links && i < c->nr_cpus; i++)
+		bpf_link__destroy(c->hold_links[i]);
+	for (i = 0; c->hold_fds && i < c->nr_cpus; i++)
+		if (c->hold_fds[i] >= 0)
+			close(c->hold_fds[i]);
+	free(c->hold_links);
+	free(c->hold_fds);
+	ulock_bpf__destroy(c->uskel);
 	ring_buffer__free(c->rb);
 	for (i = 0; c->ring_fds && i < c->nr_cpus; i++)
 		if (c->ring_fds[i] >= 0)

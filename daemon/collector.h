@@ -30,14 +30,22 @@ struct collector_opts {
 	__u32 cpu_stack_rate;		/* stacks/s per CPU, all locks together */
 	bool force_tp;			/* classic tracepoints even where tp_btf works */
 	bool no_owner_stack;		/* never use bpf_task_from_pid */
+	bool no_ulock;			/* kernel locks only: no futex waits */
+	__u32 uthreads;			/* threads with a futex wait open at once */
+	__u32 ustack_entries;		/* distinct user stacks in the kernel map */
+	__u32 max_holders;		/* lock holders noted for sampling */
+	__u32 hold_freq;		/* holder samples/s per CPU; 0 disables */
 	collector_record_fn on_record;
 	void *ctx;
 };
 
-#define COLLECTOR_PROG_MAX 8
+#define COLLECTOR_PROG_MAX 16
+
+enum collector_stack_kind { COLL_KSTACK, COLL_USTACK };
 
 struct collector_prog {
 	const char *name;
+	const char *source;	/* the component: "klock" or "ulock" */
 	bool attached;
 	__u64 run_time_ns;	/* 0 unless kernel.bpf_stats_enabled */
 	__u64 run_cnt;
@@ -49,6 +57,9 @@ struct collector_features {
 	bool task_from_pid;	/* bpf_task_from_pid kfunc (6.2+): owner stacks */
 	bool owner_stacks;	/* the loaded variant takes owner stacks */
 	const char *attach_mode;	/* "tp_btf" or "tracepoint" */
+	bool ulock;		/* futex waits through sched_switch are traced */
+	bool holder_sampling;	/* cpu-clock holder sampling is attached */
+	bool precise;		/* the futex syscall tracepoints exist (precise scans) */
 };
 
 int collector__new(const struct collector_opts *opts, struct collector **out);
@@ -60,10 +71,19 @@ int collector__epoll_fd(const struct collector *c);
 /* Drains every ring; returns records consumed or a negative errno. */
 int collector__consume(struct collector *c);
 void collector__counters(const struct collector *c, uint64_t out[LS_CNT_MAX]);
-/* Copies up to @max frames of waiter stack @id; returns the frame count or -errno. */
-int collector__stack(const struct collector *c, int id, uint64_t *ips, int max);
-/* Frees waiter stack @id in the kernel map so the bucket can take another stack. */
-int collector__stack_free(struct collector *c, int id);
+/* Copies up to @max frames of stack @id; returns the frame count or -errno. */
+int collector__stack(const struct collector *c, enum collector_stack_kind kind, int id,
+		     uint64_t *ips, int max);
+/* Frees stack @id in the kernel map so the bucket can take another stack. */
+int collector__stack_free(struct collector *c, enum collector_stack_kind kind, int id);
+/*
+ * Precise mode for process @pid: its futex calls are timed from the syscall tracepoints,
+ * which are attached while at least one process is in the set.
+ */
+int collector__precise_add(struct collector *c, __u32 pid);
+void collector__precise_del(struct collector *c, __u32 pid);
+/* Turns the holder sampler's cpu-clock events on or off (no-op without one). */
+void collector__hold_sampling(struct collector *c, bool on);
 /*
  * Removes open waits of threads that no longer exist: their end was missed (the kernel
  * skipped the program) and they would hold a slot forever. Returns how many were removed.

@@ -16,6 +16,8 @@
 #include "log.h"
 #include "query.h"
 #include "stacks.h"
+#include "ulock.h"
+#include "usyms.h"
 
 #define NSEC_PER_SEC 1000000000ULL
 #define NSEC_PER_MSEC 1000000ULL
@@ -30,6 +32,37 @@
  * drained every tick.
  */
 #define STACK_IDLE_NS (300 * NSEC_PER_SEC)
+/* Holder sampling stays on this long after the last holder was noted. */
+#define HOLD_QUIET_NS (5 * NSEC_PER_SEC)
+/* A thread named as a lock owner is checked in /proc again after this long. */
+#define OWNER_CHECK_NS (10 * NSEC_PER_SEC)
+#define OWNER_CACHE_MAX 65536
+#define USYMS_MAX_PROCS 4096
+
+/*
+ * Kernel stack-map ids -> interned stacks. Ids are stable until freed (the maps are
+ * written without BPF_F_REUSE_STACKID); an id unseen for STACK_IDLE_NS is freed so a
+ * daemon that runs for weeks keeps room for new stacks. User stacks also remember the
+ * process they were normalized for: the same addresses mean other code elsewhere.
+ */
+struct stack_cache {
+	enum collector_stack_kind kind;
+	uint32_t n;
+	uint32_t *sid;		/* 0: not read yet */
+	uint32_t *pid;
+	uint64_t *seen;
+	uint64_t freed;
+};
+
+struct owner_key {
+	uint32_t pid, tid;
+};
+
+struct owner_info {
+	uint64_t checked_ns;
+	bool valid;		/* a live thread of pid */
+	char comm[LS_COMM_LEN];
+};
 
 struct scan {
 	struct scan *next;
@@ -39,6 +72,7 @@ struct scan {
 	struct agg *agg;
 	struct query q;
 	uint64_t counters0[LS_CNT_MAX];
+	bool precise;		/* the pid is in the collector's precise set */
 };
 
 struct engine {
@@ -47,8 +81,11 @@ struct engine {
 	struct ksyms *ksyms;
 	struct stacks *stacks;
 	struct agg *agg;
-	uint32_t *kstack_ids;		/* kernel stack id -> interned id, 0: not yet read */
-	uint64_t *kstack_seen;		/* kernel stack id -> last record time */
+	struct stack_cache kstacks, ustacks;
+	struct usyms *usyms;
+	struct htab *owners;		/* owner_key -> owner_info */
+	uint64_t last_holders;		/* LS_CNT_HOLDERS at the last tick */
+	uint64_t last_holder_ns;
 	struct scan *scans;
 	engine_reply_fn reply;
 	void *reply_ctx;
@@ -62,7 +99,6 @@ struct engine {
 	uint64_t last_rate_ns;
 	uint64_t last_gc_ns;
 	uint64_t now_ns;		/* at the last tick: cheap time for the record path */
-	uint64_t stacks_freed;
 	uint64_t stale_slots;		/* open waits of exited threads, swept */
 };
 
@@ -80,12 +116,16 @@ void engine_opts__init(struct engine_opts *o)
 	memset(o, 0, sizeof(*o));
 	o->collector.max_threads = KLOCK_DEF_MAX_THREADS;
 	o->collector.stack_entries = KLOCK_DEF_STACK_ENTRIES;
-	o->collector.max_locks = KLOCK_DEF_MAX_LOCKS;
+	o->collector.max_locks = LS_DEF_MAX_LOCKS;
 	o->collector.owner_stacks = KLOCK_DEF_OWNER_STACKS;
 	o->collector.max_stack = 32;
 	o->collector.ringbuf_bytes = 256 * 1024;
-	o->collector.stack_rate = KLOCK_DEF_STACK_RATE;
-	o->collector.cpu_stack_rate = 10 * KLOCK_DEF_STACK_RATE;
+	o->collector.stack_rate = LS_DEF_STACK_RATE;
+	o->collector.cpu_stack_rate = 10 * LS_DEF_STACK_RATE;
+	o->collector.uthreads = ULOCK_DEF_MAX_THREADS;
+	o->collector.ustack_entries = ULOCK_DEF_STACK_ENTRIES;
+	o->collector.max_holders = ULOCK_DEF_MAX_HOLDERS;
+	o->collector.hold_freq = ULOCK_DEF_HOLD_FREQ;
 	o->max_keys = 200000;
 	o->max_stacks = 100000;
 	o->windows = true;
@@ -105,28 +145,62 @@ cJSON *engine__error(const char *fmt, ...)
 	return o;
 }
 
-static uint32_t intern_kstack(struct engine *e, int32_t id)
+static int stack_cache_init(struct stack_cache *c, enum collector_stack_kind kind, uint32_t n)
+{
+	c->kind = kind;
+	c->n = n;
+	c->sid = calloc(n, sizeof(*c->sid));
+	c->pid = calloc(n, sizeof(*c->pid));
+	c->seen = calloc(n, sizeof(*c->seen));
+	return c->sid && c->pid && c->seen ? 0 : -ENOMEM;
+}
+
+static void stack_cache_free(struct stack_cache *c)
+{
+	free(c->sid);
+	free(c->pid);
+	free(c->seen);
+}
+
+/* Reads, cleans up and interns kernel stack @id, or user stack @id of process @pid. */
+static uint32_t intern_stack(struct engine *e, struct stack_cache *c, int32_t id, uint32_t pid)
 {
 	uint64_t ips[LS_MAX_STACK_DEPTH];
 	uint32_t sid;
 	int n, skip = 0;
 
-	if (id < 0 || (uint32_t)id >= e->opts.collector.stack_entries)
+	if (id < 0 || (uint32_t)id >= c->n)
 		return LS_STACK_MISSING;
-	e->kstack_seen[id] = e->now_ns;
-	/* ids are stable until we free them: the map is written without BPF_F_REUSE_STACKID */
-	if (e->kstack_ids[id])
-		return e->kstack_ids[id];
-	n = collector__stack(e->coll, id, ips, LS_MAX_STACK_DEPTH);
+	c->seen[id] = e->now_ns;
+	if (c->sid[id] && c->pid[id] == pid)
+		return c->sid[id];
+	n = collector__stack(e->coll, c->kind, id, ips, LS_MAX_STACK_DEPTH);
+	if (c->kind == COLL_USTACK && n > 0)
+		usyms__normalize(e->usyms, pid, ips, n, ips);
 	/* the BPF program and the tracepoint glue are not the waiter's stack */
-	while (e->ksyms && skip < n - 1 && ksyms__is_tracing_func(e->ksyms, ips[skip]))
+	while (c->kind == COLL_KSTACK && e->ksyms && skip < n - 1 &&
+	       ksyms__is_tracing_func(e->ksyms, ips[skip]))
 		skip++;
 	if (n <= 0 || stacks__intern(e->stacks, ips + skip, n - skip, &sid)) {
 		e->stack_read_failed++;
 		return LS_STACK_MISSING;
 	}
-	e->kstack_ids[id] = sid;
+	c->sid[id] = sid;
+	c->pid[id] = pid;
 	return sid;
+}
+
+static void free_idle_stacks(struct engine *e, struct stack_cache *c)
+{
+	uint32_t id;
+
+	for (id = 0; id < c->n; id++) {
+		if (!c->sid[id] || e->now_ns - c->seen[id] < STACK_IDLE_NS)
+			continue;
+		if (!collector__stack_free(e->coll, c->kind, id))
+			c->freed++;
+		c->sid[id] = 0;
+	}
 }
 
 static uint32_t normalize_flags(uint32_t flags)
@@ -137,10 +211,20 @@ static uint32_t normalize_flags(uint32_t flags)
 	return flags;
 }
 
+static void add_event(struct engine *e, const struct agg_event *ev)
+{
+	struct scan *s;
+
+	if (e->agg)
+		agg__add(e->agg, ev);
+	for (s = e->scans; s; s = s->next)
+		if (s->pid == ev->key.pid)
+			agg__add(s->agg, ev);
+}
+
 static int handle_klock(struct engine *e, const struct klock_wait_rec *r, size_t size)
 {
 	struct agg_event ev = {};
-	struct scan *s;
 
 	if (size < KLOCK_WAIT_REC_MIN_SIZE) {
 		e->bad_records++;
@@ -153,7 +237,7 @@ static int handle_klock(struct engine *e, const struct klock_wait_rec *r, size_t
 	ev.key.name = r->rec_flags & KLOCK_RF_MMAP_LOCK ? LS_NAME_MMAP_LOCK :
 		      r->rec_flags & KLOCK_RF_SIGLOCK ? LS_NAME_SIGLOCK : LS_NAME_NONE;
 	if (r->rec_flags & KLOCK_RF_STACK)
-		ev.key.stack = intern_kstack(e, r->stack_id);
+		ev.key.stack = intern_stack(e, &e->kstacks, r->stack_id, 0);
 	else if (r->rec_flags & KLOCK_RF_SAMPLED)
 		ev.key.stack = LS_STACK_MISSING;
 	if (r->rec_flags & KLOCK_RF_OWNER) {
@@ -167,11 +251,128 @@ static int handle_klock(struct engine *e, const struct klock_wait_rec *r, size_t
 		ev.key.owner_stack = LS_STACK_NONE;
 	ev.wait_ns = r->wait_ns;
 	ev.comm = r->comm;
-	if (e->agg)
-		agg__add(e->agg, &ev);
-	for (s = e->scans; s; s = s->next)
-		if (s->pid == r->pid)
-			agg__add(s->agg, &ev);
+	add_event(e, &ev);
+	return 0;
+}
+
+/*
+ * The owner a futex word names, verified: it must be a live thread of the waiter's own
+ * process (glibc writes __owner in the same process; any other number there is not a tid).
+ */
+static bool owner_lookup(struct engine *e, uint32_t pid, uint32_t tid, const char **comm)
+{
+	struct owner_key k = { pid, tid };
+	struct owner_info *oi;
+	char path[64];
+	int created = 0;
+	FILE *f;
+
+	oi = htab__upsert(e->owners, &k, &created, NULL);
+	if (!oi) {		/* full: start over rather than stop naming owners */
+		htab__clear(e->owners);
+		oi = htab__upsert(e->owners, &k, &created, NULL);
+		if (!oi)
+			return false;
+	}
+	if (created || e->now_ns - oi->checked_ns >= OWNER_CHECK_NS) {
+		snprintf(path, sizeof(path), "/proc/%u/task/%u/comm", pid, tid);
+		f = fopen(path, "re");
+		oi->valid = f && fgets(oi->comm, sizeof(oi->comm), f);
+		if (f)
+			fclose(f);
+		oi->comm[strcspn(oi->comm, "\n")] = 0;
+		/* a thread that exited keeps the name it had when we last saw it */
+		if (!oi->valid && !created && oi->comm[0])
+			oi->valid = true;
+		oi->checked_ns = e->now_ns;
+	}
+	*comm = oi->comm;
+	return oi->valid;
+}
+
+/* Where a user lock lives: (object, offset) for shared futexes, else the address. */
+static void ulock_where(struct engine *e, struct agg_key *k, uint32_t pid, uint64_t uaddr,
+			uint32_t rec_flags)
+{
+	if ((rec_flags & ULOCK_RF_SHARED) && !usyms__shared_key(e->usyms, pid, uaddr, &k->object, &k->lock))
+		return;
+	k->object = 0;
+	k->lock = uaddr;
+}
+
+static void ulock_owner(struct engine *e, const struct ulock_wait_rec *r, struct agg_event *ev)
+{
+	uint32_t owner;
+
+	if (!(r->rec_flags & ULOCK_RF_WORDS))
+		return;
+	switch (ev->key.flags & ~LS_KIND_USER) {
+	case LS_UTYPE_PI:
+		owner = r->word0 & ULOCK_FUTEX_TID_MASK;
+		break;
+	case LS_UTYPE_MUTEX:
+		owner = r->word8;
+		break;
+	default:
+		return;
+	}
+	if (!owner || owner == r->tid || !owner_lookup(e, r->pid, owner, &ev->owner_comm))
+		return;
+	ev->key.owner_pid = r->pid;
+	ev->key.owner_tid = owner;
+}
+
+static int handle_ulock(struct engine *e, const struct ulock_wait_rec *r, size_t size)
+{
+	struct agg_event ev = {};
+
+	if (size < sizeof(*r)) {
+		e->bad_records++;
+		return 0;
+	}
+	usyms__see(e->usyms, r->pid);
+	ulock_where(e, &ev.key, r->pid, r->uaddr, r->rec_flags);
+	ev.key.pid = r->pid;
+	ev.key.tid = r->tid;
+	ev.key.flags = LS_KIND_USER | query__futex_type(r->op, r->val);
+	if (r->rec_flags & ULOCK_RF_STACK)
+		ev.key.stack = intern_stack(e, &e->ustacks, r->stack_id, r->pid);
+	else if (r->rec_flags & ULOCK_RF_SAMPLED)
+		ev.key.stack = LS_STACK_MISSING;
+	ulock_owner(e, r, &ev);
+	if (r->rec_flags & ULOCK_RF_RELEASER) {
+		ev.key.releaser_pid = r->releaser_pid;
+		ev.key.releaser_tid = r->releaser_tid;
+		ev.releaser_comm = r->releaser_comm;
+		if (r->rec_flags & ULOCK_RF_RELEASER_STACK)
+			ev.key.releaser_stack = intern_stack(e, &e->ustacks, r->releaser_stack_id,
+							     r->releaser_pid);
+	}
+	ev.nonblocking = (r->rec_flags & ULOCK_RF_PRECISE) && !(r->rec_flags & ULOCK_RF_BLOCKED);
+	ev.wait_ns = r->wait_ns;
+	ev.comm = r->comm;
+	add_event(e, &ev);
+	return 0;
+}
+
+/* A holder sample is an event of type LS_UTYPE_HOLD: one per sample, no wait time. */
+static int handle_uhold(struct engine *e, const struct ulock_hold_rec *r, size_t size)
+{
+	struct agg_event ev = {};
+
+	if (size < sizeof(*r)) {
+		e->bad_records++;
+		return 0;
+	}
+	usyms__see(e->usyms, r->pid);
+	ulock_where(e, &ev.key, r->pid, r->uaddr, r->rec_flags);
+	ev.key.pid = r->pid;
+	ev.key.tid = r->tid;
+	ev.key.flags = LS_KIND_USER | LS_UTYPE_HOLD;
+	ev.key.stack = r->stack_id >= 0 ? intern_stack(e, &e->ustacks, r->stack_id, r->pid)
+					: LS_STACK_MISSING;
+	ev.comm = r->comm;
+	add_event(e, &ev);
 	return 0;
 }
 
@@ -187,6 +388,10 @@ static int on_record(void *ctx, void *data, size_t size)
 	switch (h->type) {
 	case LS_REC_KLOCK_WAIT:
 		return handle_klock(e, data, size);
+	case LS_REC_ULOCK_WAIT:
+		return handle_ulock(e, data, size);
+	case LS_REC_ULOCK_HOLD:
+		return handle_uhold(e, data, size);
 	default:
 		e->bad_records++;
 		return 0;
@@ -210,13 +415,17 @@ int engine__new(const struct engine_opts *opts, engine_reply_fn reply, void *rep
 	ao.start_ns = e->start_ns;
 	e->stacks = stacks__new(opts->max_stacks);
 	e->agg = agg__new(&ao);
-	e->kstack_ids = calloc(opts->collector.stack_entries, sizeof(*e->kstack_ids));
-	e->kstack_seen = calloc(opts->collector.stack_entries, sizeof(*e->kstack_seen));
+	e->owners = htab__new(sizeof(struct owner_key), sizeof(struct owner_info), OWNER_CACHE_MAX);
 	e->now_ns = e->start_ns;
-	if (!e->stacks || !e->agg || !e->kstack_ids || !e->kstack_seen) {
+	if (!e->stacks || !e->agg || !e->owners ||
+	    stack_cache_init(&e->kstacks, COLL_KSTACK, opts->collector.stack_entries) ||
+	    stack_cache_init(&e->ustacks, COLL_USTACK, opts->collector.ustack_entries)) {
 		err = -ENOMEM;
 		goto cleanup;
 	}
+	err = usyms__new(USYMS_MAX_PROCS, &e->usyms);
+	if (err)
+		goto cleanup;
 	co.on_record = on_record;
 	co.ctx = e;
 	err = collector__new(&co, &e->coll);
@@ -230,6 +439,10 @@ int engine__new(const struct engine_opts *opts, engine_reply_fn reply, void *rep
 	if (err)
 		pr_warn("kernel symbols unavailable (%s): stacks will show addresses; "
 			"set kernel.kptr_restrict=0 or run as root\n", strerror(-err));
+	if (opts->precise_pid && (err = collector__precise_add(e->coll, opts->precise_pid))) {
+		pr_err("precise mode for pid %u: %s\n", opts->precise_pid, strerror(-err));
+		goto cleanup;
+	}
 	collector__start(e->coll);
 	*out = e;
 	return 0;
@@ -238,10 +451,12 @@ cleanup:
 	return err;
 }
 
-static void scan_free(struct scan *s)
+static void scan_free(struct engine *e, struct scan *s)
 {
 	if (!s)
 		return;
+	if (s->precise)
+		collector__precise_del(e->coll, s->pid);
 	agg__free(s->agg);
 	free(s);
 }
@@ -254,14 +469,16 @@ void engine__free(struct engine *e)
 		return;
 	for (s = e->scans; s; s = n) {
 		n = s->next;
-		scan_free(s);
+		scan_free(e, s);
 	}
 	collector__free(e->coll);
 	agg__free(e->agg);
 	stacks__free(e->stacks);
 	ksyms__free(e->ksyms);
-	free(e->kstack_ids);
-	free(e->kstack_seen);
+	usyms__free(e->usyms);
+	htab__free(e->owners);
+	stack_cache_free(&e->kstacks);
+	stack_cache_free(&e->ustacks);
 	free(e);
 }
 
@@ -343,7 +560,7 @@ static cJSON *programs_json(struct engine *e)
 		cJSON *p = cJSON_CreateObject();
 
 		cJSON_AddStringToObject(p, "name", progs[i].name);
-		cJSON_AddStringToObject(p, "source", "klock");
+		cJSON_AddStringToObject(p, "source", progs[i].source);
 		cJSON_AddBoolToObject(p, "attached", progs[i].attached);
 		cJSON_AddNumberToObject(p, "run_cnt", progs[i].run_cnt);
 		cJSON_AddNumberToObject(p, "run_time_ns", progs[i].run_time_ns);
@@ -369,6 +586,9 @@ static cJSON *handle_status(struct engine *e)
 	cJSON_AddBoolToObject(feat, "task_from_pid", f->task_from_pid);
 	cJSON_AddBoolToObject(feat, "owner_stacks", f->owner_stacks);
 	cJSON_AddBoolToObject(feat, "kernel_symbols", e->ksyms != NULL);
+	cJSON_AddBoolToObject(feat, "user_locks", f->ulock);
+	cJSON_AddBoolToObject(feat, "holder_sampling", f->holder_sampling);
+	cJSON_AddBoolToObject(feat, "precise_futex", f->precise);
 	cJSON_AddItemToObject(o, "programs", programs_json(e));
 	ev = cJSON_AddObjectToObject(o, "events");
 	cJSON_AddNumberToObject(ev, "begin", cnt[LS_CNT_BEGIN]);
@@ -377,6 +597,12 @@ static cJSON *handle_status(struct engine *e)
 	cJSON_AddNumberToObject(ev, "nested", cnt[LS_CNT_NESTED]);
 	cJSON_AddNumberToObject(ev, "waits_per_s", waits_per_s(e));
 	cJSON_AddNumberToObject(ev, "ringbuf_wakeups", cnt[LS_CNT_RB_WAKEUPS]);
+	cJSON_AddNumberToObject(ev, "futex_waits", cnt[LS_CNT_UWAIT]);
+	cJSON_AddNumberToObject(ev, "futex_nonblocking", cnt[LS_CNT_UNONBLOCK]);
+	cJSON_AddNumberToObject(ev, "futex_releasers", cnt[LS_CNT_URELEASER]);
+	cJSON_AddNumberToObject(ev, "holders_noted", cnt[LS_CNT_HOLDERS]);
+	cJSON_AddNumberToObject(ev, "holder_samples", cnt[LS_CNT_HOLD_SAMPLES]);
+	cJSON_AddNumberToObject(ev, "holder_released", cnt[LS_CNT_HOLD_RELEASED]);
 	st = cJSON_AddObjectToObject(o, "stacks");
 	cJSON_AddNumberToObject(st, "stacked", cnt[LS_CNT_STACKED]);
 	cJSON_AddNumberToObject(st, "sampled_out", cnt[LS_CNT_SAMPLED_OUT]);
@@ -384,8 +610,11 @@ static cJSON *handle_status(struct engine *e)
 				(double)cnt[LS_CNT_STACKED] / cnt[LS_CNT_WAIT] : 0);
 	cJSON_AddNumberToObject(st, "owner_stacked", cnt[LS_CNT_OWNER_STACKED]);
 	cJSON_AddNumberToObject(st, "owner_on_cpu", cnt[LS_CNT_OWNER_ON_CPU]);
+	cJSON_AddNumberToObject(st, "user_stacked", cnt[LS_CNT_USTACKED]);
+	cJSON_AddNumberToObject(st, "user_sampled_out", cnt[LS_CNT_USAMPLED_OUT]);
+	cJSON_AddNumberToObject(st, "user_unresolved_frames", usyms__unresolved(e->usyms));
 	cJSON_AddNumberToObject(st, "interned", stacks__count(e->stacks));
-	cJSON_AddNumberToObject(st, "kernel_ids_freed", e->stacks_freed);
+	cJSON_AddNumberToObject(st, "kernel_ids_freed", e->kstacks.freed + e->ustacks.freed);
 	cJSON_AddNumberToObject(st, "stack_rate", e->opts.collector.stack_rate);
 	cJSON_AddNumberToObject(st, "cpu_stack_rate", e->opts.collector.cpu_stack_rate);
 	cJSON_AddItemToObject(o, "dropped", dropped_json(e, NULL));
@@ -394,7 +623,8 @@ static cJSON *handle_status(struct engine *e)
 		cJSON_AddItemToArray(wins, window_json(ls_window_name(w), agg__window_start(e->agg, w), now));
 	agg = cJSON_AddObjectToObject(o, "aggregator");
 	cJSON_AddNumberToObject(agg, "keys", agg__keys(e->agg));
-	cJSON_AddNumberToObject(agg, "mem_bytes", agg__mem_bytes(e->agg) + stacks__mem_bytes(e->stacks));
+	cJSON_AddNumberToObject(agg, "mem_bytes", agg__mem_bytes(e->agg) + stacks__mem_bytes(e->stacks) +
+				usyms__mem_bytes(e->usyms));
 	cJSON_AddNumberToObject(o, "rings", collector__nr_rings(e->coll));
 	return o;
 }
@@ -402,7 +632,7 @@ static cJSON *handle_status(struct engine *e)
 static cJSON *rows_response(struct engine *e, const char *cmd, struct agg *agg, const struct query *q,
 			    uint64_t now, const uint64_t *counters0)
 {
-	struct query_ctx qc = { .stacks = e->stacks, .ksyms = e->ksyms };
+	struct query_ctx qc = { .stacks = e->stacks, .ksyms = e->ksyms, .usyms = e->usyms };
 	uint64_t start;
 	struct htab *t = agg__window(agg, q->window, now, &start);
 	cJSON *o, *rows;
@@ -426,9 +656,24 @@ static bool pid_alive(uint32_t pid)
 	return !kill(pid, 0) || errno == EPERM;
 }
 
+static cJSON *precise_error(int err, uint32_t pid)
+{
+	if (err == -EOPNOTSUPP)
+		return engine__error("precise mode needs the syscalls:sys_enter_futex tracepoints "
+				     "(CONFIG_FTRACE_SYSCALLS) and user-lock tracing; scan without it");
+	if (err == -EBUSY)
+		return engine__error("a precise scan of pid %u is already running; wait for it", pid);
+	if (err == -E2BIG || err == -ENOSPC)
+		return engine__error("too many precise scans at once (%d); retry later",
+				     ULOCK_DEF_PRECISE_PIDS);
+	return engine__error("precise mode for pid %u: %s", pid, strerror(-err));
+}
+
 static cJSON *handle_scan(struct engine *e, uint64_t client, const cJSON *req, struct query *q)
 {
 	const cJSON *d = cJSON_GetObjectItemCaseSensitive(req, "duration_ms");
+	const cJSON *precise = cJSON_GetObjectItemCaseSensitive(req, "precise");
+	int err;
 	struct agg_opts ao = { .windows = false, .max_keys = e->opts.max_keys };
 	struct scan *s;
 
@@ -436,6 +681,8 @@ static cJSON *handle_scan(struct engine *e, uint64_t client, const cJSON *req, s
 		return engine__error("scan needs 'pid'");
 	if (!d || !cJSON_IsNumber(d) || d->valuedouble < 1 || d->valuedouble > SCAN_MAX_MS)
 		return engine__error("'duration_ms' must be a number from 1 to %llu", SCAN_MAX_MS);
+	if (precise && !cJSON_IsBool(precise))
+		return engine__error("'precise' must be true or false");
 	if (!pid_alive(q->pid))
 		return engine__error("no process with pid %u", q->pid);
 	s = calloc(1, sizeof(*s));
@@ -452,6 +699,14 @@ static cJSON *handle_scan(struct engine *e, uint64_t client, const cJSON *req, s
 	if (!s->agg) {
 		free(s);
 		return engine__error("out of memory");
+	}
+	if (cJSON_IsTrue(precise)) {
+		err = collector__precise_add(e->coll, s->pid);
+		if (err) {
+			scan_free(e, s);
+			return precise_error(err, q->pid);
+		}
+		s->precise = true;
 	}
 	/* waits already in the rings predate the scan */
 	engine__consume(e);
@@ -489,6 +744,7 @@ static void finish_scan(struct engine *e, struct scan *s, uint64_t now, bool exi
 	cJSON *resp = rows_response(e, "scan", s->agg, &s->q, now, s->counters0);
 
 	cJSON_AddBoolToObject(resp, "process_exited", exited);
+	cJSON_AddBoolToObject(resp, "precise", s->precise);
 	e->reply(e->reply_ctx, s->client, resp);
 }
 
@@ -507,17 +763,17 @@ static void sample_rate(struct engine *e, uint64_t now)
 	e->last_rate_ns = now;
 }
 
-static void free_idle_stacks(struct engine *e)
+/* Holder sampling runs only while contended user locks have holders to sample. */
+static void hold_sampling(struct engine *e, uint64_t now)
 {
-	uint32_t id;
+	uint64_t cnt[LS_CNT_MAX];
 
-	for (id = 0; id < e->opts.collector.stack_entries; id++) {
-		if (!e->kstack_ids[id] || e->now_ns - e->kstack_seen[id] < STACK_IDLE_NS)
-			continue;
-		if (!collector__stack_free(e->coll, id))
-			e->stacks_freed++;
-		e->kstack_ids[id] = 0;
+	collector__counters(e->coll, cnt);
+	if (cnt[LS_CNT_HOLDERS] != e->last_holders) {
+		e->last_holders = cnt[LS_CNT_HOLDERS];
+		e->last_holder_ns = now;
 	}
+	collector__hold_sampling(e->coll, now - e->last_holder_ns < HOLD_QUIET_NS);
 }
 
 void engine__tick(struct engine *e)
@@ -529,9 +785,11 @@ void engine__tick(struct engine *e)
 	now = e->now_ns = ls_now_ns();
 	agg__rotate(e->agg, now);
 	sample_rate(e, now);
+	hold_sampling(e, now);
 	if (now - e->last_gc_ns >= GC_INTERVAL_NS) {
 		e->stale_slots += collector__gc(e->coll);
-		free_idle_stacks(e);
+		free_idle_stacks(e, &e->kstacks);
+		free_idle_stacks(e, &e->ustacks);
 		e->last_gc_ns = now;
 	}
 	for (pp = &e->scans; (s = *pp);) {
@@ -543,7 +801,7 @@ void engine__tick(struct engine *e)
 		}
 		*pp = s->next;
 		finish_scan(e, s, now, exited);
-		scan_free(s);
+		scan_free(e, s);
 	}
 }
 
@@ -557,6 +815,6 @@ void engine__client_gone(struct engine *e, uint64_t client)
 			continue;
 		}
 		*pp = s->next;
-		scan_free(s);
+		scan_free(e, s);
 	}
 }

@@ -24,6 +24,7 @@ struct engine_opts {
 	uint32_t max_stacks;		/* distinct interned stacks */
 	bool windows;			/* rolling windows (the daemon) or since-start only */
 	const char *kallsyms;		/* NULL: /proc/kallsyms */
+	uint32_t precise_pid;		/* time this process's futex calls from the syscalls */
 };
 
 /* Sends a deferred response (a scan that finished) to @client; takes @resp. */

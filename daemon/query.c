@@ -10,6 +10,8 @@
 #include "ksyms.h"
 #include "query.h"
 #include "stacks.h"
+#include "ulock.h"
+#include "usyms.h"
 
 /* The names perf lock contention prints, so the two tools' tables read alike. */
 const struct lock_type ls_lock_types[] = {
@@ -25,6 +27,10 @@ const struct lock_type ls_lock_types[] = {
 	{ KLOCK_F_PERCPU | KLOCK_F_READ, "pcpu-sem:R", "percpu-rwsem" },
 	{ KLOCK_F_PERCPU | KLOCK_F_WRITE, "pcpu-sem:W", "percpu-rwsem" },
 	{ KLOCK_F_MUTEX, "mutex", "mutex" },
+	{ LS_KIND_USER | LS_UTYPE_MUTEX, "futex:mutex", "futex" },
+	{ LS_KIND_USER | LS_UTYPE_PI, "futex:pi", "futex" },
+	{ LS_KIND_USER | LS_UTYPE_WAITV, "futex:waitv", "futex" },
+	{ LS_KIND_USER | LS_UTYPE_CONDVAR, "futex:condvar", "futex" },
 	{ 0, "unknown", "unknown" },	/* flags no kernel we know passes */
 };
 const int ls_nr_lock_types = sizeof(ls_lock_types) / sizeof(ls_lock_types[0]);
@@ -33,6 +39,7 @@ _Static_assert(sizeof(ls_lock_types) / sizeof(ls_lock_types[0]) <= LS_MAX_LOCK_T
 #define UNKNOWN_TYPE (ls_nr_lock_types - 1)
 
 static const char *const group_names[LS_GROUP_MAX] = { "caller", "thread", "lock" };
+static const char *const kind_names[LS_KIND_MAX] = { "all", "kernel", "user" };
 static const char *const sort_names[] = { "wait_total", "contended", "wait_max", "avg_wait", "wait_min" };
 
 static const char *const lock_names[] = {
@@ -65,6 +72,33 @@ int query__type_index(uint32_t flags)
 	return UNKNOWN_TYPE;
 }
 
+uint32_t query__futex_type(uint32_t op, uint32_t val)
+{
+	uint32_t cmd = op & ULOCK_FUTEX_CMD_MASK;
+
+	switch (cmd) {
+	case ULOCK_FUTEX_LOCK_PI:
+	case ULOCK_FUTEX_LOCK_PI2:
+	case ULOCK_FUTEX_TRYLOCK_PI:
+		return LS_UTYPE_PI;
+	case ULOCK_FUTEX_WAITV:
+		return LS_UTYPE_WAITV;
+	case ULOCK_FUTEX_WAIT_REQUEUE_PI:	/* pthread_cond_wait on a PI mutex */
+		return LS_UTYPE_CONDVAR;
+	default:
+		break;
+	}
+	/*
+	 * "locked, with waiters": what glibc's lll_lock, Rust's Mutex and most futex locks
+	 * sleep on. Anything else waits for an event: a condvar's sequence, a semaphore at 0,
+	 * a thread id to clear. (glibc's rwlock sleeps on 3, and so does its condvar's group
+	 * switch: the value alone cannot tell them apart, so rwlocks count as events.)
+	 */
+	if (val == ULOCK_LOCKED_WAITERS)
+		return LS_UTYPE_MUTEX;
+	return LS_UTYPE_CONDVAR;
+}
+
 void query__init(struct query *q)
 {
 	memset(q, 0, sizeof(*q));
@@ -90,7 +124,8 @@ int query__parse_types(const char *list, uint32_t *mask, char *err, size_t err_l
 				m |= 1U << i;
 		if (!m) {
 			snprintf(err, err_len, "unknown lock type '%s' (accepted: spinlock, rwlock[:R|:W], "
-				 "rwsem[:R|:W], mutex, rt-mutex, rwlock-rt, percpu-rwsem)", tok);
+				 "rwsem[:R|:W], mutex, rt-mutex, rwlock-rt, percpu-rwsem, futex[:mutex|"
+				 ":pi|:waitv|:condvar])", tok);
 			ret = -EINVAL;
 			break;
 		}
@@ -154,19 +189,21 @@ int query__from_json(const cJSON *req, struct query *q, char *err, size_t err_le
 {
 	static const char *const windows[LS_WIN_MAX] = { "10s", "1m", "5m", "all" };
 	uint64_t pid = 0, tid = 0, limit = 0, max_stack = q->max_stack;
-	int window = q->window, group = q->group, sort = q->sort;
+	int window = q->window, group = q->group, sort = q->sort, kind = q->kind;
 	const cJSON *types = cJSON_GetObjectItemCaseSensitive(req, "types");
 	int err_ret;
 
 	if ((err_ret = enum_from_json(req, "window", windows, LS_WIN_MAX, &window, err, err_len)) ||
 	    (err_ret = enum_from_json(req, "group", group_names, LS_GROUP_MAX, &group, err, err_len)) ||
 	    (err_ret = enum_from_json(req, "sort", sort_names, LS_SORT_KEYS, &sort, err, err_len)) ||
+	    (err_ret = enum_from_json(req, "kind", kind_names, LS_KIND_MAX, &kind, err, err_len)) ||
 	    (err_ret = uint_from_json(req, "pid", INT32_MAX, &pid, err, err_len)) ||
 	    (err_ret = uint_from_json(req, "tid", INT32_MAX, &tid, err, err_len)) ||
 	    (err_ret = uint_from_json(req, "limit", 1000000, &limit, err, err_len)) ||
 	    (err_ret = uint_from_json(req, "max_stack", LS_MAX_STACK_DEPTH, &max_stack, err, err_len)) ||
 	    (err_ret = bool_from_json(req, "stacks", &q->stacks, err, err_len)) ||
-	    (err_ret = bool_from_json(req, "owners", &q->owners, err, err_len)))
+	    (err_ret = bool_from_json(req, "owners", &q->owners, err, err_len)) ||
+	    (err_ret = bool_from_json(req, "holders", &q->holders, err, err_len)))
 		return err_ret;
 	if (types) {
 		if (!cJSON_IsString(types)) {
@@ -179,10 +216,48 @@ int query__from_json(const cJSON *req, struct query *q, char *err, size_t err_le
 	q->window = window;
 	q->group = group;
 	q->sort = sort;
+	q->kind = kind;
 	q->pid = pid;
 	q->tid = tid;
 	q->limit = limit;
 	q->max_stack = max_stack;
+	return 0;
+}
+
+/*
+ * A user frame inside the locking implementation: the C library's futex, mutex and condvar
+ * code, or a thin wrapper around it (libuv's uv_mutex_lock, libstdc++'s __gthread_*).
+ */
+static bool is_user_lock_frame(struct usyms *u, uint64_t code)
+{
+	static const char *const libs[] = { "libc.so", "libpthread.so", "ld-linux" };
+	static const char *const syms[] = { "mutex_lock", "mutex_timedlock", "cond_wait",
+					    "cond_timedwait", "cond_clockwait", "rwlock_rdlock",
+					    "rwlock_wrlock", "sem_wait", "sem_timedwait", "lll_lock",
+					    "futex", "gthread_" };
+	struct uframe f;
+	size_t i;
+
+	if (!usyms__frame(u, code, &f))
+		return false;
+	for (i = 0; f.module && i < sizeof(libs) / sizeof(libs[0]); i++)
+		if (strstr(f.module, libs[i]))
+			return true;
+	for (i = 0; f.sym && i < sizeof(syms) / sizeof(syms[0]); i++)
+		if (strstr(f.sym, syms[i]))
+			return true;
+	return false;
+}
+
+static int user_caller_frame(const struct query_ctx *ctx, const uint64_t *ips, uint32_t nr)
+{
+	uint32_t i;
+
+	if (!ctx->usyms)
+		return 0;
+	for (i = 0; i < nr; i++)
+		if (!is_user_lock_frame(ctx->usyms, ips[i]))
+			return i;
 	return 0;
 }
 
@@ -192,6 +267,8 @@ int query__caller_frame(const struct query_ctx *ctx, const uint64_t *ips, uint32
 	int first_plain = -1;
 	bool seen_lock = false;
 
+	if (nr && usyms__is_user(ips[0]))
+		return user_caller_frame(ctx, ips, nr);
 	if (!ctx->ksyms)
 		return 0;
 	/* like perf: the first frame after the locking internals (sched and lock text) */
@@ -212,7 +289,7 @@ int query__caller_frame(const struct query_ctx *ctx, const uint64_t *ips, uint32
 
 struct stratum_key {
 	uint64_t lock;
-	uint32_t pid, tid, flags, name;
+	uint32_t pid, tid, flags, name, object, pad;
 };
 
 struct stratum {
@@ -222,7 +299,7 @@ struct stratum {
 
 struct row_key {
 	uint64_t lock;
-	uint32_t a, b, c, pad;
+	uint32_t a, b, c, d;
 };
 
 struct row {
@@ -236,14 +313,19 @@ struct row {
 	char comm[LS_COMM_LEN];
 	bool many_pids, many_tids, many_locks;
 	double type_total[LS_MAX_LOCK_TYPES];
-	/* the owner with the most waits behind this row */
-	double owner_best;
-	uint32_t owner_pid, owner_tid, owner_stack;
-	char owner_comm[LS_COMM_LEN];
+	uint64_t nonblocking;
+	/* the owner and the releaser with the most waits behind this row */
+	struct party {
+		double best;
+		uint32_t pid, tid, stack;
+		char comm[LS_COMM_LEN];
+	} owner, releaser;
 };
 
+enum party_role { PARTY_OWNER, PARTY_RELEASER };
+
 struct owner_key {
-	uint32_t row, pid, tid, stack;
+	uint32_t row, role, pid, tid, stack;
 };
 
 struct owner_val {
@@ -251,8 +333,24 @@ struct owner_val {
 	char comm[LS_COMM_LEN];
 };
 
+static bool kind_wanted(const struct query *q, const struct agg_key *k)
+{
+	if (q->kind == LS_KIND_KERNEL_ONLY)
+		return !(k->flags & LS_KIND_USER);
+	if (q->kind == LS_KIND_USER_ONLY)
+		return k->flags & LS_KIND_USER;
+	return true;
+}
+
+static bool is_hold(const struct agg_key *k)
+{
+	return k->flags == (LS_KIND_USER | LS_UTYPE_HOLD);
+}
+
 static bool key_wanted(const struct query *q, const struct agg_key *k)
 {
+	if (is_hold(k) || !kind_wanted(q, k))
+		return false;
 	if (q->pid && k->pid != q->pid)
 		return false;
 	if (q->tid && k->tid != q->tid)
@@ -265,7 +363,7 @@ static bool key_wanted(const struct query *q, const struct agg_key *k)
 static struct stratum_key stratum_of(const struct agg_key *k)
 {
 	struct stratum_key s = { .lock = k->lock, .pid = k->pid, .tid = k->tid,
-				 .flags = k->flags, .name = k->name };
+				 .flags = k->flags, .name = k->name, .object = k->object };
 	return s;
 }
 
@@ -316,8 +414,10 @@ static struct row_key row_key_of(const struct query *q, const struct agg_key *k)
 		rk.lock = k->lock;
 		rk.a = query__type_index(k->flags);
 		rk.b = k->name;
-		/* mmap_lock addresses are per process; the name alone would merge them */
-		rk.c = k->name == LS_NAME_MMAP_LOCK ? k->pid : 0;
+		/* mmap_lock and private futex addresses are per process; a shared futex is
+		 * (object, offset) in every process that maps it */
+		rk.c = k->name == LS_NAME_MMAP_LOCK || ((k->flags & LS_KIND_USER) && !k->object) ? k->pid : 0;
+		rk.d = k->object;
 		break;
 	}
 	return rk;
@@ -355,6 +455,18 @@ static struct row *row_get(struct row_set *rs, const struct row_key *rk, uint32_
 	return &rs->rows[*ip];
 }
 
+static void party_add(struct row_set *rs, uint32_t idx, enum party_role role, uint32_t pid,
+		      uint32_t tid, uint32_t stack, const char *comm, double count)
+{
+	struct owner_key ok = { idx, role, pid, tid, stack };
+	struct owner_val *ov = htab__upsert(rs->owners, &ok, NULL, NULL);
+
+	if (ov) {
+		ov->count += count;
+		memcpy(ov->comm, comm, sizeof(ov->comm));
+	}
+}
+
 static void row_add(struct row_set *rs, struct row *r, uint32_t idx, const struct agg_key *k,
 		    const struct agg_val *v, double fc, double fw, bool sampled)
 {
@@ -381,15 +493,13 @@ static void row_add(struct row_set *rs, struct row *r, uint32_t idx, const struc
 	if (sampled)
 		r->samples += v->st.count;
 	r->type_total[query__type_index(k->flags)] += v->st.total_ns * fw;
-	if (k->owner_tid) {
-		struct owner_key ok = { idx, k->owner_pid, k->owner_tid, k->owner_stack };
-		struct owner_val *ov = htab__upsert(rs->owners, &ok, NULL, NULL);
-
-		if (ov) {
-			ov->count += v->st.count * fc;
-			memcpy(ov->comm, v->owner_comm, sizeof(ov->comm));
-		}
-	}
+	r->nonblocking += v->nonblocking;
+	if (k->owner_tid)
+		party_add(rs, idx, PARTY_OWNER, k->owner_pid, k->owner_tid, k->owner_stack,
+			  v->owner_comm, v->st.count * fc);
+	if (k->releaser_tid)
+		party_add(rs, idx, PARTY_RELEASER, k->releaser_pid, k->releaser_tid, k->releaser_stack,
+			  v->releaser_comm, v->st.count * fc);
 }
 
 static void pick_owners(struct row_set *rs)
@@ -402,13 +512,14 @@ static void pick_owners(struct row_set *rs)
 		const struct owner_key *ok = kp;
 		const struct owner_val *ov = vp;
 		struct row *r = &rs->rows[ok->row];
+		struct party *p = ok->role == PARTY_OWNER ? &r->owner : &r->releaser;
 
-		if (ov->count > r->owner_best) {
-			r->owner_best = ov->count;
-			r->owner_pid = ok->pid;
-			r->owner_tid = ok->tid;
-			r->owner_stack = ok->stack;
-			memcpy(r->owner_comm, ov->comm, sizeof(r->owner_comm));
+		if (ov->count > p->best) {
+			p->best = ov->count;
+			p->pid = ok->pid;
+			p->tid = ok->tid;
+			p->stack = ok->stack;
+			memcpy(p->comm, ov->comm, sizeof(p->comm));
 		}
 	}
 }
@@ -497,14 +608,62 @@ static void add_hex(cJSON *obj, const char *name, uint64_t v)
 	cJSON_AddStringToObject(obj, name, buf);
 }
 
+/*
+ * One frame, kernel or user: the symbol, its offset, the module and (user frames) the
+ * build id. A user frame without a symbol is named module+file offset.
+ */
+struct frame_info {
+	uint64_t addr;
+	const char *sym;
+	uint64_t offset;
+	const char *module;
+	const char *build_id;
+};
+
+static void frame_info(const struct query_ctx *ctx, uint64_t ip, struct frame_info *fi)
+{
+	const struct ksym *ks;
+	struct uframe uf;
+
+	memset(fi, 0, sizeof(*fi));
+	fi->addr = ip;
+	if (usyms__is_user(ip)) {
+		if (!ctx->usyms || !usyms__frame(ctx->usyms, ip, &uf))
+			return;
+		fi->addr = uf.addr;
+		fi->sym = uf.sym;
+		fi->offset = uf.offset;
+		fi->module = uf.module;
+		fi->build_id = uf.build_id;
+		return;
+	}
+	ks = ctx->ksyms ? ksyms__func(ctx->ksyms, ip) : NULL;
+	if (!ks)
+		return;
+	fi->sym = ks->name;
+	fi->offset = ip - ks->addr;
+	fi->module = ks->module ? ks->module : "kernel";
+}
+
 static void frame_name(const struct query_ctx *ctx, uint64_t ip, char *buf, size_t len)
 {
-	const struct ksym *s = ctx->ksyms ? ksyms__func(ctx->ksyms, ip) : NULL;
+	struct frame_info fi;
 
-	if (s)
-		snprintf(buf, len, "%s+0x%" PRIx64, s->name, ip - s->addr);
+	frame_info(ctx, ip, &fi);
+	if (fi.sym)
+		snprintf(buf, len, "%s+0x%" PRIx64, fi.sym, fi.offset);
+	else if (fi.module)
+		snprintf(buf, len, "%s+0x%" PRIx64, fi.module, fi.addr);
 	else
-		snprintf(buf, len, "0x%" PRIx64, ip);
+		snprintf(buf, len, "0x%" PRIx64, fi.addr);
+}
+
+static void add_str_or_null(cJSON *o, const char *name, const char *v)
+{
+	if (v)
+		cJSON_AddStringToObject(o, name, v);
+	else
+		cJSON_AddNullToObject(o, name);
 }
 
 static cJSON *stack_json(const struct query_ctx *ctx, uint32_t id, int max)
@@ -515,19 +674,19 @@ static cJSON *stack_json(const struct query_ctx *ctx, uint32_t id, int max)
 
 	ips = stacks__get(ctx->stacks, id, &nr);
 	for (i = 0; i < nr && (int)i < max; i++) {
-		const struct ksym *s = ctx->ksyms ? ksyms__func(ctx->ksyms, ips[i]) : NULL;
 		cJSON *f = cJSON_CreateObject();
+		struct frame_info fi;
 
-		add_hex(f, "addr", ips[i]);
-		if (s) {
-			cJSON_AddStringToObject(f, "sym", s->name);
-			cJSON_AddNumberToObject(f, "offset", ips[i] - s->addr);
-			cJSON_AddStringToObject(f, "module", s->module ? s->module : "kernel");
-		} else {
-			cJSON_AddNullToObject(f, "sym");
+		frame_info(ctx, ips[i], &fi);
+		add_hex(f, "addr", fi.addr);
+		add_str_or_null(f, "sym", fi.sym);
+		if (fi.sym)
+			cJSON_AddNumberToObject(f, "offset", fi.offset);
+		else
 			cJSON_AddNullToObject(f, "offset");
-			cJSON_AddNullToObject(f, "module");
-		}
+		add_str_or_null(f, "module", fi.module);
+		if (fi.build_id && fi.build_id[0])
+			cJSON_AddStringToObject(f, "build_id", fi.build_id);
 		cJSON_AddItemToArray(arr, f);
 	}
 	return arr;
@@ -550,12 +709,42 @@ static void caller_string(const struct query_ctx *ctx, uint32_t id, char *buf, s
 	frame_name(ctx, ips[query__caller_frame(ctx, ips, nr)], buf, len);
 }
 
-static cJSON *lock_json(const struct query_ctx *ctx, const struct agg_key *k)
+/* A user lock: its address, and where it lies when that is an image's data ("libuv.so.1+0x2f1c0"). */
+static cJSON *ulock_json(const struct query_ctx *ctx, const struct agg_key *k)
 {
 	cJSON *lock = cJSON_CreateObject();
+	const char *module;
+	uint64_t vaddr;
+	char buf[320];
+
+	add_hex(lock, "addr", k->lock);
+	if (k->object) {	/* a shared futex: an offset in a file every process maps */
+		const char *path = ctx->usyms ? usyms__object_path(ctx->usyms, k->object) : NULL;
+
+		snprintf(buf, sizeof(buf), "%s+0x%" PRIx64, path ? path : "?", k->lock);
+		cJSON_AddStringToObject(lock, "name", buf);
+		cJSON_AddBoolToObject(lock, "shared", true);
+		return lock;
+	}
+	if (ctx->usyms && !usyms__data(ctx->usyms, k->pid, k->lock, &module, &vaddr)) {
+		snprintf(buf, sizeof(buf), "%s+0x%" PRIx64, module, vaddr);
+		cJSON_AddStringToObject(lock, "name", buf);
+	} else {
+		cJSON_AddNullToObject(lock, "name");
+	}
+	cJSON_AddBoolToObject(lock, "shared", false);
+	return lock;
+}
+
+static cJSON *lock_json(const struct query_ctx *ctx, const struct agg_key *k)
+{
+	cJSON *lock;
 	const struct ksym *s = NULL;
 	char buf[160];
 
+	if (k->flags & LS_KIND_USER)
+		return ulock_json(ctx, k);
+	lock = cJSON_CreateObject();
 	add_hex(lock, "addr", k->lock);
 	if (k->name != LS_NAME_NONE && k->name < sizeof(lock_names) / sizeof(lock_names[0])) {
 		cJSON_AddStringToObject(lock, "name", lock_names[k->name]);
@@ -598,38 +787,129 @@ static cJSON *hist_json(const struct row *r)
 	return arr;
 }
 
-static cJSON *owner_json(const struct query_ctx *ctx, const struct row *r, int max_stack)
+static cJSON *party_json(const struct query_ctx *ctx, const struct party *p, int max_stack)
 {
 	cJSON *o;
 
-	if (!r->owner_tid)
+	if (!p->tid)
 		return cJSON_CreateNull();
 	o = cJSON_CreateObject();
-	cJSON_AddNumberToObject(o, "pid", r->owner_pid);
-	cJSON_AddNumberToObject(o, "tid", r->owner_tid);
-	cJSON_AddStringToObject(o, "comm", r->owner_comm);
-	if (r->owner_stack >= LS_STACK_FIRST)
-		cJSON_AddItemToObject(o, "stack", stack_json(ctx, r->owner_stack, max_stack));
+	cJSON_AddNumberToObject(o, "pid", p->pid);
+	cJSON_AddNumberToObject(o, "tid", p->tid);
+	cJSON_AddStringToObject(o, "comm", p->comm);
+	if (p->stack >= LS_STACK_FIRST)
+		cJSON_AddItemToObject(o, "stack", stack_json(ctx, p->stack, max_stack));
 	else
 		cJSON_AddNullToObject(o, "stack");
 	return o;
 }
 
-static cJSON *row_json(const struct query_ctx *ctx, const struct query *q, const struct row *r)
+/* ---- holder samples ---- */
+
+/* Holder samples are keyed like the lock they were taken for, plus the stack. */
+struct hold_key {
+	uint64_t lock;
+	uint32_t object, pid, stack, pad;
+};
+
+#define HOLDER_STACKS_MAX 5	/* stacks shown per lock, most sampled first */
+
+static struct hold_key hold_key_of(const struct agg_key *k, uint32_t stack)
+{
+	struct hold_key hk = { .lock = k->lock, .object = k->object,
+			       .pid = k->object ? 0 : k->pid, .stack = stack };
+	return hk;
+}
+
+static struct htab *build_holds(const struct htab *tab, const struct query *q)
+{
+	struct htab *holds = htab__new(sizeof(struct hold_key), sizeof(uint64_t), SIZE_MAX);
+	const void *kp;
+	size_t iter = 0;
+	void *vp;
+
+	while (holds && !htab__next(tab, &iter, &kp, &vp)) {
+		const struct agg_key *k = kp;
+		struct hold_key hk;
+		uint64_t *n;
+
+		if (!is_hold(k) || (q->pid && k->pid != q->pid))
+			continue;
+		hk = hold_key_of(k, k->stack);
+		n = htab__upsert(holds, &hk, NULL, NULL);
+		if (n)
+			*n += ((const struct agg_val *)vp)->st.count;
+	}
+	return holds;
+}
+
+struct hold_pick {
+	uint32_t stack;
+	uint64_t samples;
+};
+
+static cJSON *holders_json(const struct query_ctx *ctx, const struct htab *holds,
+			   const struct agg_key *rep, int max_stack)
+{
+	struct hold_pick top[HOLDER_STACKS_MAX] = {};
+	struct hold_key want = hold_key_of(rep, 0);
+	cJSON *arr = cJSON_CreateArray();
+	uint64_t total = 0;
+	const void *kp;
+	size_t iter = 0;
+	void *vp;
+	int i, j;
+
+	while (!htab__next(holds, &iter, &kp, &vp)) {
+		const struct hold_key *hk = kp;
+		uint64_t n = *(uint64_t *)vp;
+
+		if (hk->lock != want.lock || hk->object != want.object || hk->pid != want.pid)
+			continue;
+		total += n;
+		for (i = 0; i < HOLDER_STACKS_MAX && top[i].samples >= n; i++)
+			;
+		if (i == HOLDER_STACKS_MAX)
+			continue;
+		for (j = HOLDER_STACKS_MAX - 1; j > i; j--)
+			top[j] = top[j - 1];
+		top[i] = (struct hold_pick){ hk->stack, n };
+	}
+	for (i = 0; i < HOLDER_STACKS_MAX && top[i].samples; i++) {
+		cJSON *h = cJSON_CreateObject();
+
+		cJSON_AddNumberToObject(h, "samples", top[i].samples);
+		cJSON_AddNumberToObject(h, "share", (double)top[i].samples / total);
+		if (top[i].stack >= LS_STACK_FIRST)
+			cJSON_AddItemToObject(h, "stack", stack_json(ctx, top[i].stack, max_stack));
+		else
+			cJSON_AddNullToObject(h, "stack");
+		cJSON_AddItemToArray(arr, h);
+	}
+	return arr;
+}
+
+static cJSON *row_json(const struct query_ctx *ctx, const struct query *q, const struct row *r,
+		       const struct htab *holds)
 {
 	cJSON *o = cJSON_CreateObject();
 	uint64_t count = llround(r->count), total = llround(r->total_ns);
 	char caller[160];
 	int type = q->group == LS_GROUP_THREAD ? dominant_type(r) : query__type_index(r->rep.flags);
 
-	cJSON_AddStringToObject(o, "kind", "kernel");
+	bool user = r->rep.flags & LS_KIND_USER;
+
+	cJSON_AddStringToObject(o, "kind", user ? "user" : "kernel");
 	cJSON_AddStringToObject(o, "type", ls_lock_types[type].name);
 	if (q->group == LS_GROUP_CALLER) {
 		caller_string(ctx, r->rep.stack, caller, sizeof(caller));
 		cJSON_AddStringToObject(o, "caller", caller);
 	}
-	if (!r->many_locks)
+	if (!r->many_locks) {
 		cJSON_AddItemToObject(o, "lock", lock_json(ctx, &r->rep));
+		if (user && !r->rep.object)
+			add_hex(o, "uaddr", r->rep.lock);
+	}
 	if (!r->many_pids) {
 		cJSON_AddNumberToObject(o, "pid", r->rep.pid);
 		if (!r->many_tids) {
@@ -647,14 +927,22 @@ static cJSON *row_json(const struct query_ctx *ctx, const struct query *q, const
 	cJSON_AddNumberToObject(o, "stack_samples", r->samples);
 	if (q->group == LS_GROUP_CALLER && q->stacks)
 		cJSON_AddItemToObject(o, "stack", stack_json(ctx, r->rep.stack, q->max_stack));
-	if (q->owners)
-		cJSON_AddItemToObject(o, "owner", owner_json(ctx, r, q->max_stack));
+	if (user)
+		cJSON_AddNumberToObject(o, "nonblocking", r->nonblocking);
+	if (q->owners) {
+		cJSON_AddItemToObject(o, "owner", party_json(ctx, &r->owner, q->max_stack));
+		if (user)
+			cJSON_AddItemToObject(o, "releaser", party_json(ctx, &r->releaser, q->max_stack));
+	}
+	if (q->holders && user && !r->many_locks && holds)
+		cJSON_AddItemToObject(o, "holder_stacks", holders_json(ctx, holds, &r->rep, q->max_stack));
 	return o;
 }
 
 cJSON *query__rows(const struct htab *tab, const struct query *q, const struct query_ctx *ctx)
 {
 	struct row_set rs = {};
+	struct htab *holds = NULL;
 	cJSON *arr = NULL;
 	size_t i, n;
 
@@ -662,12 +950,15 @@ cJSON *query__rows(const struct htab *tab, const struct query *q, const struct q
 	rs.owners = htab__new(sizeof(struct owner_key), sizeof(struct owner_val), SIZE_MAX);
 	if (!rs.index || !rs.owners || fill_rows(&rs, tab, q))
 		goto cleanup;
+	if (q->holders && !(holds = build_holds(tab, q)))
+		goto cleanup;
 	qsort_r(rs.rows, rs.nr, sizeof(*rs.rows), cmp_rows, (void *)&q->sort);
 	n = q->limit && (size_t)q->limit < rs.nr ? (size_t)q->limit : rs.nr;
 	arr = cJSON_CreateArray();
 	for (i = 0; arr && i < n; i++)
-		cJSON_AddItemToArray(arr, row_json(ctx, q, &rs.rows[i]));
+		cJSON_AddItemToArray(arr, row_json(ctx, q, &rs.rows[i], holds));
 cleanup:
+	htab__free(holds);
 	htab__free(rs.index);
 	htab__free(rs.owners);
 	free(rs.rows);

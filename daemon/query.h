@@ -15,8 +15,10 @@
 struct htab;
 struct stacks;
 struct ksyms;
+struct usyms;
 
 enum ls_group { LS_GROUP_CALLER, LS_GROUP_THREAD, LS_GROUP_LOCK, LS_GROUP_MAX };
+enum ls_kind { LS_KIND_ALL, LS_KIND_KERNEL_ONLY, LS_KIND_USER_ONLY, LS_KIND_MAX };
 enum ls_sort { LS_SORT_TOTAL, LS_SORT_CONTENDED, LS_SORT_MAX, LS_SORT_AVG, LS_SORT_MIN, LS_SORT_KEYS };
 
 #define LS_QUERY_DEF_MAX_STACK 8
@@ -31,12 +33,15 @@ struct query {
 	int limit;		/* rows; 0: all */
 	int max_stack;		/* frames per stack in the output */
 	bool stacks;		/* include waiter stacks */
-	bool owners;		/* include the dominant owner of each row */
+	bool owners;		/* include the dominant owner (and releaser) of each row */
+	bool holders;		/* include the holder's sampled stacks (user locks) */
+	enum ls_kind kind;
 };
 
 struct query_ctx {
 	const struct stacks *stacks;
 	const struct ksyms *ksyms;	/* NULL: addresses only */
+	struct usyms *usyms;		/* NULL: user frames as codes */
 };
 
 /* type_mask is a uint32_t: room for this many lock types */
@@ -57,6 +62,11 @@ int query__from_json(const cJSON *req, struct query *q, char *err, size_t err_le
 /* Parses "rwsem,mutex:R,..." into a type mask; -EINVAL names the bad entry in @err. */
 int query__parse_types(const char *list, uint32_t *mask, char *err, size_t err_len);
 int query__type_index(uint32_t flags);
+/*
+ * The type of a futex wait (LS_UTYPE_*, without LS_KIND_USER) from how it waited: see the
+ * README's "User-space locks" for the heuristic.
+ */
+uint32_t query__futex_type(uint32_t op, uint32_t val);
 const char *query__group_name(enum ls_group g);
 const char *query__sort_name(enum ls_sort s);
 /* Rows for @tab as a JSON array, sorted and cut to q->limit. */

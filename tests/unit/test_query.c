@@ -15,6 +15,7 @@
 #include "ksyms.h"
 #include "query.h"
 #include "stacks.h"
+#include "ulock.h"
 
 static const char kallsyms_text[] =
 	"ffffffff81000000 T _stext\n"
@@ -294,6 +295,82 @@ static void test_type_names(void **state)
 			       (1U << query__type_index(KLOCK_F_SPIN | KLOCK_F_WRITE)));
 }
 
+static void test_futex_types(void **state)
+{
+	static const struct {
+		uint32_t op, val, type;
+		const char *name;
+	} cases[] = {
+		{ ULOCK_FUTEX_WAIT | ULOCK_FUTEX_PRIVATE, 2, LS_UTYPE_MUTEX, "futex:mutex" },	/* glibc */
+		{ ULOCK_FUTEX_WAIT_BITSET | ULOCK_FUTEX_PRIVATE, 2, LS_UTYPE_MUTEX, "futex:mutex" }, /* Rust */
+		{ ULOCK_FUTEX_WAIT_BITSET | ULOCK_FUTEX_PRIVATE, 0, LS_UTYPE_CONDVAR, "futex:condvar" },
+		{ ULOCK_FUTEX_WAIT_BITSET, 3, LS_UTYPE_CONDVAR, "futex:condvar" },	/* rwlock, g1 switch */
+		{ ULOCK_FUTEX_WAIT, 12345, LS_UTYPE_CONDVAR, "futex:condvar" },		/* join */
+		{ ULOCK_FUTEX_LOCK_PI | ULOCK_FUTEX_PRIVATE, 0, LS_UTYPE_PI, "futex:pi" },
+		{ ULOCK_FUTEX_LOCK_PI2 | ULOCK_FUTEX_CLOCK_RT, 7, LS_UTYPE_PI, "futex:pi" },
+		{ ULOCK_FUTEX_WAIT_REQUEUE_PI, 2, LS_UTYPE_CONDVAR, "futex:condvar" },
+		{ ULOCK_FUTEX_WAITV | ULOCK_FUTEX_PRIVATE, 2, LS_UTYPE_WAITV, "futex:waitv" },
+	};
+	size_t i;
+
+	(void)state;
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		uint32_t t = query__futex_type(cases[i].op, cases[i].val);
+
+		assert_int_equal(t, cases[i].type);
+		assert_string_equal(ls_lock_types[query__type_index(LS_KIND_USER | t)].name, cases[i].name);
+	}
+}
+
+/* User rows: the kind filter, the releaser, holder samples attached to their lock. */
+static void test_user_rows(void **state)
+{
+	struct fixture *f = *state;
+	static const uint64_t w30[30] = { [0 ... 29] = 1000 }, w10[10] = { [0 ... 9] = 1000 };
+	static const uint64_t samples3[3], samples1[1];
+	struct agg_key k = { .lock = 0x5000, .pid = 300, .tid = 301,
+			     .flags = LS_KIND_USER | LS_UTYPE_MUTEX, .owner_pid = 300, .owner_tid = 302,
+			     .releaser_pid = 300, .releaser_tid = 302 };
+	struct query q;
+	cJSON *rows, *r, *h;
+	char err[256];
+
+	put(f->tab, k, w30, 30, "waiter");
+	k.releaser_tid = 303;
+	put(f->tab, k, w10, 10, "waiter");
+	k = (struct agg_key){ .lock = 0x5000, .pid = 300, .tid = 302,
+			      .flags = LS_KIND_USER | LS_UTYPE_HOLD, .stack = f->x };
+	put(f->tab, k, samples3, 3, "holder");
+	k.stack = f->y;
+	put(f->tab, k, samples1, 1, "holder");
+
+	query__init(&q);
+	q.group = LS_GROUP_LOCK;
+	q.kind = LS_KIND_USER_ONLY;
+	q.owners = q.holders = true;
+	rows = query__rows(f->tab, &q, &f->qc);
+	assert_int_equal(cJSON_GetArraySize(rows), 1);	/* holder samples are not a row */
+	r = cJSON_GetArrayItem(rows, 0);
+	assert_string_equal(str(r, "kind"), "user");
+	assert_string_equal(str(r, "type"), "futex:mutex");
+	assert_string_equal(str(r, "uaddr"), "0x5000");
+	assert_int_equal(num(r, "contended"), 40);
+	assert_int_equal(num(cJSON_GetObjectItem(r, "owner"), "tid"), 302);
+	assert_int_equal(num(cJSON_GetObjectItem(r, "releaser"), "tid"), 302);
+	h = cJSON_GetObjectItem(r, "holder_stacks");
+	assert_int_equal(cJSON_GetArraySize(h), 2);
+	assert_int_equal(num(cJSON_GetArrayItem(h, 0), "samples"), 3);
+	assert_true(num(cJSON_GetArrayItem(h, 0), "share") == 0.75);
+	cJSON_Delete(rows);
+
+	q.kind = LS_KIND_KERNEL_ONLY;
+	rows = query__rows(f->tab, &q, &f->qc);
+	for (r = rows->child; r; r = r->next)
+		assert_string_equal(str(r, "kind"), "kernel");
+	cJSON_Delete(rows);
+	assert_int_equal(query__parse_types("futex:pi,futex", &q.type_mask, err, sizeof(err)), 0);
+}
+
 static void test_kallsyms_lookup(void **state)
 {
 	struct fixture *f = *state;
@@ -319,6 +396,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_kallsyms_lookup, setup, teardown),
 		cmocka_unit_test(test_request_parsing),
 		cmocka_unit_test(test_type_names),
+		cmocka_unit_test(test_futex_types),
+		cmocka_unit_test_setup_teardown(test_user_rows, setup, teardown),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -78,7 +78,7 @@ static void test_table_threads_locks_owners_stacks(void **state)
 	(void)state;
 	out = render(response, &o);
 	assert_non_null(strstr(out, "      pid      tid  comm             "));
-	assert_non_null(strstr(out, "rwsem:R        7        8  srv                srv/9\n"));
+	assert_non_null(strstr(out, "rwsem:R        7        8  srv                srv/9                  -\n"));
 	assert_non_null(strstr(out, "\t\t\t0xffffffff81000010 down_read+0x10\n"));
 	free(out);
 	memset(&o, 0, sizeof(o));

@@ -1,0 +1,83 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The stack sampler every component uses: counting and timing are exact for every wait,
+ * stacks are not. A stack walk costs 10-40x the rest of a program, so each lock has a
+ * token bucket that allows stack_rate stacks per second (per CPU) and each CPU a budget of
+ * cpu_stack_rate. A lock below its rate gets a stack on every wait; above it, a sample of
+ * its waits does, and the daemon scales each caller's share of the sample up to the exact
+ * totals of the same thread and lock.
+ *
+ * Each component's object has its own buckets (they are not shared like the rings), so
+ * kernel and user locks have separate budgets.
+ */
+#ifndef __LS_SAMPLING_BPF_H
+#define __LS_SAMPLING_BPF_H
+
+#include "lockscope.h"
+
+#define LS_NSEC_PER_SEC 1000000000ULL
+
+/* Stack budgets, in nanoseconds of credit per stack; 0 turns stacks off. */
+const volatile __u64 lock_stack_cost_ns = LS_NSEC_PER_SEC / LS_DEF_STACK_RATE;
+const volatile __u64 cpu_stack_cost_ns = LS_NSEC_PER_SEC / (10 * LS_DEF_STACK_RATE);
+/* lock_buckets' max_entries - 1 */
+const volatile __u32 lock_bucket_mask = LS_DEF_MAX_LOCKS - 1;
+
+struct stack_bucket {
+	__u64 last_ns;
+	__u64 credit_ns;
+};
+
+/*
+ * Per lock and per CPU, so a bucket's credit never races. Direct-mapped by a hash of the
+ * lock address rather than an LRU hash keyed by it: an array lookup costs a few ns, an LRU
+ * lookup ~10x that on every wait. Locks that share a bucket share its rate, which only
+ * makes sampling start earlier for them. max_entries is a power of two (set by the daemon).
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, LS_DEF_MAX_LOCKS);
+	__type(key, __u32);
+	__type(value, struct stack_bucket);
+} lock_buckets SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct stack_bucket);
+} cpu_bucket SEC(".maps");
+
+static __always_inline void bucket_refill(struct stack_bucket *b, __u64 now)
+{
+	__u64 credit = b->credit_ns + (now - b->last_ns);
+
+	/* at most one second of credit: a quiet lock earns no backlog of stacks */
+	b->credit_ns = credit > LS_NSEC_PER_SEC ? LS_NSEC_PER_SEC : credit;
+	b->last_ns = now;
+}
+
+/* Whether this wait may take stacks: both its lock's and its CPU's bucket have credit. */
+static __always_inline bool sample_stack(__u64 lock, __u64 now)
+{
+	/* locks are at least 4-byte aligned; fold the address and spread it (Fibonacci) */
+	__u32 idx = (__u32)(((lock >> 2) * 0x9E3779B97F4A7C15ULL) >> 32) & lock_bucket_mask;
+	struct stack_bucket *lb, *cb;
+	__u32 zero = 0;
+
+	if (!lock_stack_cost_ns || !cpu_stack_cost_ns)
+		return false;
+	cb = bpf_map_lookup_elem(&cpu_bucket, &zero);
+	lb = bpf_map_lookup_elem(&lock_buckets, &idx);
+	if (!cb || !lb)
+		return false;
+	bucket_refill(lb, now);
+	bucket_refill(cb, now);
+	if (lb->credit_ns < lock_stack_cost_ns || cb->credit_ns < cpu_stack_cost_ns)
+		return false;
+	lb->credit_ns -= lock_stack_cost_ns;
+	cb->credit_ns -= cpu_stack_cost_ns;
+	return true;
+}
+
+#endif /* __LS_SAMPLING_BPF_H */

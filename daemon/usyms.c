@@ -1,0 +1,451 @@
+// SPDX-License-Identifier: GPL-2.0
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <inttypes.h>
+#include <libelf.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+#include <blazesym.h>
+#include "engine.h"
+#include "htab.h"
+#include "usyms.h"
+
+#define NSEC_PER_SEC 1000000000ULL
+/* A process whose address missed its cached maps rereads them at most this often. */
+#define RELOAD_NS NSEC_PER_SEC
+#define MAX_SEGS 16		/* PT_LOAD segments kept per module */
+#define MAX_MODULES ((1U << (62 - USYMS_MOD_SHIFT)) - 2)
+#define SYM_CACHE_MAX (256 * 1024)
+#define SYM_NAME_MAX 256
+#define BUILD_ID_MAX 20		/* SHA-1, the longest build id ld writes */
+#define NT_GNU_BUILD_ID_TYPE 3
+
+struct seg {
+	uint64_t off, vaddr, memsz;
+};
+
+struct umod {
+	char *path;
+	const char *name;	/* into path */
+	uint64_t dev, ino;
+	bool elf_read;
+	char build_id[2 * BUILD_ID_MAX + 1];
+	struct seg segs[MAX_SEGS];
+	int nsegs;
+};
+
+struct uvma {
+	uint64_t start, end, off;
+	uint32_t mod;
+};
+
+struct uproc {
+	struct uvma *vmas;
+	uint32_t nr;
+	uint64_t loaded_ns;
+};
+
+struct mod_key {
+	uint64_t dev, ino;
+};
+
+struct sym_val {
+	char *name;		/* NULL: no symbol */
+	uint64_t offset;
+};
+
+struct usyms {
+	size_t max_procs;
+	struct htab *procs;		/* pid -> struct uproc */
+	struct htab *mod_index;		/* mod_key -> uint32 index */
+	struct umod *mods;
+	uint32_t nr_mods, cap_mods;
+	struct htab *syms;		/* frame code -> struct sym_val */
+	blaze_symbolizer *symbolizer;
+	uint64_t unresolved;
+};
+
+static void procs_free(struct htab *procs)
+{
+	const void *k;
+	size_t it = 0;
+	void *v;
+
+	while (procs && !htab__next(procs, &it, &k, &v))
+		free(((struct uproc *)v)->vmas);
+}
+
+static void syms_free(struct htab *syms)
+{
+	const void *k;
+	size_t it = 0;
+	void *v;
+
+	while (syms && !htab__next(syms, &it, &k, &v))
+		free(((struct sym_val *)v)->name);
+}
+
+int usyms__new(size_t max_procs, struct usyms **out)
+{
+	struct usyms *u = calloc(1, sizeof(*u));
+	int err = -ENOMEM;
+
+	if (!u)
+		return -ENOMEM;
+	u->max_procs = max_procs;
+	u->procs = htab__new(sizeof(uint32_t), sizeof(struct uproc), max_procs);
+	u->mod_index = htab__new(sizeof(struct mod_key), sizeof(uint32_t), MAX_MODULES);
+	u->syms = htab__new(sizeof(uint64_t), sizeof(struct sym_val), SYM_CACHE_MAX);
+	if (!u->procs || !u->mod_index || !u->syms)
+		goto cleanup;
+	u->symbolizer = blaze_symbolizer_new();
+	if (!u->symbolizer) {
+		err = -EINVAL;
+		goto cleanup;
+	}
+	elf_version(EV_CURRENT);
+	*out = u;
+	return 0;
+cleanup:
+	usyms__free(u);
+	return err;
+}
+
+void usyms__free(struct usyms *u)
+{
+	uint32_t i;
+
+	if (!u)
+		return;
+	procs_free(u->procs);
+	htab__free(u->procs);
+	htab__free(u->mod_index);
+	syms_free(u->syms);
+	htab__free(u->syms);
+	for (i = 0; i < u->nr_mods; i++)
+		free(u->mods[i].path);
+	free(u->mods);
+	blaze_symbolizer_free(u->symbolizer);
+	free(u);
+}
+
+static int mod_intern(struct usyms *u, uint64_t dev, uint64_t ino, const char *path, uint32_t *idx)
+{
+	struct mod_key k = { dev, ino };
+	uint32_t *ip;
+	int created, err = 0;
+
+	ip = htab__upsert(u->mod_index, &k, &created, &err);
+	if (!ip)
+		return err;
+	if (!created) {
+		*idx = *ip;
+		return 0;
+	}
+	if (u->nr_mods == u->cap_mods) {
+		uint32_t cap = u->cap_mods ? u->cap_mods * 2 : 64;
+		struct umod *n = realloc(u->mods, cap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		u->mods = n;
+		u->cap_mods = cap;
+	}
+	memset(&u->mods[u->nr_mods], 0, sizeof(struct umod));
+	u->mods[u->nr_mods].path = strdup(path);
+	if (!u->mods[u->nr_mods].path)
+		return -ENOMEM;
+	u->mods[u->nr_mods].name = strrchr(path, '/') ? strrchr(u->mods[u->nr_mods].path, '/') + 1
+						       : u->mods[u->nr_mods].path;
+	u->mods[u->nr_mods].dev = dev;
+	u->mods[u->nr_mods].ino = ino;
+	*idx = *ip = u->nr_mods++;
+	return 0;
+}
+
+static int vma_push(struct uproc *p, uint32_t *cap, const struct uvma *v)
+{
+	if (p->nr == *cap) {
+		uint32_t ncap = *cap ? *cap * 2 : 64;
+		struct uvma *n = realloc(p->vmas, ncap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		p->vmas = n;
+		*cap = ncap;
+	}
+	p->vmas[p->nr++] = *v;
+	return 0;
+}
+
+/* Parses /proc/PID/maps, keeping file-backed mappings (shared memory has an inode too). */
+static int read_maps(struct usyms *u, uint32_t pid, struct uproc *p)
+{
+	char path[64], line[4096 + 128], *file;
+	unsigned int maj, min;
+	uint32_t cap = 0;
+	uint64_t ino;
+	int n, err = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%u/maps", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	free(p->vmas);
+	p->vmas = NULL;
+	p->nr = 0;
+	while (!err && fgets(line, sizeof(line), f)) {
+		struct uvma v;
+
+		line[strcspn(line, "\n")] = 0;
+		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %*s %" SCNx64 " %x:%x %" SCNu64 " %n",
+			   &v.start, &v.end, &v.off, &maj, &min, &ino, &n) < 6)
+			continue;
+		file = line + n;
+		if (!ino && !*file && p->nr && p->vmas[p->nr - 1].end == v.start) {
+			/* anonymous memory right after an image's last mapping: its .bss */
+			const struct uvma *prev = &p->vmas[p->nr - 1];
+
+			v.mod = prev->mod;
+			v.off = prev->off + (v.start - prev->start);
+			err = vma_push(p, &cap, &v);
+			continue;
+		}
+		if (!ino || *file != '/')
+			continue;
+		err = mod_intern(u, makedev(maj, min), ino, file, &v.mod);
+		if (!err)
+			err = vma_push(p, &cap, &v);
+	}
+	fclose(f);
+	p->loaded_ns = ls_now_ns();
+	return err;
+}
+
+static struct uproc *proc_get(struct usyms *u, uint32_t pid, bool reload)
+{
+	struct uproc *p;
+	int created, err = 0;
+
+	p = htab__upsert(u->procs, &pid, &created, &err);
+	if (!p && err == -ENOSPC) {
+		/* bounded: forget every cached process (live ones reload on their next record) */
+		procs_free(u->procs);
+		htab__clear(u->procs);
+		p = htab__upsert(u->procs, &pid, &created, &err);
+	}
+	if (!p)
+		return NULL;
+	if (created || (reload && ls_now_ns() - p->loaded_ns >= RELOAD_NS))
+		read_maps(u, pid, p);	/* a failure keeps what was cached: it exited */
+	return p;
+}
+
+void usyms__see(struct usyms *u, uint32_t pid)
+{
+	proc_get(u, pid, false);
+}
+
+static const struct uvma *vma_find(const struct uproc *p, uint64_t addr)
+{
+	uint32_t i;
+
+	for (i = 0; i < p->nr; i++)
+		if (addr >= p->vmas[i].start && addr < p->vmas[i].end)
+			return &p->vmas[i];
+	return NULL;
+}
+
+/* The mapping of @addr, rereading the maps once if it is not in the cached ones (dlopen). */
+static const struct uvma *lookup(struct usyms *u, uint32_t pid, uint64_t addr)
+{
+	struct uproc *p = proc_get(u, pid, false);
+	const struct uvma *v;
+
+	if (!p)
+		return NULL;
+	v = vma_find(p, addr);
+	if (v)
+		return v;
+	p = proc_get(u, pid, true);
+	return p ? vma_find(p, addr) : NULL;
+}
+
+void usyms__normalize(struct usyms *u, uint32_t pid, const uint64_t *ips, uint32_t n, uint64_t *out)
+{
+	uint32_t i;
+
+	for (i = 0; i < n; i++) {
+		const struct uvma *v = lookup(u, pid, ips[i]);
+
+		if (v)
+			out[i] = ((uint64_t)(v->mod + 1) << USYMS_MOD_SHIFT) | (ips[i] - v->start + v->off);
+		else
+			out[i] = USYMS_RAW | ips[i];
+	}
+}
+
+int usyms__shared_key(struct usyms *u, uint32_t pid, uint64_t uaddr, uint32_t *object, uint64_t *off)
+{
+	const struct uvma *v = lookup(u, pid, uaddr);
+
+	if (!v)
+		return -ENOENT;
+	*object = v->mod + 1;
+	*off = uaddr - v->start + v->off;
+	return 0;
+}
+
+const char *usyms__object_path(const struct usyms *u, uint32_t object)
+{
+	return object && object <= u->nr_mods ? u->mods[object - 1].path : NULL;
+}
+
+static void read_build_id(struct umod *m, Elf *elf)
+{
+	Elf_Scn *scn = NULL;
+
+	while ((scn = elf_nextscn(elf, scn))) {
+		size_t off = 0, name_off, desc_off;
+		GElf_Shdr sh;
+		GElf_Nhdr nh;
+		Elf_Data *d;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE || !(d = elf_getdata(scn, NULL)))
+			continue;
+		while ((off = gelf_getnote(d, off, &nh, &name_off, &desc_off)) > 0) {
+			size_t i;
+
+			if (nh.n_type != NT_GNU_BUILD_ID_TYPE || nh.n_descsz > BUILD_ID_MAX)
+				continue;
+			for (i = 0; i < nh.n_descsz; i++)
+				sprintf(m->build_id + 2 * i, "%02x", ((uint8_t *)d->d_buf)[desc_off + i]);
+			return;
+		}
+	}
+}
+
+/* PT_LOAD segments (file offset -> virtual address) and the build id, read once. */
+static void read_elf(struct umod *m)
+{
+	size_t i, nph;
+	Elf *elf;
+	int fd;
+
+	if (m->elf_read)
+		return;
+	m->elf_read = true;
+	fd = open(m->path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (elf && !elf_getphdrnum(elf, &nph)) {
+		for (i = 0; i < nph && m->nsegs < MAX_SEGS; i++) {
+			GElf_Phdr ph;
+
+			if (gelf_getphdr(elf, i, &ph) && ph.p_type == PT_LOAD)
+				m->segs[m->nsegs++] = (struct seg){ ph.p_offset, ph.p_vaddr, ph.p_memsz };
+		}
+		read_build_id(m, elf);
+	}
+	elf_end(elf);
+	close(fd);
+}
+
+int usyms__data(struct usyms *u, uint32_t pid, uint64_t uaddr, const char **module, uint64_t *vaddr)
+{
+	const struct uvma *v = lookup(u, pid, uaddr);
+	uint64_t off;
+	struct umod *m;
+	int i;
+
+	if (!v)
+		return -ENOENT;
+	m = &u->mods[v->mod];
+	read_elf(m);
+	off = uaddr - v->start + v->off;
+	*module = m->name;
+	/* .bss past the file's end sits in the same page-aligned mapping as .data */
+	for (i = 0; i < m->nsegs; i++) {
+		if (off >= m->segs[i].off && off < m->segs[i].off + m->segs[i].memsz) {
+			*vaddr = off - m->segs[i].off + m->segs[i].vaddr;
+			return 0;
+		}
+	}
+	*vaddr = off;	/* not ELF, or a mapping no segment covers: the file offset */
+	return 0;
+}
+
+static char *symbolize(struct usyms *u, const struct umod *m, uint64_t file_off, uint64_t *sym_off)
+{
+	blaze_symbolize_src_elf src = {
+		.type_size = sizeof(src),
+		.path = m->path,
+		.debug_syms = true,
+	};
+	const struct blaze_syms *syms;
+	char *name = NULL;
+
+	syms = blaze_symbolize_elf_file_offsets(u->symbolizer, &src, &file_off, 1);
+	if (!syms)
+		return NULL;
+	if (syms->cnt == 1 && syms->syms[0].name) {
+		name = strndup(syms->syms[0].name, SYM_NAME_MAX);
+		*sym_off = syms->syms[0].offset;
+	}
+	blaze_syms_free(syms);
+	return name;
+}
+
+bool usyms__frame(struct usyms *u, uint64_t code, struct uframe *f)
+{
+	uint32_t mod = code >> USYMS_MOD_SHIFT;
+	struct sym_val *sv;
+	struct umod *m;
+	int created = 0;
+
+	memset(f, 0, sizeof(*f));
+	if (!usyms__is_user(code))
+		return false;
+	if (code & USYMS_RAW) {
+		f->addr = code & ~USYMS_RAW;
+		return true;
+	}
+	if (!mod || mod > u->nr_mods)
+		return true;
+	m = &u->mods[mod - 1];
+	read_elf(m);
+	f->addr = code & ((1ULL << USYMS_MOD_SHIFT) - 1);
+	f->module = m->name;
+	f->path = m->path;
+	f->build_id = m->build_id;
+	sv = htab__upsert(u->syms, &code, &created, NULL);
+	if (sv && created) {
+		sv->name = symbolize(u, m, f->addr, &sv->offset);
+		if (!sv->name)
+			u->unresolved++;
+	}
+	if (sv && sv->name) {
+		f->sym = sv->name;
+		f->offset = sv->offset;
+	} else if (!sv) {
+		u->unresolved++;	/* the symbol cache is full */
+	}
+	return true;
+}
+
+size_t usyms__mem_bytes(const struct usyms *u)
+{
+	return htab__mem_bytes(u->procs) + htab__mem_bytes(u->mod_index) + htab__mem_bytes(u->syms) +
+	       u->cap_mods * sizeof(struct umod);
+}
+
+uint64_t usyms__unresolved(const struct usyms *u)
+{
+	return u->unresolved;
+}

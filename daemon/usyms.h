@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * User-space addresses. Each process's file mappings are read from /proc/PID/maps when it
+ * is first seen and kept after it exits, so its stacks still symbolize. Frames are
+ * normalized to (module, file offset) when they arrive: the same code in two processes
+ * is the same frame, which is what the caller view needs when every process waits on a
+ * futex of its own. Symbols come from blazesym (ELF and DWARF, C++/Rust demangling).
+ *
+ * A frame code is one uint64_t, so user and kernel frames share the stack interner:
+ *   kernel address          >= 0xffff800000000000, as is
+ *   (module + 1) << 40 | file offset   a normalized user frame (< 2^62)
+ *   USYMS_RAW | address      a user address in no file mapping (JIT, anonymous code)
+ */
+#ifndef __LS_USYMS_H
+#define __LS_USYMS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define USYMS_MOD_SHIFT	40
+#define USYMS_RAW	(1ULL << 62)
+#define USYMS_KERNEL_MIN 0xffff800000000000ULL
+
+struct usyms;
+
+struct uframe {
+	uint64_t addr;		/* file offset in the module, or the raw address */
+	const char *sym;	/* NULL when unknown */
+	uint64_t offset;	/* from the symbol's start */
+	const char *module;	/* file name of the module, NULL when none */
+	const char *path;
+	const char *build_id;	/* hex, "" when the module has none */
+};
+
+int usyms__new(size_t max_procs, struct usyms **out);
+void usyms__free(struct usyms *u);
+/* Reads @pid's maps now unless cached: call while the process is surely alive. */
+void usyms__see(struct usyms *u, uint32_t pid);
+/* Normalizes @n addresses of process @pid into frame codes. */
+void usyms__normalize(struct usyms *u, uint32_t pid, const uint64_t *ips, uint32_t n, uint64_t *out);
+/*
+ * A futex word in a shared mapping is the same lock in every process that maps it: names
+ * it by (object, offset in the file). -ENOENT when @uaddr is in no file mapping.
+ */
+int usyms__shared_key(struct usyms *u, uint32_t pid, uint64_t uaddr, uint32_t *object, uint64_t *off);
+/* The module and ELF virtual address @uaddr of @pid lies at; -ENOENT on the heap or stack. */
+int usyms__data(struct usyms *u, uint32_t pid, uint64_t uaddr, const char **module, uint64_t *vaddr);
+/* The module an object id names (shared futexes), or NULL. */
+const char *usyms__object_path(const struct usyms *u, uint32_t object);
+/* Resolves frame code @code (a user frame); false for kernel frames. */
+bool usyms__frame(struct usyms *u, uint64_t code, struct uframe *f);
+size_t usyms__mem_bytes(const struct usyms *u);
+uint64_t usyms__unresolved(const struct usyms *u);
+
+static inline bool usyms__is_user(uint64_t code)
+{
+	return code < USYMS_KERNEL_MIN;
+}
+
+#endif

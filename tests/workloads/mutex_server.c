@@ -1,0 +1,170 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * mutex_server: the IPC server of seed report 004. Workers share one pthread mutex that
+ * guards a message deque; in the default (bad) mode each worker formats a log line with
+ * snprintf inside the critical section, with --fixed it formats outside.
+ *
+ * The workload counts its own contention independently of any tracer: an acquisition is
+ * contended when trylock fails, and getrusage(RUSAGE_THREAD)'s voluntary context switches
+ * around the blocking lock count how many times it slept in the kernel for it (each
+ * futex sleep is one voluntary switch). Prints its counters and the mutex's address as
+ * JSON at exit.
+ */
+#define _GNU_SOURCE
+#include <getopt.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include "workload.h"
+
+enum { MAX_WORKERS = 64, QUEUE_LEN = 1024, LOG_LEN = 256 };
+
+static struct {
+	int workers;
+	double seconds;
+	int fixed;
+	int wait_go;
+} opts = { .workers = 8, .seconds = 3 };
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+	unsigned long msgs[QUEUE_LEN];
+	unsigned int head, tail;
+	char log[LOG_LEN];	/* the last line: what a real server would write out */
+} q;
+static volatile int stop;
+
+struct worker {
+	pthread_t thread;
+	int id;
+	unsigned long handled;
+	unsigned long contended;	/* trylock failed */
+	unsigned long sleeps;		/* futex sleeps inside the blocking lock */
+	unsigned long wait_ns;		/* time in the blocking lock, contended acquisitions */
+	unsigned long slept_wait_ns;	/* the same, acquisitions that slept */
+	char buf[LOG_LEN];
+};
+
+static unsigned long now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1000000000UL + ts.tv_nsec;
+}
+
+static long nvcsw(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_THREAD, &ru);
+	return ru.ru_nvcsw;
+}
+
+static void lock_counted(struct worker *w)
+{
+	unsigned long t0;
+	long s0, slept;
+
+	if (!pthread_mutex_trylock(&mu))
+		return;
+	s0 = nvcsw();
+	t0 = now_ns();
+	pthread_mutex_lock(&mu);
+	w->wait_ns += now_ns() - t0;
+	slept = nvcsw() - s0;
+	w->contended++;
+	w->sleeps += slept;
+	if (slept)
+		w->slept_wait_ns += now_ns() - t0;
+}
+
+/* noinline: the holder's stacks must show it by name */
+__attribute__((noinline)) static void format_log(char *buf, int worker, unsigned long seq,
+						 double latency)
+{
+	int i;
+
+	/* a few lines' worth of formatting, as a request log with several fields */
+	for (i = 0; i < 4; i++)
+		snprintf(buf, LOG_LEN, "worker=%d seq=%lu latency=%.6f status=%s bytes=%lu peer=%s:%d",
+			 worker, seq, latency * (i + 1), "ok", seq * 64 + i, "10.1.2.3", 40000 + i);
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	unsigned long seq, t;
+
+	while (!stop) {
+		t = now_ns();
+		lock_counted(w);
+		q.msgs[q.tail++ % QUEUE_LEN] = t;
+		seq = q.msgs[q.head++ % QUEUE_LEN];
+		if (!opts.fixed)
+			format_log(q.log, w->id, seq, (now_ns() - t) / 1e9);
+		pthread_mutex_unlock(&mu);
+		if (opts.fixed)
+			format_log(w->buf, w->id, seq, (now_ns() - t) / 1e9);
+		w->handled++;
+	}
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "workers", required_argument, NULL, 'w' },
+		{ "seconds", required_argument, NULL, 's' },
+		{ "fixed", no_argument, NULL, 'f' },
+		{ "wait", no_argument, NULL, 'W' },
+		{},
+	};
+	static struct worker workers[MAX_WORKERS];
+	unsigned long handled = 0, contended = 0, sleeps = 0, wait_ns = 0, slept_wait_ns = 0;
+	double start, elapsed;
+	int c, i;
+
+	while ((c = getopt_long(argc, argv, "w:s:fW", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'w': opts.workers = atoi(optarg); break;
+		case 's': opts.seconds = atof(optarg); break;
+		case 'f': opts.fixed = 1; break;
+		case 'W': opts.wait_go = 1; break;
+		default:
+			fprintf(stderr, "usage: mutex_server [--workers N] [--seconds S] [--fixed] [--wait]\n");
+			return 2;
+		}
+	}
+	if (opts.workers < 1 || opts.workers > MAX_WORKERS || opts.seconds <= 0) {
+		fprintf(stderr, "mutex_server: --workers must be 1..%d and --seconds > 0\n", MAX_WORKERS);
+		return 2;
+	}
+	if (opts.wait_go && workload_wait_for_go())
+		return 1;
+	start = workload_now_s();
+	for (i = 0; i < opts.workers; i++) {
+		workers[i].id = i;
+		pthread_create(&workers[i].thread, NULL, worker_main, &workers[i]);
+	}
+	while (workload_now_s() - start < opts.seconds)
+		usleep(10000);
+	stop = 1;
+	for (i = 0; i < opts.workers; i++) {
+		pthread_join(workers[i].thread, NULL);
+		handled += workers[i].handled;
+		contended += workers[i].contended;
+		sleeps += workers[i].sleeps;
+		wait_ns += workers[i].wait_ns;
+		slept_wait_ns += workers[i].slept_wait_ns;
+	}
+	elapsed = workload_now_s() - start;
+	printf("{\"mutex\": \"%p\", \"messages\": %lu, \"per_s\": %.0f, \"seconds\": %.3f, "
+	       "\"contended\": %lu, \"sleeps\": %lu, \"wait_ns\": %lu, \"slept_wait_ns\": %lu}\n",
+	       (void *)&mu, handled, handled / elapsed, elapsed, contended, sleeps, wait_ns,
+	       slept_wait_ns);
+	return 0;
+}
