@@ -273,7 +273,7 @@ static void setup_ulock(struct collector *c)
 {
 	int err;
 
-	if (c->opts.no_ulock)
+	if (!c->opts.user_locks)
 		return;
 	if (!c->feat.tp_btf) {
 		pr_warn("ulock: no BTF-enabled tracepoints: user-space locks are not traced\n");

@@ -19,6 +19,11 @@ const struct ls_setting ls_settings[] = {
 	{ "ringbuf-kb", OPT(collector.ringbuf_bytes), 4, 1U << 20, "ring buffer per CPU, KiB (power of 2)" },
 	{ "stack-rate", OPT(collector.stack_rate), 0, 1000000, "stacks/s per lock per CPU before sampling; 0: none" },
 	{ "cpu-stack-rate", OPT(collector.cpu_stack_rate), 1, 1000000, "stacks/s per CPU, all locks" },
+	{ "user-locks", OPT(collector.user_locks), 0, 1, "1: futex waits (sched_switch); 0: kernel locks only" },
+	{ "user-threads", OPT(collector.uthreads), 64, 1U << 22, "threads in a futex wait at once (BPF map)" },
+	{ "user-stack-entries", OPT(collector.ustack_entries), 64, 1U << 22, "distinct user stacks (BPF stack map)" },
+	{ "max-holders", OPT(collector.max_holders), 16, 1U << 20, "lock holders noted for sampling" },
+	{ "hold-freq", OPT(collector.hold_freq), 0, 10000, "holder samples/s per CPU; 0: no holder stacks" },
 	{ "max-keys", OPT(max_keys), 1024, 1U << 26, "aggregation keys per time slot" },
 	{ "max-stacks", OPT(max_stacks), 1024, 1U << 26, "distinct stacks the daemon keeps" },
 };

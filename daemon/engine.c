@@ -122,6 +122,7 @@ void engine_opts__init(struct engine_opts *o)
 	o->collector.ringbuf_bytes = 256 * 1024;
 	o->collector.stack_rate = LS_DEF_STACK_RATE;
 	o->collector.cpu_stack_rate = 10 * LS_DEF_STACK_RATE;
+	o->collector.user_locks = 1;
 	o->collector.uthreads = ULOCK_DEF_MAX_THREADS;
 	o->collector.ustack_entries = ULOCK_DEF_STACK_ENTRIES;
 	o->collector.max_holders = ULOCK_DEF_MAX_HOLDERS;

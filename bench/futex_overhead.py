@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""What tracing user-space locks costs a futex-heavy server, by method.
+
+Runs tests/workloads/mutex_server (8 workers on one pthread mutex, seed 004) untraced,
+under lockscoped with kernel locks only, under lockscoped's default (futex waits read off
+sched_switch, releasers from sched_waking, holder sampling), during a precise scan (the
+futex syscall tracepoints), and under bpftrace with empty programs on the same syscall
+tracepoints (the floor of any syscall-based method). Prints the server's throughput per
+method and, with kernel.bpf_stats_enabled=1, the ulock programs' ns per event.
+Usage: sudo bench/futex_overhead.py [--runs N] [--seconds S]
+"""
+import argparse
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import time
+
+from lsbench import BUILD, call, lockscoped, workload
+
+SERVER = "mutex_server"
+
+
+def server(seconds):
+    return workload(SERVER, "--seconds", str(seconds))["per_s"]
+
+
+def untraced(seconds):
+    return server(seconds), {}
+
+
+def daemon(args):
+    def run(seconds):
+        with lockscoped(*args) as sock:
+            rate = server(seconds)
+            st = call(sock, {"cmd": "status"})
+        return rate, {p["name"]: p["run_time_ns"] / max(p["run_cnt"], 1)
+                      for p in st["programs"] if p["source"] == "ulock" and p["run_cnt"]}
+    return run
+
+
+def precise(seconds):
+    with lockscoped() as sock:
+        w = subprocess.Popen([os.path.join(BUILD, "workloads", SERVER), "--wait", "--seconds", str(seconds)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        pid = int(w.stdout.readline().split()[1])
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(sock)
+        s.sendall(json.dumps({"cmd": "scan", "pid": pid, "duration_ms": 600000, "precise": True,
+                              "kind": "user", "group": "lock"}).encode() + b"\n")
+        time.sleep(0.5)  # the scan attaches the syscall tracepoints before the run starts
+        w.stdin.write("go\n")
+        w.stdin.flush()
+        rate = json.loads(w.stdout.read().strip().splitlines()[-1])["per_s"]
+        w.wait()
+        s.recv(1 << 20)
+        s.close()
+        st = call(sock, {"cmd": "status"})
+    return rate, {p["name"]: p["run_time_ns"] / max(p["run_cnt"], 1)
+                  for p in st["programs"] if p["source"] == "ulock" and p["run_cnt"]}
+
+
+def bpftrace_empty(seconds):
+    prog = "tracepoint:syscalls:sys_enter_futex {} tracepoint:syscalls:sys_exit_futex {}"
+    bt = subprocess.Popen(["bpftrace", "-e", prog], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        bt.stdout.readline()  # "Attaching 2 probes..."
+        return server(seconds), {}
+    finally:
+        bt.terminate()
+        bt.wait()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--seconds", type=float, default=3)
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("futex_overhead.py loads BPF programs: run it as root")
+    methods = [
+        ("untraced", untraced),
+        ("lockscoped, kernel locks only", daemon(["--user-locks=0"])),
+        ("lockscoped default (sched_switch)", daemon([])),
+        ("lockscoped, sched_switch, no holder sampling", daemon(["--hold-freq=0"])),
+        ("precise scan (futex syscall tracepoints)", precise),
+    ]
+    if shutil.which("bpftrace"):
+        methods.append(("bpftrace, empty sys_enter/exit_futex", bpftrace_empty))
+    with open("/proc/sys/kernel/bpf_stats_enabled") as f:
+        old = f.read().strip()
+    with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
+        f.write("1")
+    try:
+        print(f"{SERVER}: 8 workers, {args.seconds:g} s, median of {args.runs} runs\n")
+        print("| method | messages/s | vs untraced | ulock ns/event |")
+        print("| --- | --- | --- | --- |")
+        base = None
+        for name, fn in methods:
+            runs = [fn(args.seconds) for _ in range(args.runs)]
+            rate = statistics.median(r[0] for r in runs)
+            base = base or rate
+            costs = {}
+            for r in runs:
+                for k, v in r[1].items():
+                    costs.setdefault(k, []).append(v)
+            cost = ", ".join(f"{k} {statistics.median(v):.0f}" for k, v in sorted(costs.items()))
+            print(f"| {name} | {rate:,.0f} | {100 * (rate / base - 1):+.1f} % | {cost or '-'} |")
+    finally:
+        with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
+            f.write(old)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,48 @@
+"""What the benchmark scripts share: a lockscoped under test, its socket, the workloads."""
+import contextlib
+import json
+import os
+import socket
+import subprocess
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BUILD = os.environ.get("OUTPUT", os.path.join(ROOT, "build"))
+
+
+def call(sock, req):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(sock)
+    s.sendall(json.dumps(req).encode() + b"\n")
+    buf = b""
+    while not buf.endswith(b"\n"):
+        buf += s.recv(1 << 20)
+    s.close()
+    return json.loads(buf)
+
+
+@contextlib.contextmanager
+def lockscoped(*args):
+    """A running daemon with @args; yields its socket path once it answers."""
+    sock = os.path.join(tempfile.mkdtemp(), "ls.sock")
+    d = subprocess.Popen([os.path.join(BUILD, "lockscoped"), "--socket", sock, *args],
+                         stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(300):
+            try:
+                call(sock, {"cmd": "status"})
+                break
+            except OSError:
+                time.sleep(0.05)
+        yield sock
+    finally:
+        d.terminate()
+        d.wait()
+
+
+def workload(name, *args, **kw):
+    """Runs a workload to completion; returns its JSON summary (the last line)."""
+    out = subprocess.run([os.path.join(BUILD, "workloads", name), *args],
+                         capture_output=True, text=True, check=True, **kw).stdout
+    return json.loads(out.strip().splitlines()[-1])
