@@ -92,14 +92,19 @@ static void print_party_stack(FILE *f, const cJSON *row, const char *role)
 	}
 }
 
+#define RENDER_HOLDER_STACKS 5
+
 /* What the holder was doing while others waited: its sampled stacks and their share. */
 static void print_holders(FILE *f, const cJSON *row)
 {
 	const cJSON *hs = cJSON_GetObjectItemCaseSensitive(row, "holder_stacks"), *h;
+	int shown = 0;
 
 	if (!cJSON_IsArray(hs) || !cJSON_GetArraySize(hs))
 		return;
 	cJSON_ArrayForEach(h, hs) {
+		if (shown++ == RENDER_HOLDER_STACKS)
+			break;
 		fprintf(f, "\t\t\tholder %5.1f%% of %.0f samples:\n", 100 * num(h, "share"),
 			num(h, "samples") / (num(h, "share") > 0 ? num(h, "share") : 1));
 		print_stack(f, cJSON_GetObjectItemCaseSensitive(h, "stack"), "\t\t\t  ");

@@ -812,7 +812,8 @@ struct hold_key {
 	uint32_t object, pid, stack, pad;
 };
 
-#define HOLDER_STACKS_MAX 5	/* stacks shown per lock, most sampled first */
+/* Stacks per lock in the response, most sampled first; the table shows the first few. */
+#define HOLDER_STACKS_MAX 256
 
 static struct hold_key hold_key_of(const struct agg_key *k, uint32_t stack)
 {
@@ -851,7 +852,7 @@ struct hold_pick {
 static cJSON *holders_json(const struct query_ctx *ctx, const struct htab *holds,
 			   const struct agg_key *rep, int max_stack)
 {
-	struct hold_pick top[HOLDER_STACKS_MAX] = {};
+	static struct hold_pick top[HOLDER_STACKS_MAX];
 	struct hold_key want = hold_key_of(rep, 0);
 	cJSON *arr = cJSON_CreateArray();
 	uint64_t total = 0;
@@ -860,6 +861,7 @@ static cJSON *holders_json(const struct query_ctx *ctx, const struct htab *holds
 	void *vp;
 	int i, j;
 
+	memset(top, 0, sizeof(top));
 	while (!htab__next(holds, &iter, &kp, &vp)) {
 		const struct hold_key *hk = kp;
 		uint64_t n = *(uint64_t *)vp;

@@ -33,11 +33,11 @@ def run_server(d, *args):
 
 
 def holder_share(row):
-    hits = total = 0
-    for h in row.get("holder_stacks", []):
-        total += h["samples"]
-        if any(FORMAT_FRAME.search(f["sym"] or "") for f in h["stack"] or []):
-            hits += h["samples"]
+    """Samples in formatting code and all samples (shares are of every sample of the lock)."""
+    stacks = row.get("holder_stacks", [])
+    total = round(stacks[0]["samples"] / stacks[0]["share"]) if stacks else 0
+    hits = sum(h["samples"] for h in stacks
+               if any(FORMAT_FRAME.search(f["sym"] or "") for f in h["stack"] or []))
     return hits, total
 
 
