@@ -106,7 +106,7 @@ static void print_holders(FILE *f, const cJSON *row)
 		if (shown++ == RENDER_HOLDER_STACKS)
 			break;
 		fprintf(f, "\t\t\tholder %5.1f%% of %.0f samples:\n", 100 * num(h, "share"),
-			num(h, "samples") / (num(h, "share") > 0 ? num(h, "share") : 1));
+			num(row, "holder_samples"));
 		print_stack(f, cJSON_GetObjectItemCaseSensitive(h, "stack"), "\t\t\t  ");
 	}
 }

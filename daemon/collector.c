@@ -596,7 +596,7 @@ int collector__stack_free(struct collector *c, enum collector_stack_kind kind, i
 }
 
 static void prog_info(const struct bpf_program *prog, const char *source, bool attached,
-		      struct collector_prog *out)
+		      bool on_demand, struct collector_prog *out)
 {
 	struct bpf_prog_info info = {};
 	__u32 len = sizeof(info);
@@ -605,6 +605,7 @@ static void prog_info(const struct bpf_program *prog, const char *source, bool a
 	out->name = bpf_program__name(prog);
 	out->source = source;
 	out->attached = attached;
+	out->on_demand = on_demand;
 	if (!bpf_obj_get_info_by_fd(bpf_program__fd(prog), &info, &len)) {
 		out->run_time_ns = info.run_time_ns;
 		out->run_cnt = info.run_cnt;
@@ -627,18 +628,18 @@ int collector__progs(const struct collector *c, struct collector_prog *out, int 
 	int i, n = 0;
 
 	for (i = 0; i < 2 && n < max; i++)
-		prog_info(c->progs[i], "klock", c->links[i] != NULL, &out[n++]);
+		prog_info(c->progs[i], "klock", c->links[i] != NULL, false, &out[n++]);
 	if (!c->feat.ulock)
 		return n;
 	if (n + 3 <= max) {
-		prog_info(c->uskel->progs.ulock_switch, "ulock", c->ulinks[0] != NULL, &out[n++]);
-		prog_info(c->uskel->progs.ulock_waking, "ulock", c->ulinks[1] != NULL, &out[n++]);
+		prog_info(c->uskel->progs.ulock_switch, "ulock", c->ulinks[0] != NULL, false, &out[n++]);
+		prog_info(c->uskel->progs.ulock_waking, "ulock", c->ulinks[1] != NULL, false, &out[n++]);
 		prog_info(c->uskel->progs.ulock_hold_sample, "ulock",
-			  any_link(c->hold_links, c->nr_cpus), &out[n++]);
+			  any_link(c->hold_links, c->nr_cpus), false, &out[n++]);
 	}
 	for (i = 0; c->feat.precise && i < PRECISE_PROGS && n < max; i++)
 		prog_info(precise_prog((struct collector *)c, i), "ulock", c->precise_links[i] != NULL,
-			  &out[n++]);
+			  true, &out[n++]);
 	return n;
 }
 

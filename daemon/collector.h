@@ -47,6 +47,7 @@ struct collector_prog {
 	const char *name;
 	const char *source;	/* the component: "klock" or "ulock" */
 	bool attached;
+	bool on_demand;		/* attached only while a request needs it (precise scans) */
 	__u64 run_time_ns;	/* 0 unless kernel.bpf_stats_enabled */
 	__u64 run_cnt;
 	__u64 recursion_misses;	/* kernel skipped the program: nested on this CPU */

@@ -563,6 +563,7 @@ static cJSON *programs_json(struct engine *e)
 		cJSON_AddStringToObject(p, "name", progs[i].name);
 		cJSON_AddStringToObject(p, "source", progs[i].source);
 		cJSON_AddBoolToObject(p, "attached", progs[i].attached);
+		cJSON_AddBoolToObject(p, "on_demand", progs[i].on_demand);
 		cJSON_AddNumberToObject(p, "run_cnt", progs[i].run_cnt);
 		cJSON_AddNumberToObject(p, "run_time_ns", progs[i].run_time_ns);
 		cJSON_AddItemToArray(arr, p);
@@ -749,13 +750,8 @@ static void finish_scan(struct engine *e, struct scan *s, uint64_t now, bool exi
 	e->reply(e->reply_ctx, s->client, resp);
 }
 
-static void sample_rate(struct engine *e, uint64_t now)
+static void sample_rate(struct engine *e, uint64_t now, const uint64_t *cnt)
 {
-	uint64_t cnt[LS_CNT_MAX];
-
-	if (now - e->last_rate_ns < NSEC_PER_SEC)
-		return;
-	collector__counters(e->coll, cnt);
 	e->rate_waits[e->rate_head] = cnt[LS_CNT_WAIT];
 	e->rate_ns[e->rate_head] = now;
 	e->rate_head = (e->rate_head + 1) % (RATE_SECONDS + 1);
@@ -765,16 +761,25 @@ static void sample_rate(struct engine *e, uint64_t now)
 }
 
 /* Holder sampling runs only while contended user locks have holders to sample. */
-static void hold_sampling(struct engine *e, uint64_t now)
+static void hold_sampling(struct engine *e, uint64_t now, const uint64_t *cnt)
 {
-	uint64_t cnt[LS_CNT_MAX];
-
-	collector__counters(e->coll, cnt);
 	if (cnt[LS_CNT_HOLDERS] != e->last_holders) {
 		e->last_holders = cnt[LS_CNT_HOLDERS];
 		e->last_holder_ns = now;
 	}
 	collector__hold_sampling(e->coll, now - e->last_holder_ns < HOLD_QUIET_NS);
+}
+
+/* Once a second: one read of the counters feeds the rate and the holder sampler. */
+static void per_second(struct engine *e, uint64_t now)
+{
+	uint64_t cnt[LS_CNT_MAX];
+
+	if (now - e->last_rate_ns < NSEC_PER_SEC)
+		return;
+	collector__counters(e->coll, cnt);
+	sample_rate(e, now, cnt);
+	hold_sampling(e, now, cnt);
 }
 
 void engine__tick(struct engine *e)
@@ -785,8 +790,7 @@ void engine__tick(struct engine *e)
 	engine__consume(e);
 	now = e->now_ns = ls_now_ns();
 	agg__rotate(e->agg, now);
-	sample_rate(e, now);
-	hold_sampling(e, now);
+	per_second(e, now);
 	if (now - e->last_gc_ns >= GC_INTERVAL_NS) {
 		e->stale_slots += collector__gc(e->coll);
 		free_idle_stacks(e, &e->kstacks);

@@ -99,9 +99,20 @@ uint32_t query__futex_type(uint32_t op, uint32_t val)
 	return LS_UTYPE_CONDVAR;
 }
 
+/*
+ * Every type but waits for an event: a consumer sleeping on a condition variable is idle,
+ * not contended, and would top every table by total wait. -Y futex:condvar (or futex)
+ * asks for them.
+ */
+static uint32_t default_types(void)
+{
+	return ~(1U << query__type_index(LS_KIND_USER | LS_UTYPE_CONDVAR));
+}
+
 void query__init(struct query *q)
 {
 	memset(q, 0, sizeof(*q));
+	q->type_mask = default_types();
 	q->window = LS_WIN_ALL;
 	q->group = LS_GROUP_CALLER;
 	q->sort = LS_SORT_TOTAL;
@@ -812,9 +823,6 @@ struct hold_key {
 	uint32_t object, pid, stack, pad;
 };
 
-/* Stacks per lock in the response, most sampled first; the table shows the first few. */
-#define HOLDER_STACKS_MAX 256
-
 static struct hold_key hold_key_of(const struct agg_key *k, uint32_t stack)
 {
 	struct hold_key hk = { .lock = k->lock, .object = k->object,
@@ -849,45 +857,54 @@ struct hold_pick {
 	uint64_t samples;
 };
 
-static cJSON *holders_json(const struct query_ctx *ctx, const struct htab *holds,
-			   const struct agg_key *rep, int max_stack)
+static int cmp_picks(const void *a, const void *b)
 {
-	static struct hold_pick top[HOLDER_STACKS_MAX];
+	const struct hold_pick *x = a, *y = b;
+
+	return x->samples < y->samples ? 1 : x->samples > y->samples ? -1 : 0;
+}
+
+/* Every holder stack of the row's lock, most sampled first; *total gets all its samples. */
+static cJSON *holders_json(const struct query_ctx *ctx, const struct htab *holds,
+			   const struct agg_key *rep, int max_stack, uint64_t *total)
+{
 	struct hold_key want = hold_key_of(rep, 0);
 	cJSON *arr = cJSON_CreateArray();
-	uint64_t total = 0;
+	struct hold_pick *picks = NULL, *np;
+	size_t nr = 0, cap = 0, i;
 	const void *kp;
 	size_t iter = 0;
 	void *vp;
-	int i, j;
 
-	memset(top, 0, sizeof(top));
+	*total = 0;
 	while (!htab__next(holds, &iter, &kp, &vp)) {
 		const struct hold_key *hk = kp;
-		uint64_t n = *(uint64_t *)vp;
 
 		if (hk->lock != want.lock || hk->object != want.object || hk->pid != want.pid)
 			continue;
-		total += n;
-		for (i = 0; i < HOLDER_STACKS_MAX && top[i].samples >= n; i++)
-			;
-		if (i == HOLDER_STACKS_MAX)
-			continue;
-		for (j = HOLDER_STACKS_MAX - 1; j > i; j--)
-			top[j] = top[j - 1];
-		top[i] = (struct hold_pick){ hk->stack, n };
+		if (nr == cap) {
+			cap = cap ? 2 * cap : 64;
+			np = realloc(picks, cap * sizeof(*picks));
+			if (!np)
+				break;
+			picks = np;
+		}
+		picks[nr++] = (struct hold_pick){ hk->stack, *(uint64_t *)vp };
+		*total += *(uint64_t *)vp;
 	}
-	for (i = 0; i < HOLDER_STACKS_MAX && top[i].samples; i++) {
+	qsort(picks, nr, sizeof(*picks), cmp_picks);
+	for (i = 0; i < nr; i++) {
 		cJSON *h = cJSON_CreateObject();
 
-		cJSON_AddNumberToObject(h, "samples", top[i].samples);
-		cJSON_AddNumberToObject(h, "share", (double)top[i].samples / total);
-		if (top[i].stack >= LS_STACK_FIRST)
-			cJSON_AddItemToObject(h, "stack", stack_json(ctx, top[i].stack, max_stack));
+		cJSON_AddNumberToObject(h, "samples", picks[i].samples);
+		cJSON_AddNumberToObject(h, "share", (double)picks[i].samples / *total);
+		if (picks[i].stack >= LS_STACK_FIRST)
+			cJSON_AddItemToObject(h, "stack", stack_json(ctx, picks[i].stack, max_stack));
 		else
 			cJSON_AddNullToObject(h, "stack");
 		cJSON_AddItemToArray(arr, h);
 	}
+	free(picks);
 	return arr;
 }
 
@@ -936,8 +953,12 @@ static cJSON *row_json(const struct query_ctx *ctx, const struct query *q, const
 		if (user)
 			cJSON_AddItemToObject(o, "releaser", party_json(ctx, &r->releaser, q->max_stack));
 	}
-	if (q->holders && user && !r->many_locks && holds)
-		cJSON_AddItemToObject(o, "holder_stacks", holders_json(ctx, holds, &r->rep, q->max_stack));
+	if (q->holders && user && !r->many_locks && holds) {
+		uint64_t samples;
+
+		cJSON_AddItemToObject(o, "holder_stacks", holders_json(ctx, holds, &r->rep, q->max_stack, &samples));
+		cJSON_AddNumberToObject(o, "holder_samples", samples);
+	}
 	return o;
 }
 

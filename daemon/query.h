@@ -29,7 +29,7 @@ struct query {
 	enum ls_sort sort;
 	uint32_t pid;		/* 0: every process */
 	uint32_t tid;		/* 0: every thread */
-	uint32_t type_mask;	/* bit i: ls_lock_types[i]; 0: every type */
+	uint32_t type_mask;	/* bit i: ls_lock_types[i]; default: all but event waits */
 	int limit;		/* rows; 0: all */
 	int max_stack;		/* frames per stack in the output */
 	bool stacks;		/* include waiter stacks */

@@ -48,7 +48,7 @@ def test_scan_embedded_matches_perf(tmp_path):
     require_tool("perf")
     w = Workload("mmap_storm", *STORM_ARGS)
     perf = PerfLock(w.pid)
-    scan = subprocess.Popen([LOCKSCOPE, "scan", "-p", str(w.pid), "-d", "120s", "-t", "--json",
+    scan = subprocess.Popen([LOCKSCOPE, "scan", "--kind", "kernel", "-p", str(w.pid), "-d", "120s", "-t", "--json",
                              "--socket", str(tmp_path / "none.sock")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     # the scan says on stderr when it is collecting, before it can see the workload
@@ -77,8 +77,8 @@ def test_top_against_daemon_matches_perf(daemon):
     w.wait()
     perf.stop()
     time.sleep(0.5)  # one drain tick
-    threads = daemon.cli_json("top", "-p", str(w.pid), "-t", "-w", "all")
-    locks = daemon.cli_json("top", "-p", str(w.pid), "-l", "-w", "all")
+    threads = daemon.cli_json("top", "--kind", "kernel", "-p", str(w.pid), "-t", "-w", "all")
+    locks = daemon.cli_json("top", "--kind", "kernel", "-p", str(w.pid), "-l", "-w", "all")
     assert threads["schema_version"] == 1 and threads["window"]["name"] == "all"
     compare_with_perf(contended_by_tid(threads["rows"]), perf.per_thread())
     check_mmap_lock(locks["rows"], w.pid)
@@ -88,7 +88,7 @@ def test_top_against_daemon_matches_perf(daemon):
 
 def test_scan_through_daemon_names_mmap_lock(daemon):
     w = Workload("mmap_storm", *STORM_ARGS)
-    scan = subprocess.Popen([LOCKSCOPE, "scan", "-p", str(w.pid), "-d", "120s", "-l", "--json",
+    scan = subprocess.Popen([LOCKSCOPE, "scan", "--kind", "kernel", "-p", str(w.pid), "-d", "120s", "-l", "--json",
                              "--socket", daemon.sock], stdout=subprocess.PIPE, text=True)
     time.sleep(0.5)  # the daemon registers the scan before the workload starts
     w.go()
@@ -104,10 +104,10 @@ def test_caller_view_with_stacks_and_owners(daemon):
     w.go()
     w.wait()
     time.sleep(0.5)
-    resp = daemon.cli_json("top", "-p", str(w.pid), "-w", "all", "--stacks", "-o", "--max-stack", "16")
+    resp = daemon.cli_json("top", "--kind", "kernel", "-p", str(w.pid), "-w", "all", "--stacks", "-o", "--max-stack", "16")
     rows = resp["rows"]
     assert rows
-    exact = daemon.cli_json("top", "-p", str(w.pid), "-w", "all", "-t")
+    exact = daemon.cli_json("top", "--kind", "kernel", "-p", str(w.pid), "-w", "all", "-t")
     total = sum(r["contended"] for r in exact["rows"])
     # per-caller counts are scaled from samples, but every wait is accounted for
     assert abs(sum(r["contended"] for r in rows) - total) <= max(2, 0.01 * total)
@@ -125,7 +125,7 @@ def test_caller_view_with_stacks_and_owners(daemon):
     mm = [r for r in rows if r.get("lock") and r["lock"].get("name") == "mmap_lock"]
     assert any(r["owner"] and r["owner"]["comm"] == "mmap_storm" for r in mm), "no mmap_lock owner"
     # the human table has perf's columns
-    table = daemon.cli("top", "-p", str(w.pid), "-w", "all", "-E", "3").stdout
+    table = daemon.cli("top", "--kind", "kernel", "-p", str(w.pid), "-w", "all", "-E", "3").stdout
     assert table.split("\n")[0].split() == ["contended", "total", "wait", "max", "wait", "avg", "wait",
                                             "type", "caller"]
 
@@ -133,7 +133,10 @@ def test_caller_view_with_stacks_and_owners(daemon):
 def test_status_reports_programs_and_drops(daemon):
     st = daemon.call({"cmd": "status"})
     assert st["schema_version"] == 1
-    assert all(p["attached"] for p in st["programs"]) and len(st["programs"]) == 2
+    klock = [p for p in st["programs"] if p["source"] == "klock"]
+    assert all(p["attached"] for p in klock) and len(klock) == 2
+    # user locks: always-on programs attached, the precise ones waiting for a precise scan
+    assert all(p["attached"] != p["on_demand"] for p in st["programs"] if p["source"] == "ulock")
     assert st["features"]["attach_mode"] in ("tp_btf", "tracepoint")
     for key in ("ringbuf_full", "wait_map_full", "nest_too_deep", "stack_collision", "stack_failed",
                 "owner_stack_failed", "missed_end", "prog_recursion", "agg_full"):
@@ -156,7 +159,7 @@ def test_classic_tracepoint_fallback(tmp_path):
         w.go()
         w.wait()
         time.sleep(0.5)
-        rows = d.cli_json("top", "-p", str(w.pid), "-l", "-w", "all")["rows"]
+        rows = d.cli_json("top", "--kind", "kernel", "-p", str(w.pid), "-l", "-w", "all")["rows"]
         check_mmap_lock(rows, w.pid)
     finally:
         rc, log = stop_daemon(d)
@@ -172,12 +175,12 @@ def test_kernel_mutex_counts_and_owners_match_perf(daemon):
     w.wait()
     perf.stop()
     time.sleep(0.5)
-    threads = daemon.cli_json("top", "-p", str(w.pid), "-t", "-w", "all")
+    threads = daemon.cli_json("top", "--kind", "kernel", "-p", str(w.pid), "-t", "-w", "all")
     compare_with_perf(contended_by_tid(threads["rows"]), perf.per_thread())
-    locks = daemon.cli_json("top", "-p", str(w.pid), "-l", "-o", "-w", "all", "-Y", "mutex")
+    locks = daemon.cli_json("top", "--kind", "kernel", "-p", str(w.pid), "-l", "-o", "-w", "all", "-Y", "mutex")
     top = locks["rows"][0]
     assert top["type"] == "mutex"
     assert top["owner"] and top["owner"]["comm"] == "pipe_storm" and top["owner"]["pid"] == w.pid
-    callers = daemon.cli_json("top", "-p", str(w.pid), "-w", "all", "-Y", "mutex")["rows"]
+    callers = daemon.cli_json("top", "--kind", "kernel", "-p", str(w.pid), "-w", "all", "-Y", "mutex")["rows"]
     assert {"anon_pipe_read", "anon_pipe_write"} & {r["caller"].split("+")[0] for r in callers[:2]} \
         or {"pipe_read", "pipe_write"} & {r["caller"].split("+")[0] for r in callers[:2]}

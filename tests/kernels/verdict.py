@@ -25,7 +25,7 @@ def main():
                    mutex_owners=sorted({r["owner"]["comm"] for r in mutex if r.get("owner")}),
                    dropped={k: v for k, v in st["dropped"].items() if v})
         res["ok"] = (bool(mm) and "mmap_storm" in res["owners"] and "pipe_storm" in res["mutex_owners"]
-                     and all(p["attached"] for p in st["programs"]))
+                     and all(p["attached"] or p["on_demand"] for p in st["programs"]))
     except (KeyError, ValueError) as e:
         res["error"] = f"{type(e).__name__}: {e}"
         res["log"] = lines.get("LOCKSCOPE-LOG", open(log, errors="replace").read()[-3000:])

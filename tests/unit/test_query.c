@@ -358,6 +358,7 @@ static void test_user_rows(void **state)
 	assert_int_equal(num(cJSON_GetObjectItem(r, "owner"), "tid"), 302);
 	assert_int_equal(num(cJSON_GetObjectItem(r, "releaser"), "tid"), 302);
 	h = cJSON_GetObjectItem(r, "holder_stacks");
+	assert_int_equal(num(r, "holder_samples"), 4);
 	assert_int_equal(cJSON_GetArraySize(h), 2);
 	assert_int_equal(num(cJSON_GetArrayItem(h, 0), "samples"), 3);
 	assert_true(num(cJSON_GetArrayItem(h, 0), "share") == 0.75);
