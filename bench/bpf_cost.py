@@ -11,7 +11,17 @@ import os
 import statistics
 import sys
 
-from lsbench import call, lockscoped, workload
+from lsbench import bpf_stats, call, lockscoped, workload
+
+POLICIES = {
+    "no stacks": ["--stack-rate=0"],
+    "defaults (sampled)": [],
+    "stack every wait": ["--stack-rate=1000000", "--cpu-stack-rate=1000000"],
+}
+WORKLOADS = {
+    "pipe_storm": ["--threads", "2", "--seconds", "2"],
+    "mmap_storm": ["--seconds", "2"],
+}
 
 def run_once(policy_args, name):
     with lockscoped(*policy_args) as sock:
@@ -28,11 +38,7 @@ def main():
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("bpf_cost.py loads BPF programs: run it as root")
-    with open("/proc/sys/kernel/bpf_stats_enabled") as f:
-        old = f.read().strip()
-    with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
-        f.write("1")
-    try:
+    with bpf_stats():
         print(f"workload {args.workload}, {args.runs} runs each, median\n")
         print("| stack policy | begin ns/event | end ns/event | waits with a stack | workload rate |")
         print("| --- | --- | --- | --- | --- |")
@@ -43,9 +49,6 @@ def main():
             share = statistics.median(r[1] for r in runs)
             rate = statistics.median(r[2] for r in runs)
             print(f"| {name} | {begin:.0f} | {end:.0f} | {100 * share:.1f} % | {rate:,.0f}/s |")
-    finally:
-        with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
-            f.write(old)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ import subprocess
 import sys
 import time
 
-from lsbench import BUILD, call, lockscoped, workload
+from lsbench import BUILD, bpf_stats, call, lockscoped, workload
 
 SERVER = "mutex_server"
 
@@ -90,11 +90,7 @@ def main():
     ]
     if shutil.which("bpftrace"):
         methods.append(("bpftrace, empty sys_enter/exit_futex", bpftrace_empty))
-    with open("/proc/sys/kernel/bpf_stats_enabled") as f:
-        old = f.read().strip()
-    with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
-        f.write("1")
-    try:
+    with bpf_stats():
         print(f"{SERVER}: 8 workers, {args.seconds:g} s, median of {args.runs} runs\n")
         print("| method | messages/s | vs untraced | ulock ns/event |")
         print("| --- | --- | --- | --- |")
@@ -109,9 +105,6 @@ def main():
                     costs.setdefault(k, []).append(v)
             cost = ", ".join(f"{k} {statistics.median(v):.0f}" for k, v in sorted(costs.items()))
             print(f"| {name} | {rate:,.0f} | {100 * (rate / base - 1):+.1f} % | {cost or '-'} |")
-    finally:
-        with open("/proc/sys/kernel/bpf_stats_enabled", "w") as f:
-            f.write(old)
 
 
 if __name__ == "__main__":

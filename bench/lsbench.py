@@ -46,3 +46,18 @@ def workload(name, *args, **kw):
     out = subprocess.run([os.path.join(BUILD, "workloads", name), *args],
                          capture_output=True, text=True, check=True, **kw).stdout
     return json.loads(out.strip().splitlines()[-1])
+
+
+@contextlib.contextmanager
+def bpf_stats():
+    """kernel.bpf_stats_enabled=1 for the block: per-program run_time_ns and run_cnt."""
+    path = "/proc/sys/kernel/bpf_stats_enabled"
+    with open(path) as f:
+        old = f.read().strip()
+    with open(path, "w") as f:
+        f.write("1")
+    try:
+        yield
+    finally:
+        with open(path, "w") as f:
+            f.write(old)

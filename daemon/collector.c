@@ -125,6 +125,20 @@ static void probe_features(struct collector_features *f)
 	btf__free(btf);
 }
 
+/*
+ * The load-time settings of common.bpf.h and sampling.bpf.h, which every component's
+ * skeleton has under the same names (each skeleton has its own rodata type).
+ * A quarter-full ring wakes the reader: the timer drains well before that unless the
+ * rate is extreme.
+ */
+#define SET_SHARED_RODATA(rodata, o) do {						\
+	(rodata)->targ_tgid = (o)->tgid;						\
+	(rodata)->wakeup_bytes = (o)->ringbuf_bytes / 4;				\
+	(rodata)->lock_stack_cost_ns = (o)->stack_rate ? NSEC_PER_SEC / (o)->stack_rate : 0; \
+	(rodata)->cpu_stack_cost_ns = (o)->cpu_stack_rate ? NSEC_PER_SEC / (o)->cpu_stack_rate : 0; \
+	(rodata)->lock_bucket_mask = (o)->max_locks - 1;				\
+} while (0)
+
 static bool variant_usable(const struct collector *c, const struct klock_variant *v)
 {
 	if (v->needs_tp_btf && (!c->feat.tp_btf || c->opts.force_tp))
@@ -141,12 +155,7 @@ static int configure(struct collector *c, const struct klock_variant *v)
 	size_t i;
 	int err;
 
-	s->rodata->targ_tgid = o->tgid;
-	/* a quarter full: the timer drains well before that unless the rate is extreme */
-	s->rodata->wakeup_bytes = o->ringbuf_bytes / 4;
-	s->rodata->lock_stack_cost_ns = o->stack_rate ? NSEC_PER_SEC / o->stack_rate : 0;
-	s->rodata->cpu_stack_cost_ns = o->cpu_stack_rate ? NSEC_PER_SEC / o->cpu_stack_rate : 0;
-	s->rodata->lock_bucket_mask = o->max_locks - 1;
+	SET_SHARED_RODATA(s->rodata, o);
 
 	if ((err = bpf_map__set_max_entries(s->maps.ringbufs, c->nr_cpus)) ||
 	    (err = bpf_map__set_max_entries(s->maps.thread_slots, o->max_threads)) ||
@@ -232,11 +241,7 @@ static int load_ulock(struct collector *c)
 	u = c->uskel = ulock_bpf__open();
 	if (!u)
 		return -errno;
-	u->rodata->targ_tgid = o->tgid;
-	u->rodata->wakeup_bytes = o->ringbuf_bytes / 4;
-	u->rodata->lock_stack_cost_ns = o->stack_rate ? NSEC_PER_SEC / o->stack_rate : 0;
-	u->rodata->cpu_stack_cost_ns = o->cpu_stack_rate ? NSEC_PER_SEC / o->cpu_stack_rate : 0;
-	u->rodata->lock_bucket_mask = o->max_locks - 1;
+	SET_SHARED_RODATA(u->rodata, o);
 	if ((err = bpf_map__reuse_fd(u->maps.ringbufs, bpf_map__fd(c->skel->maps.ringbufs))) ||
 	    (err = bpf_map__reuse_fd(u->maps.counters, bpf_map__fd(c->skel->maps.counters))) ||
 	    (err = bpf_map__set_max_entries(u->maps.thread_slots, o->uthreads)) ||

@@ -323,6 +323,17 @@ static void ulock_owner(struct engine *e, const struct ulock_wait_rec *r, struct
 	ev->key.owner_tid = owner;
 }
 
+/* What waits and holder samples share: the process seen, the lock placed, the thread. */
+static void ulock_event_init(struct engine *e, struct agg_event *ev, uint32_t pid, uint32_t tid,
+			     uint64_t uaddr, uint32_t rec_flags, const char *comm)
+{
+	usyms__see(e->usyms, pid);
+	ulock_where(e, &ev->key, pid, uaddr, rec_flags);
+	ev->key.pid = pid;
+	ev->key.tid = tid;
+	ev->comm = comm;
+}
+
 static int handle_ulock(struct engine *e, const struct ulock_wait_rec *r, size_t size)
 {
 	struct agg_event ev = {};
@@ -331,10 +342,7 @@ static int handle_ulock(struct engine *e, const struct ulock_wait_rec *r, size_t
 		e->bad_records++;
 		return 0;
 	}
-	usyms__see(e->usyms, r->pid);
-	ulock_where(e, &ev.key, r->pid, r->uaddr, r->rec_flags);
-	ev.key.pid = r->pid;
-	ev.key.tid = r->tid;
+	ulock_event_init(e, &ev, r->pid, r->tid, r->uaddr, r->rec_flags, r->comm);
 	ev.key.flags = LS_KIND_USER | query__futex_type(r->op, r->val);
 	if (r->rec_flags & ULOCK_RF_STACK)
 		ev.key.stack = intern_stack(e, &e->ustacks, r->stack_id, r->pid);
@@ -351,7 +359,6 @@ static int handle_ulock(struct engine *e, const struct ulock_wait_rec *r, size_t
 	}
 	ev.nonblocking = (r->rec_flags & ULOCK_RF_PRECISE) && !(r->rec_flags & ULOCK_RF_BLOCKED);
 	ev.wait_ns = r->wait_ns;
-	ev.comm = r->comm;
 	add_event(e, &ev);
 	return 0;
 }
@@ -365,14 +372,10 @@ static int handle_uhold(struct engine *e, const struct ulock_hold_rec *r, size_t
 		e->bad_records++;
 		return 0;
 	}
-	usyms__see(e->usyms, r->pid);
-	ulock_where(e, &ev.key, r->pid, r->uaddr, r->rec_flags);
-	ev.key.pid = r->pid;
-	ev.key.tid = r->tid;
+	ulock_event_init(e, &ev, r->pid, r->tid, r->uaddr, r->rec_flags, r->comm);
 	ev.key.flags = LS_KIND_USER | LS_UTYPE_HOLD;
 	ev.key.stack = r->stack_id >= 0 ? intern_stack(e, &e->ustacks, r->stack_id, r->pid)
 					: LS_STACK_MISSING;
-	ev.comm = r->comm;
 	add_event(e, &ev);
 	return 0;
 }
