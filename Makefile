@@ -33,7 +33,7 @@ CARGO ?= cargo
 BLAZESYM_DIR := $(OUTPUT)/blazesym
 BLAZESYM_LIB := $(BLAZESYM_DIR)/release/liblockscope_blazesym.a
 BLAZESYM_INC := $(BLAZESYM_DIR)/include
-LIBS := -lbpf -lelf -lz -lcjson -lm $(BLAZESYM_LIB) -lpthread -ldl
+LIBS := -lbpf -ldw -lelf -lz -lcjson -lm $(BLAZESYM_LIB) -lpthread -ldl
 BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) $(WARN) -Wno-unused-function -Wno-unused-parameter \
 	      -I$(OUTPUT) -Ibpf
 
@@ -49,7 +49,8 @@ CLI_OBJS := $(patsubst cli/%.c,$(OUTPUT)/cli/%.o,$(CLI_SRCS))
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(OUTPUT)/tests/%,$(UNIT_SRCS))
 WORKLOAD_SRCS := $(wildcard tests/workloads/*.c)
-WORKLOADS := $(patsubst tests/workloads/%.c,$(OUTPUT)/workloads/%,$(WORKLOAD_SRCS))
+WORKLOADS := $(patsubst tests/workloads/%.c,$(OUTPUT)/workloads/%,$(WORKLOAD_SRCS)) \
+	     $(OUTPUT)/workloads/mutex_server_nofp
 
 .PHONY: all clean deps test unit-test integration-test install demo help
 .DELETE_ON_ERROR:
@@ -68,7 +69,7 @@ help:
 deps:
 	apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-		make gcc clang llvm libbpf-dev bpftool libelf-dev zlib1g-dev pkg-config \
+		make gcc clang llvm libbpf-dev bpftool libelf-dev libdw-dev zlib1g-dev pkg-config \
 		libcjson-dev libcmocka-dev python3 python3-pytest python3-jsonschema linux-perf \
 		util-linux procps qemu-system-x86 busybox-static cpio libuv1-dev
 	@# blazesym needs a recent Rust; Debian's cargo is the fallback when rustup's is absent
@@ -83,9 +84,9 @@ $(OUTPUT)/vmlinux.h: | $(OUTPUT)
 	$(Q)test -r $(VMLINUX_BTF) || { echo "no kernel BTF at $(VMLINUX_BTF): use a kernel with CONFIG_DEBUG_INFO_BTF=y or set VMLINUX_BTF=" >&2; exit 1; }
 	$(Q)$(BPFTOOL) btf dump file $(VMLINUX_BTF) format c > $@
 
-$(OUTPUT)/%.bpf.o: bpf/%.bpf.c $(OUTPUT)/vmlinux.h bpf/lockscope.h bpf/common.bpf.h bpf/sampling.bpf.h bpf/%.h | $(OUTPUT)
+$(OUTPUT)/%.bpf.o: bpf/%.bpf.c $(OUTPUT)/vmlinux.h | $(OUTPUT)
 	$(call msg,BPF,$@)
-	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@.tmp
+	$(Q)$(CLANG) $(BPF_CFLAGS) -MMD -MP -MF $(@:.o=.d) -MT $@ -c $< -o $@.tmp
 	$(Q)$(BPFTOOL) gen object $@ $@.tmp && rm -f $@.tmp
 
 $(OUTPUT)/%.skel.h: $(OUTPUT)/%.bpf.o
@@ -128,11 +129,16 @@ $(OUTPUT)/tests/test_%: tests/unit/test_%.c $(OUTPUT)/libengine.a $(CLI_OBJS) | 
 	$(Q)$(CC) $(CFLAGS) -Icli $< $(filter-out $(OUTPUT)/cli/main.o,$(CLI_OBJS)) \
 		$(OUTPUT)/libengine.a $(LIBS) -lcmocka -o $@
 
-# workloads keep frame pointers: user stacks are walked through them (until DWARF unwinding)
+# Workloads keep frame pointers so both unwinding methods can be compared on them;
+# mutex_server_nofp is the same server built as distros build code, for DWARF unwinding.
 $(OUTPUT)/workloads/uv_pool: WORKLOAD_LIBS := -luv
 $(OUTPUT)/workloads/%: tests/workloads/%.c tests/workloads/workload.h | $(OUTPUT)/workloads
 	$(call msg,CC,$@)
 	$(Q)$(CC) -O2 -g -fno-omit-frame-pointer $(WARN) -pthread $< $(WORKLOAD_LIBS) -o $@
+
+$(OUTPUT)/workloads/mutex_server_nofp: tests/workloads/mutex_server.c tests/workloads/workload.h | $(OUTPUT)/workloads
+	$(call msg,CC,$@)
+	$(Q)$(CC) -O2 -g -fomit-frame-pointer $(WARN) -pthread $< -o $@
 
 unit-test: $(UNIT_BINS)
 	$(Q)set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t; done
@@ -158,4 +164,4 @@ install: all
 clean:
 	rm -rf $(OUTPUT)
 
--include $(wildcard $(OUTPUT)/daemon/*.d $(OUTPUT)/cli/*.d $(OUTPUT)/tests/*.d)
+-include $(wildcard $(OUTPUT)/*.bpf.d $(OUTPUT)/daemon/*.d $(OUTPUT)/cli/*.d $(OUTPUT)/tests/*.d)

@@ -29,6 +29,7 @@ enum ls_rec_type {
 	LS_REC_KLOCK_WAIT = 1,	/* struct klock_wait_rec, see klock.h */
 	LS_REC_ULOCK_WAIT,	/* struct ulock_wait_rec, see ulock.h */
 	LS_REC_ULOCK_HOLD,	/* struct ulock_hold_rec: a sample of a lock holder on CPU */
+	LS_REC_USTACK,		/* struct ls_ustack_rec: registers and stack to unwind, see ustack.h */
 };
 
 struct ls_rec_hdr {
@@ -60,6 +61,9 @@ enum ls_counter {
 	LS_CNT_HOLDERS,		/* holders noted for sampling (owner of a contended lock) */
 	LS_CNT_HOLD_SAMPLES,	/* cpu-clock samples that found a thread holding its lock */
 	LS_CNT_HOLD_RELEASED,	/* cpu-clock samples of a noted holder that no longer held it */
+	LS_CNT_HOLD_THROTTLED,	/* holder samples skipped: the CPU's stack dump budget was spent */
+	LS_CNT_UDUMPS,		/* user stack dumps written (also each CPU's dump id sequence) */
+	LS_CNT_UDUMP_SHORT,	/* dumps whose window stopped early at an unmapped page */
 
 	LS_DROP_FIRST,
 	LS_DROP_RINGBUF = LS_DROP_FIRST,	/* ring buffer full: record lost */
@@ -75,6 +79,7 @@ enum ls_counter {
 	LS_DROP_USTACK_FAILED,	/* user stack wanted but not captured (no frame pointers,
 				 * page not present, stack map full or collision) */
 	LS_DROP_UNREADABLE,	/* the futex word's neighbourhood could not be read: no owner */
+	LS_DROP_UDUMP_FAILED,	/* user stack dump wanted but the stack page was not present */
 	LS_DROP_LAST,
 
 	LS_CNT_MAX = LS_DROP_LAST,

@@ -22,6 +22,12 @@ const volatile __u64 lock_stack_cost_ns = LS_NSEC_PER_SEC / LS_DEF_STACK_RATE;
 const volatile __u64 cpu_stack_cost_ns = LS_NSEC_PER_SEC / (10 * LS_DEF_STACK_RATE);
 /* lock_buckets' max_entries - 1 */
 const volatile __u32 lock_bucket_mask = LS_DEF_MAX_LOCKS - 1;
+/*
+ * The most credit a CPU's bucket saves up: its burst. A second's worth by default; less
+ * where each stack is a large ring record (user stack dumps), so that a burst after a
+ * quiet spell fits in the ring instead of overflowing it.
+ */
+const volatile __u64 cpu_burst_ns = LS_NSEC_PER_SEC;
 
 struct stack_bucket {
 	__u64 last_ns;
@@ -48,13 +54,31 @@ struct {
 	__type(value, struct stack_bucket);
 } cpu_bucket SEC(".maps");
 
-static __always_inline void bucket_refill(struct stack_bucket *b, __u64 now)
+static __always_inline void bucket_refill(struct stack_bucket *b, __u64 now, __u64 max)
 {
 	__u64 credit = b->credit_ns + (now - b->last_ns);
 
-	/* at most one second of credit: a quiet lock earns no backlog of stacks */
-	b->credit_ns = credit > LS_NSEC_PER_SEC ? LS_NSEC_PER_SEC : credit;
+	/* bounded credit: a quiet lock earns no backlog of stacks */
+	b->credit_ns = credit > max ? max : credit;
 	b->last_ns = now;
+}
+
+/* Whether the CPU's budget allows one more stack (samples that belong to no lock's bucket). */
+static __always_inline bool sample_cpu_stack(__u64 now)
+{
+	struct stack_bucket *cb;
+	__u32 zero = 0;
+
+	if (!cpu_stack_cost_ns)
+		return false;
+	cb = bpf_map_lookup_elem(&cpu_bucket, &zero);
+	if (!cb)
+		return false;
+	bucket_refill(cb, now, cpu_burst_ns);
+	if (cb->credit_ns < cpu_stack_cost_ns)
+		return false;
+	cb->credit_ns -= cpu_stack_cost_ns;
+	return true;
 }
 
 /* Whether this wait may take stacks: both its lock's and its CPU's bucket have credit. */
@@ -71,8 +95,8 @@ static __always_inline bool sample_stack(__u64 lock, __u64 now)
 	lb = bpf_map_lookup_elem(&lock_buckets, &idx);
 	if (!cb || !lb)
 		return false;
-	bucket_refill(lb, now);
-	bucket_refill(cb, now);
+	bucket_refill(lb, now, LS_NSEC_PER_SEC);
+	bucket_refill(cb, now, cpu_burst_ns);
 	if (lb->credit_ns < lock_stack_cost_ns || cb->credit_ns < cpu_stack_cost_ns)
 		return false;
 	lb->credit_ns -= lock_stack_cost_ns;

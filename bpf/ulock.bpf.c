@@ -22,6 +22,7 @@
 #include "ulock.h"
 #include "common.bpf.h"
 #include "sampling.bpf.h"
+#include "ustack.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -54,6 +55,8 @@ struct ulock_pending {
 	__u32 rec_flags;
 	__s32 stack_id;
 	__s32 releaser_stack_id;
+	__u64 stack_dump;
+	__u64 releaser_dump;
 	__u32 releaser_pid;
 	__u32 releaser_tid;
 	char releaser_comm[LS_COMM_LEN];
@@ -187,17 +190,33 @@ static __always_inline void note_holder(struct ulock_pending *e, __u32 tgid, __u
 	}
 }
 
-static __always_inline void take_stack(void *ctx, __s32 *id, __u32 *flags, __u32 flag)
+/*
+ * A user stack for the record: a dump for the daemon to unwind when dumps are on (any
+ * code, with or without frame pointers; the daemon's unwinder walks frame pointers where
+ * CFI is missing), else a frame-pointer walk here. A dump that fails (ring full, stack
+ * page not present) is not replaced by a walk here: through code without frame pointers
+ * it would give a stack of garbage addresses.
+ */
+static __always_inline void take_stack(void *ctx, __s32 *id, __u64 *dump, __u32 *flags,
+				       __u32 fp_flag, __u32 dump_flag)
 {
-	long sid = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
+	long sid;
 
+	*id = -1;
+	*dump = 0;
+	if (ustack_bytes) {
+		*dump = ustack_dump();
+		if (*dump)
+			*flags |= dump_flag;
+		return;
+	}
+	sid = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
 	if (sid < 0) {
 		ls_count(LS_DROP_USTACK_FAILED);
-		*id = -1;
 		return;
 	}
 	*id = sid;
-	*flags |= flag;
+	*flags |= fp_flag;
 }
 
 /* Opens a wait in @slot for the current thread, which is about to sleep (or enters the call). */
@@ -216,6 +235,8 @@ static __always_inline void wait_open(void *ctx, struct ulock_pending *e, __u32 
 		e->rec_flags |= ULOCK_RF_SHARED;
 	e->stack_id = -1;
 	e->releaser_stack_id = -1;
+	e->stack_dump = 0;
+	e->releaser_dump = 0;
 	e->releaser_pid = 0;
 	e->releaser_tid = 0;
 	/* one read for the word and glibc's owner field behind it */
@@ -230,7 +251,8 @@ static __always_inline void wait_open(void *ctx, struct ulock_pending *e, __u32 
 	}
 	if (sample_stack(uaddr, now)) {
 		e->rec_flags |= ULOCK_RF_SAMPLED;
-		take_stack(ctx, &e->stack_id, &e->rec_flags, ULOCK_RF_STACK);
+		take_stack(ctx, &e->stack_id, &e->stack_dump, &e->rec_flags, ULOCK_RF_STACK,
+			   ULOCK_RF_DUMP);
 	}
 	e->state = state;
 	ls_count(LS_CNT_UBEGIN);
@@ -263,11 +285,13 @@ static __always_inline void emit_wait(struct ulock_pending *e, __u32 tgid, __u32
 	r->ret = ret;
 	r->stack_id = e->stack_id;
 	r->releaser_stack_id = e->releaser_stack_id;
+	r->stack_dump = e->stack_dump;
+	r->releaser_dump = e->releaser_dump;
 	r->releaser_pid = e->releaser_pid;
 	r->releaser_tid = e->releaser_tid;
 	__builtin_memcpy(r->releaser_comm, e->releaser_comm, sizeof(r->releaser_comm));
 	bpf_probe_read_kernel_str(r->comm, sizeof(r->comm), comm);
-	if (e->rec_flags & ULOCK_RF_STACK)
+	if (e->rec_flags & (ULOCK_RF_STACK | ULOCK_RF_DUMP))
 		ls_count(LS_CNT_USTACKED);
 	else if (!(e->rec_flags & ULOCK_RF_SAMPLED))
 		ls_count(LS_CNT_USAMPLED_OUT);
@@ -352,7 +376,8 @@ int BPF_PROG(ulock_waking, struct task_struct *p)
 	e->rec_flags |= ULOCK_RF_RELEASER;
 	ls_count(LS_CNT_URELEASER);
 	if (e->rec_flags & ULOCK_RF_SAMPLED)
-		take_stack(ctx, &e->releaser_stack_id, &e->rec_flags, ULOCK_RF_RELEASER_STACK);
+		take_stack(ctx, &e->releaser_stack_id, &e->releaser_dump, &e->rec_flags,
+			   ULOCK_RF_RELEASER_STACK, ULOCK_RF_RELEASER_DUMP);
 	return 0;
 }
 
@@ -364,10 +389,11 @@ int BPF_PROG(ulock_waking, struct task_struct *p)
 SEC("perf_event")
 int ulock_hold_sample(struct bpf_perf_event_data *ctx)
 {
-	__u64 id = bpf_get_current_pid_tgid();
-	__u32 tid = (__u32)id, word;
+	__u64 id = bpf_get_current_pid_tgid(), dump;
+	__u32 tid = (__u32)id, word, flags;
 	struct ulock_hold_rec *r = NULL;
 	struct holder *h;
+	__s32 stack_id;
 	__u64 where;
 	void *rb;
 
@@ -384,6 +410,18 @@ int ulock_hold_sample(struct bpf_perf_event_data *ctx)
 		ls_count(LS_CNT_HOLD_RELEASED);
 		return 0;
 	}
+	/*
+	 * A dump is a large ring record: holder samples share the CPU's dump budget with
+	 * waits. A sample over budget is skipped whole, so the stacks that are kept remain
+	 * an unbiased sample of the critical section.
+	 */
+	if (ustack_bytes && !sample_cpu_stack(bpf_ktime_get_ns())) {
+		ls_count(LS_CNT_HOLD_THROTTLED);
+		return 0;
+	}
+	/* the stack first: a dump reserved after the record would reach the daemon after it */
+	flags = h->rec_flags;
+	take_stack(ctx, &stack_id, &dump, &flags, ULOCK_RF_STACK, ULOCK_RF_DUMP);
 	rb = ls_ringbuf();
 	if (rb)
 		r = bpf_ringbuf_reserve(rb, sizeof(*r), 0);
@@ -396,11 +434,10 @@ int ulock_hold_sample(struct bpf_perf_event_data *ctx)
 	r->pid = id >> 32;
 	r->tid = tid;
 	r->kind = h->kind;
-	r->rec_flags = h->rec_flags;
+	r->rec_flags = flags;
 	r->pad = 0;
-	r->stack_id = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
-	if (r->stack_id < 0)
-		ls_count(LS_DROP_USTACK_FAILED);
+	r->stack_id = stack_id;
+	r->stack_dump = dump;
 	bpf_get_current_comm(r->comm, sizeof(r->comm));
 	ls_count(LS_CNT_HOLD_SAMPLES);
 	ls_submit(rb, r);

@@ -58,6 +58,8 @@ enum ulock_rec_flags {
 	ULOCK_RF_BLOCKED	= 1U << 6,	/* the call slept (always set in switch mode) */
 	ULOCK_RF_WORDS		= 1U << 7,	/* word0 and word8 were read */
 	ULOCK_RF_HOLDER		= 1U << 8,	/* the owner was noted for holder sampling */
+	ULOCK_RF_DUMP		= 1U << 9,	/* stack_dump names a dump to unwind (ustack.h) */
+	ULOCK_RF_RELEASER_DUMP	= 1U << 10,	/* releaser_dump names a dump to unwind */
 };
 
 /* How a noted holder is checked: where its tid sits relative to the futex word. */
@@ -81,6 +83,8 @@ struct ulock_wait_rec {
 	__s32 ret;		/* precise mode: the syscall's return value */
 	__s32 stack_id;		/* waiter user stack in ustacks, < 0 when none */
 	__s32 releaser_stack_id;
+	__u64 stack_dump;	/* waiter stack dump id (ULOCK_RF_DUMP), instead of stack_id */
+	__u64 releaser_dump;	/* releaser stack dump id (ULOCK_RF_RELEASER_DUMP) */
 	__u32 releaser_pid;
 	__u32 releaser_tid;
 	char comm[LS_COMM_LEN];
@@ -95,8 +99,9 @@ struct ulock_hold_rec {
 	__u32 tid;
 	__s32 stack_id;		/* holder user stack in ustacks, < 0 when none */
 	__u32 kind;		/* enum ulock_holder_kind */
-	__u32 rec_flags;	/* ULOCK_RF_SHARED as the waiter saw the word */
+	__u32 rec_flags;	/* ULOCK_RF_SHARED as the waiter saw the word; ULOCK_RF_DUMP */
 	__u32 pad;
+	__u64 stack_dump;	/* holder stack dump id (ULOCK_RF_DUMP), instead of stack_id */
 	char comm[LS_COMM_LEN];
 };
 

@@ -38,7 +38,9 @@ static void frame_text(const cJSON *fr, char *buf, size_t len)
 	const char *sym = str(fr, "sym", NULL), *addr = str(fr, "addr", "?");
 	const char *module = str(fr, "module", NULL);
 
-	if (sym && module && strcmp(module, "kernel"))
+	if (sym && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(fr, "inlined")))
+		snprintf(buf, len, "%s %s (inlined, %s)", addr, sym, module ? module : "?");
+	else if (sym && module && strcmp(module, "kernel"))
 		snprintf(buf, len, "%s %s+0x%" PRIx64 " (%s)", addr, sym, (uint64_t)num(fr, "offset"), module);
 	else if (sym)
 		snprintf(buf, len, "%s %s+0x%" PRIx64, addr, sym, (uint64_t)num(fr, "offset"));

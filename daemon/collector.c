@@ -15,6 +15,7 @@
 #include "klock.skel.h"
 #include "log.h"
 #include "ulock.h"
+#include "ustack.h"
 #include "ulock.skel.h"
 
 #define NSEC_PER_SEC 1000000000ULL
@@ -87,6 +88,9 @@ static const char *const counter_names[LS_CNT_MAX] = {
 	[LS_CNT_HOLDERS] = "holders_noted",
 	[LS_CNT_HOLD_SAMPLES] = "holder_samples",
 	[LS_CNT_HOLD_RELEASED] = "holder_released",
+	[LS_CNT_HOLD_THROTTLED] = "holder_throttled",
+	[LS_CNT_UDUMPS] = "user_stack_dumps",
+	[LS_CNT_UDUMP_SHORT] = "user_stack_dumps_short",
 	[LS_DROP_RINGBUF] = "ringbuf_full",
 	[LS_DROP_SLOT_FULL] = "wait_map_full",
 	[LS_DROP_NEST_DEPTH] = "nest_too_deep",
@@ -98,6 +102,7 @@ static const char *const counter_names[LS_CNT_MAX] = {
 	[LS_DROP_USLOT_FULL] = "futex_wait_map_full",
 	[LS_DROP_USTACK_FAILED] = "user_stack_failed",
 	[LS_DROP_UNREADABLE] = "futex_word_unreadable",
+	[LS_DROP_UDUMP_FAILED] = "user_stack_dump_failed",
 };
 
 const char *ls_counter_name(enum ls_counter c)
@@ -242,6 +247,18 @@ static int load_ulock(struct collector *c)
 	if (!u)
 		return -errno;
 	SET_SHARED_RODATA(u->rodata, o);
+	u->rodata->ustack_bytes = o->ustack_bytes;
+	/*
+	 * A dump costs about what a frame-pointer walk does in BPF, but the daemon then
+	 * unwinds it (~10-30 us): with dumps on, the per-CPU stack budget is the dump rate.
+	 */
+	if (o->ustack_bytes) {
+		__u64 fit = o->ringbuf_bytes / 4 / (sizeof(struct ls_ustack_rec) + o->ustack_bytes);
+
+		u->rodata->cpu_stack_cost_ns = o->udump_rate ? NSEC_PER_SEC / o->udump_rate : 0;
+		/* a burst fills at most a quarter of the ring: the point the reader is woken */
+		u->rodata->cpu_burst_ns = u->rodata->cpu_stack_cost_ns * (fit ? fit : 1);
+	}
 	if ((err = bpf_map__reuse_fd(u->maps.ringbufs, bpf_map__fd(c->skel->maps.ringbufs))) ||
 	    (err = bpf_map__reuse_fd(u->maps.counters, bpf_map__fd(c->skel->maps.counters))) ||
 	    (err = bpf_map__set_max_entries(u->maps.thread_slots, o->uthreads)) ||
@@ -295,6 +312,7 @@ static void setup_ulock(struct collector *c)
 		return;
 	}
 	c->feat.ulock = true;
+	c->feat.user_unwind = c->opts.ustack_bytes ? "dwarf" : "fp";
 }
 
 int collector__new(const struct collector_opts *opts, struct collector **out)
@@ -306,6 +324,11 @@ int collector__new(const struct collector_opts *opts, struct collector **out)
 	if (opts->ringbuf_bytes < (__u32)getpagesize() || (opts->ringbuf_bytes & (opts->ringbuf_bytes - 1)))
 		return -EINVAL;
 	if (!opts->max_stack || opts->max_stack > LS_MAX_STACK_DEPTH)
+		return -EINVAL;
+	/* a ring must hold a few dumps besides everything else */
+	if (opts->ustack_bytes && (opts->ustack_bytes < LS_USTACK_MIN_BYTES ||
+				   opts->ustack_bytes > LS_USTACK_MAX_BYTES || opts->ustack_bytes % 8 ||
+				   opts->ustack_bytes > opts->ringbuf_bytes / 8))
 		return -EINVAL;
 	if (!opts->max_locks || (opts->max_locks & (opts->max_locks - 1)))
 		return -EINVAL;

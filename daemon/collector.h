@@ -35,6 +35,8 @@ struct collector_opts {
 	__u32 ustack_entries;		/* distinct user stacks in the kernel map */
 	__u32 max_holders;		/* lock holders noted for sampling */
 	__u32 hold_freq;		/* holder samples/s per CPU; 0 disables */
+	__u32 ustack_bytes;		/* user stack window per dump; 0: frame pointers only */
+	__u32 udump_rate;		/* user stack dumps/s per CPU, all user locks together */
 	collector_record_fn on_record;
 	void *ctx;
 };
@@ -61,6 +63,7 @@ struct collector_features {
 	bool ulock;		/* futex waits through sched_switch are traced */
 	bool holder_sampling;	/* cpu-clock holder sampling is attached */
 	bool precise;		/* the futex syscall tracepoints exist (precise scans) */
+	const char *user_unwind;	/* "dwarf" (stack dumps unwound with CFI) or "fp" */
 };
 
 int collector__new(const struct collector_opts *opts, struct collector **out);

@@ -7,6 +7,7 @@
 #include <string.h>
 #include "config.h"
 #include "lockscope.h"
+#include "ustack.h"
 
 #define OPT(field) offsetof(struct engine_opts, field)
 
@@ -24,6 +25,9 @@ const struct ls_setting ls_settings[] = {
 	{ "user-stack-entries", OPT(collector.ustack_entries), 64, 1U << 22, "distinct user stacks (BPF stack map)" },
 	{ "max-holders", OPT(collector.max_holders), 16, 1U << 20, "lock holders noted for sampling" },
 	{ "hold-freq", OPT(collector.hold_freq), 0, 10000, "holder samples/s per CPU; 0: no holder stacks" },
+	{ "user-stack-bytes", OPT(collector.ustack_bytes), 0, LS_USTACK_MAX_BYTES,
+	  "user stack copied per dump for DWARF unwinding (multiple of 8, >= 1024); 0: frame pointers" },
+	{ "user-dump-rate", OPT(collector.udump_rate), 1, 1000000, "user stack dumps/s per CPU, all locks" },
 	{ "max-keys", OPT(max_keys), 1024, 1U << 26, "aggregation keys per time slot" },
 	{ "max-stacks", OPT(max_stacks), 1024, 1U << 26, "distinct stacks the daemon keeps" },
 };
@@ -57,6 +61,11 @@ int ls_setting_apply(struct engine_opts *o, const char *key, const char *value, 
 	}
 	if ((!strcmp(key, "ringbuf-kb") || !strcmp(key, "max-locks")) && (v & (v - 1))) {
 		snprintf(err, len, "%s: '%s' is not a power of two", key, value);
+		return -EINVAL;
+	}
+	if (!strcmp(key, "user-stack-bytes") && v && (v < LS_USTACK_MIN_BYTES || v % 8)) {
+		snprintf(err, len, "%s: '%s' is neither 0 nor a multiple of 8 from %u to %u", key, value,
+			 LS_USTACK_MIN_BYTES, LS_USTACK_MAX_BYTES);
 		return -EINVAL;
 	}
 	if (!strcmp(key, "ringbuf-kb"))

@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "agg.h"
+#include "dumps.h"
 #include "engine.h"
 #include "htab.h"
 #include "klock.h"
@@ -17,7 +18,9 @@
 #include "query.h"
 #include "stacks.h"
 #include "ulock.h"
+#include "unwind.h"
 #include "usyms.h"
+#include "ustack.h"
 
 #define NSEC_PER_SEC 1000000000ULL
 #define NSEC_PER_MSEC 1000000ULL
@@ -38,6 +41,10 @@
 #define OWNER_CHECK_NS (10 * NSEC_PER_SEC)
 #define OWNER_CACHE_MAX 65536
 #define USYMS_MAX_PROCS 4096
+/* libdwfl sessions kept: one per process whose stacks are being unwound */
+#define UNWIND_MAX_PROCS 64
+/* unwound dumps waiting for their record: seconds of dumps at the highest rates */
+#define DUMPS_MAX (128 * 1024)
 
 /*
  * Kernel stack-map ids -> interned stacks. Ids are stable until freed (the maps are
@@ -75,6 +82,17 @@ struct scan {
 	bool precise;		/* the pid is in the collector's precise set */
 };
 
+/*
+ * A record whose stack dump has not arrived yet (it went through another CPU's ring),
+ * kept until the next drain of every ring has run.
+ */
+struct parked {
+	struct parked *next;
+	uint64_t pass;		/* the drain it arrived in */
+	size_t size;
+	uint64_t data[];	/* the record, 8-byte aligned like the ring's */
+};
+
 struct engine {
 	struct engine_opts opts;
 	struct collector *coll;
@@ -83,6 +101,14 @@ struct engine {
 	struct agg *agg;
 	struct stack_cache kstacks, ustacks;
 	struct usyms *usyms;
+	struct unwind *unwind;
+	struct dumps *dumps;
+	struct parked *parked;
+	uint64_t pass;			/* drains of the rings so far */
+	bool last_chance;		/* resolving parked records whose dumps are lost */
+	uint64_t dump_missing;		/* records whose dump never arrived */
+	uint64_t dumps_expired;		/* dumps no record took */
+	uint64_t dump_table_full;
 	struct htab *owners;		/* owner_key -> owner_info */
 	uint64_t last_holders;		/* LS_CNT_HOLDERS at the last tick */
 	uint64_t last_holder_ns;
@@ -127,6 +153,8 @@ void engine_opts__init(struct engine_opts *o)
 	o->collector.ustack_entries = ULOCK_DEF_STACK_ENTRIES;
 	o->collector.max_holders = ULOCK_DEF_MAX_HOLDERS;
 	o->collector.hold_freq = ULOCK_DEF_HOLD_FREQ;
+	o->collector.ustack_bytes = LS_USTACK_DEF_BYTES;
+	o->collector.udump_rate = LS_USTACK_DEF_RATE;
 	o->max_keys = 200000;
 	o->max_stacks = 100000;
 	o->windows = true;
@@ -182,7 +210,7 @@ static uint32_t intern_stack(struct engine *e, struct stack_cache *c, int32_t id
 	while (c->kind == COLL_KSTACK && e->ksyms && skip < n - 1 &&
 	       ksyms__is_tracing_func(e->ksyms, ips[skip]))
 		skip++;
-	if (n <= 0 || stacks__intern(e->stacks, ips + skip, n - skip, &sid)) {
+	if (n <= 0 || stacks__intern(e->stacks, ips + skip, n - skip, 0, &sid)) {
 		e->stack_read_failed++;
 		return LS_STACK_MISSING;
 	}
@@ -248,7 +276,8 @@ static int handle_klock(struct engine *e, const struct klock_wait_rec *r, size_t
 	}
 	if ((r->rec_flags & KLOCK_RF_OWNER_STACK) && size >= sizeof(*r) && r->owner_nr &&
 	    r->owner_nr <= KLOCK_OWNER_STACK_DEPTH &&
-	    stacks__intern(e->stacks, (const uint64_t *)r->owner_ips, r->owner_nr, &ev.key.owner_stack))
+	    stacks__intern(e->stacks, (const uint64_t *)r->owner_ips, r->owner_nr, 0,
+			   &ev.key.owner_stack))
 		ev.key.owner_stack = LS_STACK_NONE;
 	ev.wait_ns = r->wait_ns;
 	ev.comm = r->comm;
@@ -334,6 +363,60 @@ static void ulock_event_init(struct engine *e, struct agg_event *ev, uint32_t pi
 	ev->comm = comm;
 }
 
+/* A stack dump: unwound now, while the process's maps are surely the ones it ran with. */
+static int handle_ustack(struct engine *e, const struct ls_ustack_rec *r, size_t size)
+{
+	uint64_t ips[LS_MAX_STACK_DEPTH];
+	uint32_t sid = LS_STACK_MISSING;
+	bool truncated;
+	int n;
+
+	if (size < sizeof(*r)) {
+		e->bad_records++;
+		return 0;
+	}
+	n = unwind__stack(e->unwind, r, size, ips, e->opts.collector.max_stack, &truncated);
+	if (n > 0) {
+		usyms__normalize(e->usyms, r->pid, ips, n, ips);
+		if (stacks__intern(e->stacks, ips, n,
+				   LS_STACK_F_DWARF | (truncated ? LS_STACK_F_TRUNCATED : 0), &sid))
+			sid = LS_STACK_MISSING;
+	}
+	if (dumps__put(e->dumps, r->id, sid, e->now_ns))
+		e->dump_table_full++;
+	return 0;
+}
+
+/* Whether dump @id is here to be taken (or never will be: then it is counted missing). */
+static bool dump_ready(struct engine *e, uint32_t flags, uint32_t flag, uint64_t id)
+{
+	uint32_t sid;
+
+	return !(flags & flag) || dumps__find(e->dumps, id, &sid) || e->last_chance;
+}
+
+/* The stack dump @id unwound to; LS_STACK_MISSING when it never arrived. */
+static uint32_t dump_stack(struct engine *e, uint64_t id)
+{
+	uint32_t sid;
+
+	if (dumps__take(e->dumps, id, &sid))
+		return sid;
+	e->dump_missing++;
+	return LS_STACK_MISSING;
+}
+
+/* A user stack of a record: a dump unwound, a frame-pointer stack, or missing. */
+static uint32_t user_stack(struct engine *e, uint32_t flags, uint32_t dump_flag, uint64_t dump,
+			   uint32_t fp_flag, int32_t stack_id, uint32_t pid)
+{
+	if (flags & dump_flag)
+		return dump_stack(e, dump);
+	if (flags & fp_flag)
+		return intern_stack(e, &e->ustacks, stack_id, pid);
+	return LS_STACK_MISSING;
+}
+
 static int handle_ulock(struct engine *e, const struct ulock_wait_rec *r, size_t size)
 {
 	struct agg_event ev = {};
@@ -342,20 +425,23 @@ static int handle_ulock(struct engine *e, const struct ulock_wait_rec *r, size_t
 		e->bad_records++;
 		return 0;
 	}
+	if (!dump_ready(e, r->rec_flags, ULOCK_RF_DUMP, r->stack_dump) ||
+	    !dump_ready(e, r->rec_flags, ULOCK_RF_RELEASER_DUMP, r->releaser_dump))
+		return -EAGAIN;
 	ulock_event_init(e, &ev, r->pid, r->tid, r->uaddr, r->rec_flags, r->comm);
 	ev.key.flags = LS_KIND_USER | query__futex_type(r->op, r->val);
-	if (r->rec_flags & ULOCK_RF_STACK)
-		ev.key.stack = intern_stack(e, &e->ustacks, r->stack_id, r->pid);
-	else if (r->rec_flags & ULOCK_RF_SAMPLED)
-		ev.key.stack = LS_STACK_MISSING;
+	if (r->rec_flags & ULOCK_RF_SAMPLED)
+		ev.key.stack = user_stack(e, r->rec_flags, ULOCK_RF_DUMP, r->stack_dump,
+					  ULOCK_RF_STACK, r->stack_id, r->pid);
 	ulock_owner(e, r, &ev);
 	if (r->rec_flags & ULOCK_RF_RELEASER) {
 		ev.key.releaser_pid = r->releaser_pid;
 		ev.key.releaser_tid = r->releaser_tid;
 		ev.releaser_comm = r->releaser_comm;
-		if (r->rec_flags & ULOCK_RF_RELEASER_STACK)
-			ev.key.releaser_stack = intern_stack(e, &e->ustacks, r->releaser_stack_id,
-							     r->releaser_pid);
+		if (r->rec_flags & (ULOCK_RF_RELEASER_DUMP | ULOCK_RF_RELEASER_STACK))
+			ev.key.releaser_stack = user_stack(e, r->rec_flags, ULOCK_RF_RELEASER_DUMP,
+							   r->releaser_dump, ULOCK_RF_RELEASER_STACK,
+							   r->releaser_stack_id, r->releaser_pid);
 	}
 	ev.nonblocking = (r->rec_flags & ULOCK_RF_PRECISE) && !(r->rec_flags & ULOCK_RF_BLOCKED);
 	ev.wait_ns = r->wait_ns;
@@ -372,17 +458,19 @@ static int handle_uhold(struct engine *e, const struct ulock_hold_rec *r, size_t
 		e->bad_records++;
 		return 0;
 	}
+	if (!dump_ready(e, r->rec_flags, ULOCK_RF_DUMP, r->stack_dump))
+		return -EAGAIN;
 	ulock_event_init(e, &ev, r->pid, r->tid, r->uaddr, r->rec_flags, r->comm);
 	ev.key.flags = LS_KIND_USER | LS_UTYPE_HOLD;
-	ev.key.stack = r->stack_id >= 0 ? intern_stack(e, &e->ustacks, r->stack_id, r->pid)
-					: LS_STACK_MISSING;
+	ev.key.stack = r->stack_id >= 0 ? intern_stack(e, &e->ustacks, r->stack_id, r->pid) :
+		       user_stack(e, r->rec_flags, ULOCK_RF_DUMP, r->stack_dump, 0, -1, r->pid);
 	add_event(e, &ev);
 	return 0;
 }
 
-static int on_record(void *ctx, void *data, size_t size)
+/* Returns -EAGAIN for a record to be parked until its stack dump arrives. */
+static int dispatch(struct engine *e, const void *data, size_t size)
 {
-	struct engine *e = ctx;
 	const struct ls_rec_hdr *h = data;
 
 	if (size < sizeof(*h)) {
@@ -396,10 +484,54 @@ static int on_record(void *ctx, void *data, size_t size)
 		return handle_ulock(e, data, size);
 	case LS_REC_ULOCK_HOLD:
 		return handle_uhold(e, data, size);
+	case LS_REC_USTACK:
+		return handle_ustack(e, data, size);
 	default:
 		e->bad_records++;
 		return 0;
 	}
+}
+
+static int on_record(void *ctx, void *data, size_t size)
+{
+	struct engine *e = ctx;
+	struct parked *p;
+
+	if (dispatch(e, data, size) != -EAGAIN)
+		return 0;
+	p = malloc(sizeof(*p) + size);
+	if (!p) {		/* cannot wait for the dump: count it as missing now */
+		e->last_chance = true;
+		dispatch(e, data, size);
+		e->last_chance = false;
+		return 0;
+	}
+	p->pass = e->pass;
+	p->size = size;
+	memcpy(p->data, data, size);
+	p->next = e->parked;
+	e->parked = p;
+	return 0;
+}
+
+/*
+ * Retries parked records. A dump is submitted before the record that names it, so once a
+ * drain that began after the record was read has run, a dump still absent is lost.
+ */
+static void resolve_parked(struct engine *e)
+{
+	struct parked **pp = &e->parked, *p;
+
+	while ((p = *pp)) {
+		e->last_chance = p->pass < e->pass;
+		if (dispatch(e, p->data, p->size) == -EAGAIN) {
+			pp = &p->next;
+			continue;
+		}
+		*pp = p->next;
+		free(p);
+	}
+	e->last_chance = false;
 }
 
 int engine__new(const struct engine_opts *opts, engine_reply_fn reply, void *reply_ctx,
@@ -430,6 +562,14 @@ int engine__new(const struct engine_opts *opts, engine_reply_fn reply, void *rep
 	err = usyms__new(USYMS_MAX_PROCS, &e->usyms);
 	if (err)
 		goto cleanup;
+	err = unwind__new(e->usyms, UNWIND_MAX_PROCS, &e->unwind);
+	if (err)
+		goto cleanup;
+	e->dumps = dumps__new(DUMPS_MAX);
+	if (!e->dumps) {
+		err = -ENOMEM;
+		goto cleanup;
+	}
 	co.on_record = on_record;
 	co.ctx = e;
 	err = collector__new(&co, &e->coll);
@@ -476,6 +616,14 @@ void engine__free(struct engine *e)
 		scan_free(e, s);
 	}
 	collector__free(e->coll);
+	while (e->parked) {
+		struct parked *p = e->parked;
+
+		e->parked = p->next;
+		free(p);
+	}
+	unwind__free(e->unwind);
+	dumps__free(e->dumps);
 	agg__free(e->agg);
 	stacks__free(e->stacks);
 	ksyms__free(e->ksyms);
@@ -493,7 +641,20 @@ int engine__epoll_fd(const struct engine *e)
 
 int engine__consume(struct engine *e)
 {
-	return collector__consume(e->coll);
+	int n, total = 0, round;
+
+	/* a second drain settles records parked in the first, so callers see every wait */
+	for (round = 0; round < 2; round++) {
+		e->pass++;
+		n = collector__consume(e->coll);
+		if (n < 0)
+			return n;
+		total += n;
+		resolve_parked(e);
+		if (!e->parked)
+			break;
+	}
+	return total;
 }
 
 /* ---- responses ---- */
@@ -527,6 +688,10 @@ static cJSON *dropped_json(struct engine *e, const uint64_t *base)
 	cJSON_AddNumberToObject(d, "stack_read_failed", e->stack_read_failed);
 	cJSON_AddNumberToObject(d, "bad_records", e->bad_records);
 	cJSON_AddNumberToObject(d, "stale_thread_slots", e->stale_slots);
+	/* a wait whose stack dump was lost in a full ring (counted there too) */
+	cJSON_AddNumberToObject(d, "stack_dump_missing", e->dump_missing);
+	cJSON_AddNumberToObject(d, "stack_dump_unclaimed", e->dumps_expired);
+	cJSON_AddNumberToObject(d, "stack_dump_table_full", e->dump_table_full);
 	return d;
 }
 
@@ -574,6 +739,33 @@ static cJSON *programs_json(struct engine *e)
 	return arr;
 }
 
+/* How user stacks are walked, and how well: the figures to tune user-stack-bytes by. */
+static cJSON *unwind_json(struct engine *e, const uint64_t *cnt)
+{
+	const struct collector_features *f = collector__features(e->coll);
+	cJSON *u = cJSON_CreateObject();
+	struct unwind_stats us;
+
+	unwind__stats(e->unwind, &us);
+	cJSON_AddStringToObject(u, "method", f->user_unwind ? f->user_unwind : "none");
+	cJSON_AddNumberToObject(u, "stack_bytes", e->opts.collector.ustack_bytes);
+	cJSON_AddNumberToObject(u, "dump_rate", e->opts.collector.udump_rate);
+	cJSON_AddNumberToObject(u, "dumps", cnt[LS_CNT_UDUMPS]);
+	cJSON_AddNumberToObject(u, "dumps_short", cnt[LS_CNT_UDUMP_SHORT]);
+	cJSON_AddNumberToObject(u, "unwound", us.stacks);
+	cJSON_AddNumberToObject(u, "frames", us.frames);
+	cJSON_AddNumberToObject(u, "truncated", us.truncated);
+	cJSON_AddNumberToObject(u, "truncated_by_window", us.window);
+	cJSON_AddNumberToObject(u, "failed", us.failed);
+	/* how much of the window the walks needed: what user-stack-bytes could be */
+	cJSON_AddNumberToObject(u, "avg_bytes_used", us.stacks ? us.bytes_used / us.stacks : 0);
+	cJSON_AddNumberToObject(u, "max_bytes_used", us.bytes_used_max);
+	cJSON_AddNumberToObject(u, "sessions", us.sessions);
+	cJSON_AddNumberToObject(u, "avg_us", us.stacks + us.failed ?
+				(double)us.ns / 1000 / (us.stacks + us.failed) : 0);
+	return u;
+}
+
 static cJSON *handle_status(struct engine *e)
 {
 	const struct collector_features *f = collector__features(e->coll);
@@ -594,6 +786,7 @@ static cJSON *handle_status(struct engine *e)
 	cJSON_AddBoolToObject(feat, "user_locks", f->ulock);
 	cJSON_AddBoolToObject(feat, "holder_sampling", f->holder_sampling);
 	cJSON_AddBoolToObject(feat, "precise_futex", f->precise);
+	cJSON_AddStringToObject(feat, "user_unwind", f->user_unwind ? f->user_unwind : "none");
 	cJSON_AddItemToObject(o, "programs", programs_json(e));
 	ev = cJSON_AddObjectToObject(o, "events");
 	cJSON_AddNumberToObject(ev, "begin", cnt[LS_CNT_BEGIN]);
@@ -608,6 +801,7 @@ static cJSON *handle_status(struct engine *e)
 	cJSON_AddNumberToObject(ev, "holders_noted", cnt[LS_CNT_HOLDERS]);
 	cJSON_AddNumberToObject(ev, "holder_samples", cnt[LS_CNT_HOLD_SAMPLES]);
 	cJSON_AddNumberToObject(ev, "holder_released", cnt[LS_CNT_HOLD_RELEASED]);
+	cJSON_AddNumberToObject(ev, "holder_throttled", cnt[LS_CNT_HOLD_THROTTLED]);
 	st = cJSON_AddObjectToObject(o, "stacks");
 	cJSON_AddNumberToObject(st, "stacked", cnt[LS_CNT_STACKED]);
 	cJSON_AddNumberToObject(st, "sampled_out", cnt[LS_CNT_SAMPLED_OUT]);
@@ -622,6 +816,7 @@ static cJSON *handle_status(struct engine *e)
 	cJSON_AddNumberToObject(st, "kernel_ids_freed", e->kstacks.freed + e->ustacks.freed);
 	cJSON_AddNumberToObject(st, "stack_rate", e->opts.collector.stack_rate);
 	cJSON_AddNumberToObject(st, "cpu_stack_rate", e->opts.collector.cpu_stack_rate);
+	cJSON_AddItemToObject(o, "unwind", unwind_json(e, cnt));
 	cJSON_AddItemToObject(o, "dropped", dropped_json(e, NULL));
 	wins = cJSON_AddArrayToObject(o, "windows");
 	for (w = 0; w < LS_WIN_MAX; w++)
@@ -798,6 +993,7 @@ void engine__tick(struct engine *e)
 		e->stale_slots += collector__gc(e->coll);
 		free_idle_stacks(e, &e->kstacks);
 		free_idle_stacks(e, &e->ustacks);
+		e->dumps_expired += dumps__gc(e->dumps, now);
 		e->last_gc_ns = now;
 	}
 	for (pp = &e->scans; (s = *pp);) {

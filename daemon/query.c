@@ -629,6 +629,8 @@ struct frame_info {
 	uint64_t offset;
 	const char *module;
 	const char *build_id;
+	const char *const *inlined;	/* innermost first */
+	uint32_t nr_inlined;
 };
 
 static void frame_info(const struct query_ctx *ctx, uint64_t ip, struct frame_info *fi)
@@ -646,6 +648,8 @@ static void frame_info(const struct query_ctx *ctx, uint64_t ip, struct frame_in
 		fi->offset = uf.offset;
 		fi->module = uf.module;
 		fi->build_id = uf.build_id;
+		fi->inlined = uf.inlined;
+		fi->nr_inlined = uf.nr_inlined;
 		return;
 	}
 	ks = ctx->ksyms ? ksyms__func(ctx->ksyms, ip) : NULL;
@@ -661,7 +665,9 @@ static void frame_name(const struct query_ctx *ctx, uint64_t ip, char *buf, size
 	struct frame_info fi;
 
 	frame_info(ctx, ip, &fi);
-	if (fi.sym)
+	if (fi.nr_inlined)	/* the call was made in the innermost inlined function */
+		snprintf(buf, len, "%s (inlined in %s)", fi.inlined[0], fi.sym);
+	else if (fi.sym)
 		snprintf(buf, len, "%s+0x%" PRIx64, fi.sym, fi.offset);
 	else if (fi.module)
 		snprintf(buf, len, "%s+0x%" PRIx64, fi.module, fi.addr);
@@ -677,30 +683,72 @@ static void add_str_or_null(cJSON *o, const char *name, const char *v)
 		cJSON_AddNullToObject(o, name);
 }
 
+static cJSON *frame_json(const struct frame_info *fi, const char *sym, bool inlined)
+{
+	cJSON *f = cJSON_CreateObject();
+
+	add_hex(f, "addr", fi->addr);
+	add_str_or_null(f, "sym", sym);
+	/* an inlined function has no offset of its own: its code is inside sym's */
+	if (sym && !inlined)
+		cJSON_AddNumberToObject(f, "offset", fi->offset);
+	else
+		cJSON_AddNullToObject(f, "offset");
+	add_str_or_null(f, "module", fi->module);
+	if (fi->build_id && fi->build_id[0])
+		cJSON_AddStringToObject(f, "build_id", fi->build_id);
+	if (inlined)
+		cJSON_AddBoolToObject(f, "inlined", true);
+	return f;
+}
+
+/* Up to @max frames of stack @id; functions inlined at a frame come before it, as perf shows them. */
 static cJSON *stack_json(const struct query_ctx *ctx, uint32_t id, int max)
 {
 	cJSON *arr = cJSON_CreateArray();
 	const uint64_t *ips;
-	uint32_t nr, i;
+	uint32_t nr, i, j;
 
 	ips = stacks__get(ctx->stacks, id, &nr);
 	for (i = 0; i < nr && (int)i < max; i++) {
-		cJSON *f = cJSON_CreateObject();
 		struct frame_info fi;
 
 		frame_info(ctx, ips[i], &fi);
-		add_hex(f, "addr", fi.addr);
-		add_str_or_null(f, "sym", fi.sym);
-		if (fi.sym)
-			cJSON_AddNumberToObject(f, "offset", fi.offset);
-		else
-			cJSON_AddNullToObject(f, "offset");
-		add_str_or_null(f, "module", fi.module);
-		if (fi.build_id && fi.build_id[0])
-			cJSON_AddStringToObject(f, "build_id", fi.build_id);
-		cJSON_AddItemToArray(arr, f);
+		for (j = 0; j < fi.nr_inlined; j++)
+			cJSON_AddItemToArray(arr, frame_json(&fi, fi.inlined[j], true));
+		cJSON_AddItemToArray(arr, frame_json(&fi, fi.sym, false));
 	}
 	return arr;
+}
+
+/* How stack @id was walked: "dwarf" (dump + CFI), "fp" (frame pointers) or "kernel" (ORC). */
+static const char *unwind_method(const struct query_ctx *ctx, uint32_t id)
+{
+	const uint64_t *ips;
+	uint32_t nr;
+
+	if (stacks__flags(ctx->stacks, id) & LS_STACK_F_DWARF)
+		return "dwarf";
+	ips = stacks__get(ctx->stacks, id, &nr);
+	return nr && !usyms__is_user(ips[0]) ? "kernel" : "fp";
+}
+
+/*
+ * Adds "stack" to @o with how it was walked ("unwind", "truncated"). Without a stack:
+ * null, or an empty array where the field has always been an array (rows).
+ */
+static void add_stack(cJSON *o, const struct query_ctx *ctx, uint32_t id, int max, bool null_if_none)
+{
+	if (id < LS_STACK_FIRST) {
+		if (null_if_none)
+			cJSON_AddNullToObject(o, "stack");
+		else
+			cJSON_AddItemToObject(o, "stack", cJSON_CreateArray());
+		return;
+	}
+	cJSON_AddItemToObject(o, "stack", stack_json(ctx, id, max));
+	cJSON_AddStringToObject(o, "unwind", unwind_method(ctx, id));
+	cJSON_AddBoolToObject(o, "truncated", stacks__flags(ctx->stacks, id) & LS_STACK_F_TRUNCATED);
 }
 
 static void caller_string(const struct query_ctx *ctx, uint32_t id, char *buf, size_t len)
@@ -808,10 +856,7 @@ static cJSON *party_json(const struct query_ctx *ctx, const struct party *p, int
 	cJSON_AddNumberToObject(o, "pid", p->pid);
 	cJSON_AddNumberToObject(o, "tid", p->tid);
 	cJSON_AddStringToObject(o, "comm", p->comm);
-	if (p->stack >= LS_STACK_FIRST)
-		cJSON_AddItemToObject(o, "stack", stack_json(ctx, p->stack, max_stack));
-	else
-		cJSON_AddNullToObject(o, "stack");
+	add_stack(o, ctx, p->stack, max_stack, true);
 	return o;
 }
 
@@ -898,10 +943,7 @@ static cJSON *holders_json(const struct query_ctx *ctx, const struct htab *holds
 
 		cJSON_AddNumberToObject(h, "samples", picks[i].samples);
 		cJSON_AddNumberToObject(h, "share", (double)picks[i].samples / *total);
-		if (picks[i].stack >= LS_STACK_FIRST)
-			cJSON_AddItemToObject(h, "stack", stack_json(ctx, picks[i].stack, max_stack));
-		else
-			cJSON_AddNullToObject(h, "stack");
+		add_stack(h, ctx, picks[i].stack, max_stack, true);
 		cJSON_AddItemToArray(arr, h);
 	}
 	free(picks);
@@ -945,7 +987,7 @@ static cJSON *row_json(const struct query_ctx *ctx, const struct query *q, const
 	cJSON_AddBoolToObject(o, "estimated", r->estimated);
 	cJSON_AddNumberToObject(o, "stack_samples", r->samples);
 	if (q->group == LS_GROUP_CALLER && q->stacks)
-		cJSON_AddItemToObject(o, "stack", stack_json(ctx, r->rep.stack, q->max_stack));
+		add_stack(o, ctx, r->rep.stack, q->max_stack, false);
 	if (user)
 		cJSON_AddNumberToObject(o, "nonblocking", r->nonblocking);
 	if (q->owners) {

@@ -9,7 +9,7 @@
 struct stack_ref {
 	uint64_t off;	/* into ips */
 	uint32_t nr;
-	uint32_t pad;
+	uint32_t flags;		/* enum ls_stack_flags */
 };
 
 struct stacks {
@@ -47,9 +47,10 @@ void stacks__free(struct stacks *s)
 	free(s);
 }
 
-static bool same(const struct stacks *s, uint32_t id, const uint64_t *ips, uint32_t nr)
+static bool same(const struct stacks *s, uint32_t id, const uint64_t *ips, uint32_t nr,
+		 uint32_t flags)
 {
-	return s->refs[id].nr == nr && !memcmp(s->ips + s->refs[id].off, ips, nr * sizeof(*ips));
+	return s->refs[id].nr == nr && s->refs[id].flags == flags && !memcmp(s->ips + s->refs[id].off, ips, nr * sizeof(*ips));
 }
 
 static int grow(struct stacks *s, uint32_t nr)
@@ -78,16 +79,17 @@ static int grow(struct stacks *s, uint32_t nr)
 	return 0;
 }
 
-int stacks__intern(struct stacks *s, const uint64_t *ips, uint32_t nr, uint32_t *id)
+int stacks__intern(struct stacks *s, const uint64_t *ips, uint32_t nr, uint32_t flags, uint32_t *id)
 {
-	uint64_t h = ls_hash_bytes(ips, nr * sizeof(*ips));
+	/* flags spread over the high bits: same frames, other method, other stack */
+	uint64_t h = ls_hash_bytes(ips, nr * sizeof(*ips)) ^ ((uint64_t)flags * 0x9E3779B97F4A7C15ULL);
 	int created, err = 0;
 	uint32_t *slot;
 
 	/* a 64-bit content hash; on the (unseen) collision the content check below
 	 * stores the second stack unshared rather than merging two stacks */
 	slot = htab__upsert(s->by_hash, &h, &created, &err);
-	if (slot && !created && same(s, *slot, ips, nr)) {
+	if (slot && !created && same(s, *slot, ips, nr, flags)) {
 		*id = *slot;
 		return 0;
 	}
@@ -99,6 +101,7 @@ int stacks__intern(struct stacks *s, const uint64_t *ips, uint32_t nr, uint32_t 
 		return err;
 	s->refs[s->nr].off = s->ips_len;
 	s->refs[s->nr].nr = nr;
+	s->refs[s->nr].flags = flags;
 	memcpy(s->ips + s->ips_len, ips, nr * sizeof(*ips));
 	s->ips_len += nr;
 	if (created)
@@ -115,6 +118,11 @@ const uint64_t *stacks__get(const struct stacks *s, uint32_t id, uint32_t *nr)
 	}
 	*nr = s->refs[id].nr;
 	return s->ips + s->refs[id].off;
+}
+
+uint32_t stacks__flags(const struct stacks *s, uint32_t id)
+{
+	return id >= LS_STACK_FIRST && id < s->nr ? s->refs[id].flags : 0;
 }
 
 uint32_t stacks__count(const struct stacks *s)

@@ -14,12 +14,20 @@ enum ls_stack_id {
 	LS_STACK_FIRST = 2,
 };
 
+/* How a stack was taken, kept with it: a DWARF and a frame-pointer walk are two stacks. */
+enum ls_stack_flags {
+	LS_STACK_F_DWARF	= 1U << 0,	/* unwound from a dump with CFI (else frame pointers) */
+	LS_STACK_F_TRUNCATED	= 1U << 1,	/* the walk ended before the outermost frame */
+};
+
 struct stacks;
 
 struct stacks *stacks__new(uint32_t max_stacks);
 void stacks__free(struct stacks *s);
-/* Finds or adds @ips; *id receives its id. -ENOSPC when the table is full. */
-int stacks__intern(struct stacks *s, const uint64_t *ips, uint32_t nr, uint32_t *id);
+/* Finds or adds @ips with @flags; *id receives its id. -ENOSPC when the table is full. */
+int stacks__intern(struct stacks *s, const uint64_t *ips, uint32_t nr, uint32_t flags, uint32_t *id);
+/* enum ls_stack_flags of @id (0 for the special ids). */
+uint32_t stacks__flags(const struct stacks *s, uint32_t id);
 /* The frames of @id (NULL and *nr = 0 for the special ids). */
 const uint64_t *stacks__get(const struct stacks *s, uint32_t id, uint32_t *nr);
 uint32_t stacks__count(const struct stacks *s);

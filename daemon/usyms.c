@@ -23,6 +23,8 @@
 #define SYM_NAME_MAX 256
 #define BUILD_ID_MAX 20		/* SHA-1, the longest build id ld writes */
 #define NT_GNU_BUILD_ID_TYPE 3
+/* ELF segments are congruent to their offset modulo the page size (4 KiB and up) */
+#define PAGE_ALIGN_MASK 0xfffULL
 
 struct seg {
 	uint64_t off, vaddr, memsz;
@@ -41,6 +43,7 @@ struct umod {
 struct uvma {
 	uint64_t start, end, off;
 	uint32_t mod;
+	bool exec;
 };
 
 struct uproc {
@@ -56,6 +59,8 @@ struct mod_key {
 struct sym_val {
 	char *name;		/* NULL: no symbol */
 	uint64_t offset;
+	char **inlined;		/* functions inlined at the address, innermost first */
+	uint32_t nr_inlined;
 };
 
 struct usyms {
@@ -85,12 +90,26 @@ static void syms_free(struct htab *syms)
 	size_t it = 0;
 	void *v;
 
-	while (syms && !htab__next(syms, &it, &k, &v))
-		free(((struct sym_val *)v)->name);
+	while (syms && !htab__next(syms, &it, &k, &v)) {
+		struct sym_val *sv = v;
+		uint32_t i;
+
+		free(sv->name);
+		for (i = 0; i < sv->nr_inlined; i++)
+			free(sv->inlined[i]);
+		free(sv->inlined);
+	}
 }
 
 int usyms__new(size_t max_procs, struct usyms **out)
 {
+	/* line info is what blazesym reads inlined functions from */
+	const struct blaze_symbolizer_opts sym_opts = {
+		.type_size = sizeof(sym_opts),
+		.code_info = true,
+		.inlined_fns = true,
+		.demangle = true,
+	};
 	struct usyms *u = calloc(1, sizeof(*u));
 	int err = -ENOMEM;
 
@@ -102,7 +121,7 @@ int usyms__new(size_t max_procs, struct usyms **out)
 	u->syms = htab__new(sizeof(uint64_t), sizeof(struct sym_val), SYM_CACHE_MAX);
 	if (!u->procs || !u->mod_index || !u->syms)
 		goto cleanup;
-	u->symbolizer = blaze_symbolizer_new();
+	u->symbolizer = blaze_symbolizer_new_opts(&sym_opts);
 	if (!u->symbolizer) {
 		err = -EINVAL;
 		goto cleanup;
@@ -203,9 +222,12 @@ static int read_maps(struct usyms *u, uint32_t pid, struct uproc *p)
 		struct uvma v;
 
 		line[strcspn(line, "\n")] = 0;
-		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %*s %" SCNx64 " %x:%x %" SCNu64 " %n",
-			   &v.start, &v.end, &v.off, &maj, &min, &ino, &n) < 6)
+		char perms[8];
+
+		if (sscanf(line, "%" SCNx64 "-%" SCNx64 " %7s %" SCNx64 " %x:%x %" SCNu64 " %n",
+			   &v.start, &v.end, perms, &v.off, &maj, &min, &ino, &n) < 7)
 			continue;
+		v.exec = perms[2] == 'x';
 		file = line + n;
 		if (!ino && !*file && p->nr && p->vmas[p->nr - 1].end == v.start) {
 			/* anonymous memory right after an image's last mapping: its .bss */
@@ -381,7 +403,64 @@ int usyms__data(struct usyms *u, uint32_t pid, uint64_t uaddr, const char **modu
 	return 0;
 }
 
-static char *symbolize(struct usyms *u, const struct umod *m, uint64_t file_off, uint64_t *sym_off)
+int usyms__modules(struct usyms *u, uint32_t pid, usyms_module_fn fn, void *ctx)
+{
+	struct uproc *p = proc_get(u, pid, false);
+	uint32_t i, j;
+	int err;
+
+	if (!p)
+		return -ENOENT;
+	for (i = 0; i < p->nr; i++) {
+		const struct uvma *v = &p->vmas[i];
+		struct umod *m = &u->mods[v->mod];
+		bool dup = false;
+
+		for (j = 0; j < i && !dup; j++)
+			dup = p->vmas[j].mod == v->mod && p->vmas[j].exec;
+		if (!v->exec || dup)
+			continue;
+		read_elf(m);
+		for (j = 0; j < (uint32_t)m->nsegs; j++) {
+			const struct seg *sg = &m->segs[j];
+			/* segments are mapped from their page-aligned start */
+			uint64_t off = sg->off & ~(PAGE_ALIGN_MASK), vaddr = sg->vaddr & ~(PAGE_ALIGN_MASK);
+
+			if (v->off < off || v->off >= sg->off + sg->memsz)
+				continue;
+			/* where the file's virtual address 0 sits in this process */
+			err = fn(ctx, m->path, v->start - (v->off - off + vaddr));
+			if (err)
+				return err;
+			break;
+		}
+	}
+	return 0;
+}
+
+uint64_t usyms__maps_time(struct usyms *u, uint32_t pid)
+{
+	const struct uproc *p = htab__find(u->procs, &pid);
+
+	return p ? p->loaded_ns : 0;
+}
+
+/* blazesym lists inlined calls outermost first; stacks read innermost first. */
+static void keep_inlined(struct sym_val *sv, const struct blaze_sym *sym)
+{
+	size_t i, n = sym->inlined_cnt;
+
+	if (!n || !(sv->inlined = calloc(n, sizeof(*sv->inlined))))
+		return;
+	for (i = 0; i < n; i++) {
+		const char *name = sym->inlined[n - 1 - i].name;
+
+		if (name && (sv->inlined[sv->nr_inlined] = strndup(name, SYM_NAME_MAX)))
+			sv->nr_inlined++;
+	}
+}
+
+static void symbolize(struct usyms *u, const struct umod *m, uint64_t file_off, struct sym_val *sv)
 {
 	blaze_symbolize_src_elf src = {
 		.type_size = sizeof(src),
@@ -389,17 +468,16 @@ static char *symbolize(struct usyms *u, const struct umod *m, uint64_t file_off,
 		.debug_syms = true,
 	};
 	const struct blaze_syms *syms;
-	char *name = NULL;
 
 	syms = blaze_symbolize_elf_file_offsets(u->symbolizer, &src, &file_off, 1);
 	if (!syms)
-		return NULL;
+		return;
 	if (syms->cnt == 1 && syms->syms[0].name) {
-		name = strndup(syms->syms[0].name, SYM_NAME_MAX);
-		*sym_off = syms->syms[0].offset;
+		sv->name = strndup(syms->syms[0].name, SYM_NAME_MAX);
+		sv->offset = syms->syms[0].offset;
+		keep_inlined(sv, &syms->syms[0]);
 	}
 	blaze_syms_free(syms);
-	return name;
 }
 
 bool usyms__frame(struct usyms *u, uint64_t code, struct uframe *f)
@@ -426,13 +504,15 @@ bool usyms__frame(struct usyms *u, uint64_t code, struct uframe *f)
 	f->build_id = m->build_id;
 	sv = htab__upsert(u->syms, &code, &created, NULL);
 	if (sv && created) {
-		sv->name = symbolize(u, m, f->addr, &sv->offset);
+		symbolize(u, m, f->addr, sv);
 		if (!sv->name)
 			u->unresolved++;
 	}
 	if (sv && sv->name) {
 		f->sym = sv->name;
 		f->offset = sv->offset;
+		f->inlined = (const char *const *)sv->inlined;
+		f->nr_inlined = sv->nr_inlined;
 	} else if (!sv) {
 		u->unresolved++;	/* the symbol cache is full */
 	}

@@ -31,6 +31,8 @@ struct uframe {
 	const char *module;	/* file name of the module, NULL when none */
 	const char *path;
 	const char *build_id;	/* hex, "" when the module has none */
+	const char *const *inlined;	/* functions inlined at addr into sym, innermost first */
+	uint32_t nr_inlined;
 };
 
 int usyms__new(size_t max_procs, struct usyms **out);
@@ -48,6 +50,12 @@ int usyms__shared_key(struct usyms *u, uint32_t pid, uint64_t uaddr, uint32_t *o
 int usyms__data(struct usyms *u, uint32_t pid, uint64_t uaddr, const char **module, uint64_t *vaddr);
 /* The module an object id names (shared futexes), or NULL. */
 const char *usyms__object_path(const struct usyms *u, uint32_t object);
+/* Called for each executable module of a process with its load bias; nonzero stops. */
+typedef int (*usyms_module_fn)(void *ctx, const char *path, uint64_t bias);
+/* Calls @fn for every executable file mapping of @pid (one call per module). */
+int usyms__modules(struct usyms *u, uint32_t pid, usyms_module_fn fn, void *ctx);
+/* When @pid's maps were last read (0: never): cached views of them must be rebuilt after. */
+uint64_t usyms__maps_time(struct usyms *u, uint32_t pid);
 /* Resolves frame code @code (a user frame); false for kernel frames. */
 bool usyms__frame(struct usyms *u, uint64_t code, struct uframe *f);
 size_t usyms__mem_bytes(const struct usyms *u);

@@ -140,9 +140,9 @@ static void test_stacks_intern(void **state)
 	const uint64_t *ips;
 
 	(void)state;
-	assert_int_equal(stacks__intern(s, a, 3, &ia), 0);
-	assert_int_equal(stacks__intern(s, b, 2, &ib), 0);
-	assert_int_equal(stacks__intern(s, a, 3, &ia2), 0);
+	assert_int_equal(stacks__intern(s, a, 3, 0, &ia), 0);
+	assert_int_equal(stacks__intern(s, b, 2, 0, &ib), 0);
+	assert_int_equal(stacks__intern(s, a, 3, 0, &ia2), 0);
 	assert_int_equal(ia, ia2);
 	assert_int_not_equal(ia, ib);
 	assert_true(ia >= LS_STACK_FIRST && ib >= LS_STACK_FIRST);
@@ -151,7 +151,7 @@ static void test_stacks_intern(void **state)
 	assert_memory_equal(ips, b, sizeof(b));
 	assert_null(stacks__get(s, LS_STACK_MISSING, &nr));
 	assert_int_equal(nr, 0);
-	assert_int_equal(stacks__intern(s, c, 1, &ic), -28);	/* full: -ENOSPC */
+	assert_int_equal(stacks__intern(s, c, 1, 0, &ic), -28);	/* full: -ENOSPC */
 	assert_int_equal(stacks__dropped(s), 1);
 	assert_int_equal(stacks__count(s), 2);
 	stacks__free(s);

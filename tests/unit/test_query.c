@@ -72,8 +72,8 @@ static int setup(void **state)
 	assert_int_equal(ksyms__new(path, &f->ksyms), 0);
 	unlink(path);
 	f->stacks = stacks__new(100);
-	assert_int_equal(stacks__intern(f->stacks, stack_x, 2, &f->x), 0);
-	assert_int_equal(stacks__intern(f->stacks, stack_y, 2, &f->y), 0);
+	assert_int_equal(stacks__intern(f->stacks, stack_x, 2, 0, &f->x), 0);
+	assert_int_equal(stacks__intern(f->stacks, stack_y, 2, 0, &f->y), 0);
 	f->tab = htab__new(sizeof(struct agg_key), sizeof(struct agg_val), 100);
 	/* thread 101 on mmap_lock: 10 waits, 3 of them with stacks */
 	k1.stack = f->x;

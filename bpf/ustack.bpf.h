@@ -1,0 +1,129 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Copies the current thread's user registers and the top of its user stack into a ring
+ * record (struct ls_ustack_rec) for the daemon to unwind with CFI. A frame-pointer walk
+ * (bpf_get_stackid) costs ~0.7 us and stops at the first function built without frame
+ * pointers; a dump costs about as much again for an 8 KiB window and unwinds through
+ * anything that has .eh_frame. Callers decide when a stack is wanted (sampling.bpf.h);
+ * this file only decides how.
+ *
+ * Works for the current task only: its user memory is the one mapped, and
+ * bpf_task_pt_regs() holds the registers it entered the kernel with, from a syscall or
+ * from an interrupt (a cpu-clock sample that hit user code).
+ */
+#ifndef __LS_USTACK_BPF_H
+#define __LS_USTACK_BPF_H
+
+#include "ustack.h"
+#include "common.bpf.h"
+
+/* Bytes of stack per dump, a multiple of 8; 0: frame-pointer stacks only. */
+const volatile __u32 ustack_bytes = 0;
+
+#if defined(__TARGET_ARCH_x86)
+/* pt_regs in DWARF register order (see ustack.h) */
+static __always_inline __u32 ustack_regs(__u64 *out, const struct pt_regs *r)
+{
+	out[0] = r->ax; out[1] = r->dx; out[2] = r->cx; out[3] = r->bx;
+	out[4] = r->si; out[5] = r->di; out[6] = r->bp; out[7] = r->sp;
+	out[8] = r->r8; out[9] = r->r9; out[10] = r->r10; out[11] = r->r11;
+	out[12] = r->r12; out[13] = r->r13; out[14] = r->r14; out[15] = r->r15;
+	out[16] = r->ip;
+	return LS_UREGS_X86_64;
+}
+#define USTACK_SP(r) ((r)->sp)
+#elif defined(__TARGET_ARCH_arm64)
+static __always_inline __u32 ustack_regs(__u64 *out, const struct pt_regs *r)
+{
+	int i;
+
+	for (i = 0; i < 31; i++)
+		out[i] = r->regs[i];
+	out[31] = r->sp;
+	out[32] = r->pc;
+	return LS_UREGS_ARM64;
+}
+#define USTACK_SP(r) ((r)->sp)
+#else
+#error "ustack reads user registers: only x86 and arm64 are supported"
+#endif
+
+/*
+ * Reads the window above @sp into @dst. Usually one read succeeds. Near the top of a
+ * stack mapping (a main thread) the window runs into an unmapped page and the read fails
+ * whole, so it is retried one page shorter each time, down to the end of @sp's page.
+ */
+static __always_inline __u32 ustack_copy(void *dst, __u64 sp, __u32 *flags)
+{
+	/* 64-bit: a bound checked on a 32-bit copy does not carry over to the helper's arg */
+	__u64 to_page_end = LS_USTACK_PAGE - (sp & (LS_USTACK_PAGE - 1));
+	__u64 len = ustack_bytes;
+	int i;
+
+	for (i = 0; i < LS_USTACK_MAX_BYTES / LS_USTACK_PAGE + 1; i++) {
+		if (len > ustack_bytes)		/* bounds for the verifier */
+			len = ustack_bytes;
+		if (!bpf_probe_read_user(dst, len, (void *)sp))
+			return len;
+		*flags |= LS_USTACK_F_SHORT;
+		if (len <= to_page_end)
+			break;
+		/* the longest window shorter than the failed one that ends at a page boundary */
+		len = to_page_end + (len - to_page_end - 1) / LS_USTACK_PAGE * LS_USTACK_PAGE;
+	}
+	return 0;
+}
+
+/*
+ * Writes a dump of the current thread and returns its id, or 0 when there is none
+ * (dumps off, kernel thread, ring full, stack not readable; the last two are counted).
+ */
+static __always_inline __u64 ustack_dump(void)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct pt_regs *uregs = (struct pt_regs *)bpf_task_pt_regs(task);
+	__u32 key = LS_CNT_UDUMPS, flags = 0, copied;
+	struct ls_ustack_rec *r;
+	const struct pt_regs *tmp;
+	__u64 *seq, id;
+	void *rb;
+
+	if (!ustack_bytes || !task->mm)
+		return 0;
+	seq = bpf_map_lookup_elem(&counters, &key);
+	rb = ls_ringbuf();
+	if (!seq || !rb)
+		return 0;
+	r = bpf_ringbuf_reserve(rb, sizeof(*r) + ustack_bytes, 0);
+	if (!r) {
+		ls_count(LS_DROP_RINGBUF);
+		return 0;
+	}
+	/* the stack window is scratch space for the registers first: no room on the BPF stack */
+	tmp = (const struct pt_regs *)r->stack;
+	if (bpf_probe_read_kernel(r->stack, sizeof(*tmp), uregs))
+		goto discard;
+	r->nregs = ustack_regs(r->regs, tmp);
+	copied = ustack_copy(r->stack, USTACK_SP(tmp), &flags);
+	if (!copied)
+		goto discard;
+	*seq += 1;	/* per-CPU slot: the sequence part of the id */
+	id = ((__u64)bpf_get_smp_processor_id() << LS_USTACK_ID_CPU_SHIFT) | *seq;
+	ls_hdr_init(&r->hdr, LS_REC_USTACK, sizeof(*r) + ustack_bytes);
+	r->id = id;
+	r->pid = task->tgid;
+	r->tid = task->pid;
+	r->stack_bytes = copied;
+	r->flags = flags;
+	r->pad = 0;
+	if (flags & LS_USTACK_F_SHORT)
+		ls_count(LS_CNT_UDUMP_SHORT);
+	ls_submit(rb, r);
+	return id;
+discard:
+	bpf_ringbuf_discard(r, BPF_RB_NO_WAKEUP);
+	ls_count(LS_DROP_UDUMP_FAILED);
+	return 0;
+}
+
+#endif /* __LS_USTACK_BPF_H */

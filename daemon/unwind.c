@@ -1,0 +1,236 @@
+// SPDX-License-Identifier: GPL-2.0
+#include <dwarf.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <elfutils/libdwfl.h>
+#include "engine.h"
+#include "log.h"
+#include "unwind.h"
+#include "usyms.h"
+
+/* Architecture's DWARF register numbers (ustack.h): the stack pointer and how many regs. */
+#if defined(__x86_64__)
+#define DW_REG_SP	7
+#define DW_NREGS	17	/* rax..r15, rip: rip is the return-address column */
+#elif defined(__aarch64__)
+#define DW_REG_SP	31
+#define DW_NREGS	32	/* x0..x30, sp: the pc is passed separately */
+#else
+#error "unwind: only x86-64 and arm64 dumps are understood"
+#endif
+
+struct uw_proc {
+	Dwfl *dwfl;			/* NULL: slot free */
+	uint32_t pid;
+	uint64_t maps_ns;		/* usyms maps the session was built from */
+	uint64_t lru;			/* LRU clock */
+	/* the dump being unwound: the callbacks read it */
+	const struct ls_ustack_rec *cur;
+	bool read_outside;		/* CFI asked for memory outside the window */
+	uint64_t used;			/* bytes of the window the walk read up to */
+};
+
+struct unwind {
+	struct usyms *usyms;
+	struct uw_proc *procs;
+	size_t nr_procs;
+	uint64_t clock;
+	struct unwind_stats st;
+};
+
+struct walk {
+	struct uw_proc *p;
+	uint64_t *ips;
+	int n, max;
+};
+
+static char *debuginfo_path;	/* libdwfl's default search path for separate debug files */
+
+static const Dwfl_Callbacks dwfl_callbacks = {
+	.find_elf = dwfl_linux_proc_find_elf,
+	.find_debuginfo = dwfl_standard_find_debuginfo,
+	.debuginfo_path = &debuginfo_path,
+};
+
+static pid_t next_thread(Dwfl *dwfl, void *arg, void **thread_argp)
+{
+	struct uw_proc *p = arg;
+
+	(void)dwfl;
+	if (*thread_argp)	/* one thread per walk: the dump's */
+		return 0;
+	*thread_argp = p;
+	return p->cur->tid;
+}
+
+static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *arg)
+{
+	struct uw_proc *p = arg;
+	const struct ls_ustack_rec *r = p->cur;
+	uint64_t sp = r->regs[DW_REG_SP];
+
+	(void)dwfl;
+	if (addr < sp || addr - sp + sizeof(*result) > r->stack_bytes) {
+		p->read_outside = true;
+		return false;
+	}
+	memcpy(result, r->stack + (addr - sp), sizeof(*result));
+	if (addr - sp + sizeof(*result) > p->used)
+		p->used = addr - sp + sizeof(*result);
+	return true;
+}
+
+static bool set_initial_registers(Dwfl_Thread *thread, void *arg)
+{
+	const struct ls_ustack_rec *r = ((struct uw_proc *)arg)->cur;
+
+	dwfl_thread_state_register_pc(thread, r->regs[r->nregs - 1]);
+	/* Dwarf_Word and __u64 are both 64-bit unsigned, spelt differently */
+	return dwfl_thread_state_registers(thread, 0, DW_NREGS, (const Dwarf_Word *)r->regs);
+}
+
+static const Dwfl_Thread_Callbacks thread_callbacks = {
+	.next_thread = next_thread,
+	.memory_read = memory_read,
+	.set_initial_registers = set_initial_registers,
+};
+
+int unwind__new(struct usyms *usyms, size_t max_procs, struct unwind **out)
+{
+	struct unwind *u = calloc(1, sizeof(*u));
+
+	if (!u)
+		return -ENOMEM;
+	u->usyms = usyms;
+	u->nr_procs = max_procs;
+	u->procs = calloc(max_procs, sizeof(*u->procs));
+	if (!u->procs) {
+		free(u);
+		return -ENOMEM;
+	}
+	*out = u;
+	return 0;
+}
+
+static void proc_close(struct uw_proc *p)
+{
+	dwfl_end(p->dwfl);
+	memset(p, 0, sizeof(*p));
+}
+
+void unwind__free(struct unwind *u)
+{
+	size_t i;
+
+	if (!u)
+		return;
+	for (i = 0; i < u->nr_procs; i++)
+		proc_close(&u->procs[i]);
+	free(u->procs);
+	free(u);
+}
+
+static int report_module(void *ctx, const char *path, uint64_t bias)
+{
+	/* a file that is not ELF (or has gone) just has no CFI: not an error */
+	dwfl_report_elf(ctx, path, path, -1, bias, false);
+	return 0;
+}
+
+/* A session for @pid's current maps: the cached one, or a new one in the LRU slot. */
+static struct uw_proc *proc_get(struct unwind *u, uint32_t pid)
+{
+	uint64_t maps_ns = usyms__maps_time(u->usyms, pid);
+	struct uw_proc *p = NULL, *lru = &u->procs[0];
+	size_t i;
+
+	for (i = 0; i < u->nr_procs && !p; i++) {
+		if (u->procs[i].dwfl && u->procs[i].pid == pid)
+			p = &u->procs[i];
+		else if (u->procs[i].lru < lru->lru)
+			lru = &u->procs[i];
+	}
+	if (p && p->maps_ns == maps_ns)
+		goto found;
+	if (!p)
+		p = lru;
+	proc_close(p);
+	p->dwfl = dwfl_begin(&dwfl_callbacks);
+	if (!p->dwfl)
+		return NULL;
+	dwfl_report_begin(p->dwfl);
+	usyms__modules(u->usyms, pid, report_module, p->dwfl);
+	if (dwfl_report_end(p->dwfl, NULL, NULL) ||
+	    !dwfl_attach_state(p->dwfl, NULL, pid, &thread_callbacks, p)) {
+		pr_debug("unwind: pid %u: %s\n", pid, dwfl_errmsg(-1));
+		proc_close(p);
+		return NULL;
+	}
+	p->pid = pid;
+	p->maps_ns = maps_ns;
+	u->st.sessions++;
+found:
+	p->lru = ++u->clock;
+	return p;
+}
+
+static int frame_cb(Dwfl_Frame *state, void *arg)
+{
+	struct walk *w = arg;
+	Dwarf_Addr pc;
+
+	if (!dwfl_frame_pc(state, &pc, NULL))
+		return DWARF_CB_ABORT;
+	w->ips[w->n++] = pc;
+	return w->n < w->max ? DWARF_CB_OK : DWARF_CB_ABORT;
+}
+
+int unwind__stack(struct unwind *u, const struct ls_ustack_rec *r, size_t size, uint64_t *ips,
+		  int max, bool *truncated)
+{
+	struct walk w = { .ips = ips, .max = max };
+	uint64_t t0 = ls_now_ns();
+	int ret;
+
+	*truncated = false;
+	if (size < sizeof(*r) || r->stack_bytes > size - sizeof(*r) ||
+	    (r->nregs != DW_NREGS && r->nregs != DW_NREGS + 1) || max <= 0)
+		return -EINVAL;
+	/* the session's maps must be the process's: see them before it can exit */
+	usyms__see(u->usyms, r->pid);
+	w.p = proc_get(u, r->pid);
+	if (!w.p) {
+		u->st.failed++;
+		return -ENOENT;
+	}
+	w.p->cur = r;
+	w.p->read_outside = false;
+	w.p->used = 0;
+	ret = dwfl_getthread_frames(w.p->dwfl, r->tid, frame_cb, &w);
+	/*
+	 * 0: the outermost frame (its CFI leaves the return address undefined) was reached.
+	 * Anything else ended early: the window, missing CFI and a frame-pointer guess that
+	 * led nowhere, or the depth limit.
+	 */
+	*truncated = ret != 0;
+	w.p->cur = NULL;
+	u->st.ns += ls_now_ns() - t0;
+	if (!w.n) {
+		u->st.failed++;
+		return -ENOENT;
+	}
+	u->st.stacks++;
+	u->st.frames += w.n;
+	u->st.truncated += *truncated;
+	u->st.window += *truncated && w.p->read_outside;
+	u->st.bytes_used += w.p->used;
+	if (w.p->used > u->st.bytes_used_max)
+		u->st.bytes_used_max = w.p->used;
+	return w.n;
+}
+
+void unwind__stats(const struct unwind *u, struct unwind_stats *out)
+{
+	*out = u->st;
+}
