@@ -94,7 +94,8 @@ cJSON *client_call(int fd, const cJSON *req, int *err)
 	text[len] = '\n';	/* overwrite the NUL: send length-delimited */
 	*err = send_all(fd, text, len + 1);
 	free(text);
-	if (*err)
+	/* a daemon that refuses a client answers and closes before reading: read its reason */
+	if (*err && *err != -EPIPE)
 		return NULL;
 	line = read_line(fd, err);
 	if (!line)
