@@ -50,7 +50,7 @@ UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(OUTPUT)/tests/%,$(UNIT_SRCS))
 WORKLOAD_SRCS := $(wildcard tests/workloads/*.c)
 WORKLOADS := $(patsubst tests/workloads/%.c,$(OUTPUT)/workloads/%,$(WORKLOAD_SRCS)) \
-	     $(OUTPUT)/workloads/mutex_server_nofp
+	     $(OUTPUT)/workloads/mutex_server_nofp $(OUTPUT)/workloads/mutex_server_nocfi
 
 .PHONY: all clean deps test unit-test integration-test install demo help
 .DELETE_ON_ERROR:
@@ -129,16 +129,26 @@ $(OUTPUT)/tests/test_%: tests/unit/test_%.c $(OUTPUT)/libengine.a $(CLI_OBJS) | 
 	$(Q)$(CC) $(CFLAGS) -Icli $< $(filter-out $(OUTPUT)/cli/main.o,$(CLI_OBJS)) \
 		$(OUTPUT)/libengine.a $(LIBS) -lcmocka -o $@
 
-# Workloads keep frame pointers so both unwinding methods can be compared on them;
-# mutex_server_nofp is the same server built as distros build code, for DWARF unwinding.
+# Workloads keep frame pointers unless they test unwinding without them:
+#   mutex_server_nofp   the server built as distros build code (CFI, no frame pointers)
+#   mutex_server_nocfi  the server with frame pointers and no CFI at all (JIT-like code):
+#                       the unwinder must fall back to frame pointers
+#   inline_locks        no frame pointers, the lock call inlined twice
 $(OUTPUT)/workloads/uv_pool: WORKLOAD_LIBS := -luv
+$(OUTPUT)/workloads/inline_locks: WORKLOAD_FP := -fomit-frame-pointer
 $(OUTPUT)/workloads/%: tests/workloads/%.c tests/workloads/workload.h | $(OUTPUT)/workloads
 	$(call msg,CC,$@)
-	$(Q)$(CC) -O2 -g -fno-omit-frame-pointer $(WARN) -pthread $< $(WORKLOAD_LIBS) -o $@
+	$(Q)$(CC) -O2 -g $(or $(WORKLOAD_FP),-fno-omit-frame-pointer) $(WARN) -pthread $< $(WORKLOAD_LIBS) -o $@
 
 $(OUTPUT)/workloads/mutex_server_nofp: tests/workloads/mutex_server.c tests/workloads/workload.h | $(OUTPUT)/workloads
 	$(call msg,CC,$@)
 	$(Q)$(CC) -O2 -g -fomit-frame-pointer $(WARN) -pthread $< -o $@
+
+$(OUTPUT)/workloads/mutex_server_nocfi: tests/workloads/mutex_server.c tests/workloads/workload.h | $(OUTPUT)/workloads
+	$(call msg,CC,$@)
+	$(Q)$(CC) -O2 -fno-omit-frame-pointer -fno-asynchronous-unwind-tables -fno-unwind-tables \
+		$(WARN) -pthread $< -o $@.tmp
+	$(Q)objcopy -R .eh_frame -R .eh_frame_hdr -R .debug_frame $@.tmp $@ && rm -f $@.tmp
 
 unit-test: $(UNIT_BINS)
 	$(Q)set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t; done

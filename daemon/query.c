@@ -633,19 +633,26 @@ struct frame_info {
 	uint32_t nr_inlined;
 };
 
-static void frame_info(const struct query_ctx *ctx, uint64_t ip, struct frame_info *fi)
+/*
+ * Frame @i of a stack. Past the first, a user frame is a return address: it is looked up
+ * one byte back, inside the call instruction, or the inline information would name the
+ * code after the call (perf does the same).
+ */
+static void frame_info(const struct query_ctx *ctx, const uint64_t *ips, uint32_t i,
+		       struct frame_info *fi)
 {
+	uint64_t ip = ips[i], back = i && (ip & ((1ULL << USYMS_MOD_SHIFT) - 1)) ? 1 : 0;
 	const struct ksym *ks;
 	struct uframe uf;
 
 	memset(fi, 0, sizeof(*fi));
 	fi->addr = ip;
 	if (usyms__is_user(ip)) {
-		if (!ctx->usyms || !usyms__frame(ctx->usyms, ip, &uf))
+		if (!ctx->usyms || !usyms__frame(ctx->usyms, ip - back, &uf))
 			return;
-		fi->addr = uf.addr;
+		fi->addr = uf.addr + back;
 		fi->sym = uf.sym;
-		fi->offset = uf.offset;
+		fi->offset = uf.offset + back;
 		fi->module = uf.module;
 		fi->build_id = uf.build_id;
 		fi->inlined = uf.inlined;
@@ -660,11 +667,12 @@ static void frame_info(const struct query_ctx *ctx, uint64_t ip, struct frame_in
 	fi->module = ks->module ? ks->module : "kernel";
 }
 
-static void frame_name(const struct query_ctx *ctx, uint64_t ip, char *buf, size_t len)
+static void frame_name(const struct query_ctx *ctx, const uint64_t *ips, uint32_t i, char *buf,
+		       size_t len)
 {
 	struct frame_info fi;
 
-	frame_info(ctx, ip, &fi);
+	frame_info(ctx, ips, i, &fi);
 	if (fi.nr_inlined)	/* the call was made in the innermost inlined function */
 		snprintf(buf, len, "%s (inlined in %s)", fi.inlined[0], fi.sym);
 	else if (fi.sym)
@@ -713,7 +721,7 @@ static cJSON *stack_json(const struct query_ctx *ctx, uint32_t id, int max)
 	for (i = 0; i < nr && (int)i < max; i++) {
 		struct frame_info fi;
 
-		frame_info(ctx, ips[i], &fi);
+		frame_info(ctx, ips, i, &fi);
 		for (j = 0; j < fi.nr_inlined; j++)
 			cJSON_AddItemToArray(arr, frame_json(&fi, fi.inlined[j], true));
 		cJSON_AddItemToArray(arr, frame_json(&fi, fi.sym, false));
@@ -765,7 +773,7 @@ static void caller_string(const struct query_ctx *ctx, uint32_t id, char *buf, s
 		snprintf(buf, len, "[stack missing]");
 		return;
 	}
-	frame_name(ctx, ips[query__caller_frame(ctx, ips, nr)], buf, len);
+	frame_name(ctx, ips, query__caller_frame(ctx, ips, nr), buf, len);
 }
 
 /* A user lock: its address, and where it lies when that is an image's data ("libuv.so.1+0x2f1c0"). */

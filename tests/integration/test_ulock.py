@@ -121,11 +121,22 @@ def test_libuv_threadpool_mutex(daemon):
     off = int(name.split("+")[1], 16)
     assert lo <= off < hi, f"{name} is not in libuv's .data/.bss {lo:#x}-{hi:#x}"
     assert top["contended"] > 1000 and top["releaser"]["comm"] == "uv_pool"
-    # the waiter's stack: libc's lock slow path (Debian builds libuv and glibc without frame
-    # pointers; the frames above it need DWARF unwinding, issue 5)
-    callers = user_rows(daemon, w.pid, "--stacks")
+    # Debian builds libuv and glibc without frame pointers: the waiter's stack goes from
+    # libc's lock slow path through libuv's lock wrapper into libuv's own thread-pool worker
+    # (static, unnamed: libuv.so.1+0x...) and on to start_thread, by CFI unwinding
+    callers = user_rows(daemon, w.pid, "--stacks", "--max-stack", "16")
     stacked = [r for r in callers if r["type"] == "futex:mutex" and r.get("stack")]
-    assert stacked and stacked[0]["stack"][0]["module"] == "libc.so.6"
+    assert stacked
+    stack = stacked[0]["stack"]
+    print(stacked[0]["caller"], [(f["sym"], f["module"]) for f in stack])
+    assert stacked[0]["unwind"] == "dwarf" and stack[0]["module"] == "libc.so.6"
+    mods = [f["module"] or "" for f in stack]
+    wrapper = [i for i, f in enumerate(stack) if f["sym"] in ("uv_mutex_lock", "uv_cond_wait")]
+    assert wrapper, "no libuv lock wrapper in the waiter's stack"
+    worker = wrapper[0] + 1
+    assert mods[worker].startswith("libuv.so.1") and stack[worker]["sym"] is None
+    assert stacked[0]["caller"] == f"{mods[worker]}+{stack[worker]['addr']}"
+    assert "start_thread" in [f["sym"] for f in stack[worker:]]
 
 
 def test_exited_process_still_symbolizes(daemon):

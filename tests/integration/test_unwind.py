@@ -1,0 +1,112 @@
+"""User stacks through code without frame pointers: DWARF (CFI) unwinding end to end.
+
+Debian's glibc and libuv have no frame pointers, so a frame-pointer walk from a futex wait
+ends in libc. These tests run workloads built the same way and check that the stacks reach
+the application's own functions, and that each stack says how it was walked.
+"""
+import re
+import time
+
+from conftest import Workload, start_daemon, stop_daemon
+
+LOCK_SLOW_PATH = re.compile(r"__lll_lock_wait|pthread_mutex_lock")
+UNLOCK_PATH = re.compile(r"__lll_lock_wake|pthread_mutex_unlock")
+
+
+def syms(stack):
+    return [f["sym"] or "" for f in stack or []]
+
+
+def index_of(names, pattern):
+    for i, n in enumerate(names):
+        if re.search(pattern, n):
+            return i
+    return -1
+
+
+def run(d, name, *args, seconds="2"):
+    w = Workload(name, "--seconds", seconds, *args)
+    w.go()
+    res = w.wait()
+    time.sleep(0.5)  # one drain of the rings
+    return w.pid, res
+
+
+def callers(d, pid, *args):
+    return d.cli_json("top", "-w", "all", "--kind", "user", "-p", str(pid), "--stacks",
+                      "--max-stack", "16", *args)["rows"]
+
+
+def top_mutex_row(rows):
+    rows = [r for r in rows if r["type"] == "futex:mutex" and r["stack"]]
+    assert rows, "no futex:mutex row with a stack"
+    return rows[0]
+
+
+def test_waiter_and_releaser_stacks_reach_the_application(daemon):
+    pid, _ = run(daemon, "mutex_server_nofp")
+    top = top_mutex_row(callers(daemon, pid, "-o"))
+    names = syms(top["stack"])
+    print("waiter:", names)
+    assert top["unwind"] == "dwarf" and top["truncated"] is False
+    lock, caller = index_of(names, LOCK_SLOW_PATH.pattern), index_of(names, r"^lock_counted$")
+    assert 0 <= lock < caller, names
+    assert index_of(names, r"^worker_main$") > caller and index_of(names, r"^start_thread$") > caller
+    assert top["caller"].startswith("lock_counted+")
+    rel = top["releaser"]
+    rel_names = syms(rel["stack"])
+    print("releaser:", rel_names)
+    assert rel["unwind"] == "dwarf"
+    assert 0 <= index_of(rel_names, UNLOCK_PATH.pattern) < index_of(rel_names, r"^worker_main$"), rel_names
+
+
+def test_frame_pointer_walk_stops_in_libc():
+    """The same server with dumps off: what lockscope saw before DWARF unwinding."""
+    d = start_daemon(["--user-stack-bytes=0"])
+    try:
+        assert d.call({"cmd": "status"})["unwind"]["method"] == "fp"
+        pid, _ = run(d, "mutex_server_nofp")
+        rows = [r for r in callers(d, pid) if r["type"] == "futex:mutex" and r["stack"]]
+        assert rows and all(r["unwind"] == "fp" for r in rows)
+        assert not any("worker_main" in syms(r["stack"]) for r in rows)
+    finally:
+        rc, log = stop_daemon(d)
+        assert rc == 0, log
+
+
+def test_no_cfi_falls_back_to_frame_pointers(daemon):
+    pid, _ = run(daemon, "mutex_server_nocfi")
+    names = syms(top_mutex_row(callers(daemon, pid))["stack"])
+    print(names)
+    assert 0 <= index_of(names, LOCK_SLOW_PATH.pattern) < index_of(names, r"^worker_main$"), names
+
+
+def test_inlined_frames_are_named(daemon):
+    pid, _ = run(daemon, "inline_locks")
+    top = top_mutex_row(callers(daemon, pid))
+    frames = [(f["sym"], f.get("inlined", False)) for f in top["stack"]]
+    print(top["caller"], frames)
+    assert top["caller"] == "take_lock (inlined in worker_main)"
+    app = [f for f in frames if f[0] in ("take_lock", "handle_request", "worker_main")]
+    assert app == [("take_lock", True), ("handle_request", True), ("worker_main", False)]
+
+
+def test_status_reports_unwinding(daemon):
+    run(daemon, "mutex_server_nofp", "--workers", "4", seconds="1")
+    st = daemon.call({"cmd": "status"})
+    u = st["unwind"]
+    print(u)
+    assert u["method"] == "dwarf" and st["features"]["user_unwind"] == "dwarf"
+    assert u["dumps"] > 0 and u["unwound"] > 0 and u["frames"] >= 4 * u["unwound"]
+    assert 0 < u["max_bytes_used"] <= u["stack_bytes"]
+    for k in ("stack_dump_missing", "user_stack_dump_failed", "stack_dump_unclaimed"):
+        assert k in st["dropped"]
+
+
+def test_bad_unwind_settings_say_what_to_do():
+    from conftest import LOCKSCOPED
+    import subprocess
+    for arg, want in (("--user-stack-bytes=100", "multiple of 8"), ("--user-stack-bytes=99999", "from 0 to"),
+                      ("--user-dump-rate=0", "from 1 to")):
+        p = subprocess.run([LOCKSCOPED, arg], capture_output=True, text=True, timeout=30)
+        assert p.returncode != 0 and want in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
