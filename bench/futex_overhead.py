@@ -94,7 +94,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=3)
-    ap.add_argument("--server", default=SERVER, choices=["mutex_server", "mutex_server_nofp"])
+    ap.add_argument("--server", default="mutex_server", choices=["mutex_server", "mutex_server_nofp"])
     args = ap.parse_args()
     global SERVER
     SERVER = args.server

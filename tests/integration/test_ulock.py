@@ -15,7 +15,7 @@ COUNT_TOLERANCE = 0.01
 # getrusage, retries the lock word and returns from pthread_mutex_lock.
 WAIT_MIN_SHARE = 0.85
 # Frames of the critical section's formatting: format_log itself and glibc's printf
-# machinery, where FP-less glibc ends the frame-pointer chain (DWARF unwinding: issue 5).
+# machinery (with DWARF unwinding the stacks reach format_log through FP-less glibc).
 FORMAT_FRAME = re.compile(r"format_log|printf|_itoa|_IO_|__mpn_|hack_digit|outstring|strchrnul|"
                           r"__strlen|memcpy|memmove|__printf_buffer")
 
