@@ -179,3 +179,26 @@ def test_bad_flags_say_what_to_do(daemon):
     assert "kind" in r["error"]
     r = daemon.call({"cmd": "scan", "pid": 1, "duration_ms": 10, "precise": "yes"})
     assert "precise" in r["error"]
+
+
+def test_shared_futex_is_one_lock_across_processes(daemon):
+    """A PTHREAD_PROCESS_SHARED mutex in a MAP_SHARED file: one lock, keyed by file and offset."""
+    w = Workload("shm_mutex", "--procs", "4", "--seconds", "2")
+    w.go()
+    res = w.wait()
+    time.sleep(0.5)
+    rows = daemon.cli_json("top", "-w", "all", "--kind", "user", "-l")["rows"]
+    name = f"{res['path']}+{res['offset']:#x}"
+    mine = [r for r in rows if r["lock"] and r["lock"]["name"] == name]
+    print(name, res["sleeps"], [(r["contended"], r.get("pid")) for r in mine])
+    assert len(mine) == 1, f"{name}: expected one row across processes, got {rows[:5]}"
+    row = mine[0]
+    assert row["lock"]["shared"] is True and "uaddr" not in row
+    assert row["type"] == "futex:mutex"
+    assert "pid" not in row, "the row must hold the waits of every process"
+    assert res["sleeps"] > 1000, "too little contention to compare"
+    assert abs(row["contended"] - res["sleeps"]) <= COUNT_TOLERANCE * res["sleeps"]
+    # one row per thread: every child waited on that same lock
+    per_thread = daemon.cli_json("top", "-w", "all", "--kind", "user", "-t")["rows"]
+    pids = {r["pid"] for r in per_thread if r.get("lock") and r["lock"]["name"] == name}
+    assert pids == set(res["pids"]), (pids, res["pids"])
