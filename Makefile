@@ -37,7 +37,7 @@ LIBS := -lbpf -ldw -lelf -lz -lcjson -lm $(BLAZESYM_LIB) -lpthread -ldl
 BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) $(WARN) -Wno-unused-function -Wno-unused-parameter \
 	      -I$(OUTPUT) -Ibpf
 
-BPF_APPS := klock ulock
+BPF_APPS := klock ulock schedstat
 BPF_OBJS := $(patsubst %,$(OUTPUT)/%.bpf.o,$(BPF_APPS))
 SKELS := $(patsubst %,$(OUTPUT)/%.skel.h,$(BPF_APPS))
 

@@ -80,6 +80,7 @@ enum ls_counter {
 				 * page not present, stack map full or collision) */
 	LS_DROP_UNREADABLE,	/* the futex word's neighbourhood could not be read: no owner */
 	LS_DROP_UDUMP_FAILED,	/* user stack dump wanted but the stack page was not present */
+	LS_DROP_SCHED_FULL,	/* per-thread scheduling map full: a thread's switches not counted */
 	LS_DROP_LAST,
 
 	LS_CNT_MAX = LS_DROP_LAST,

@@ -29,6 +29,25 @@ struct cli {
 	bool precise;
 };
 
+/* threads takes -p, -E and --measure; the lock options mean nothing there */
+static bool threads_request_ok(const cJSON *req)
+{
+	static const char *const allowed[] = { "cmd", "pid", "limit", "measure" };
+	const cJSON *it;
+	size_t i;
+
+	cJSON_ArrayForEach(it, req) {
+		for (i = 0; i < sizeof(allowed) / sizeof(allowed[0]) && strcmp(it->string, allowed[i]); i++)
+			;
+		if (i == sizeof(allowed) / sizeof(allowed[0])) {
+			fprintf(stderr, "lockscope: threads takes -p, -E, --measure and --json, not the "
+				"lock options ('%s')\n", it->string);
+			return false;
+		}
+	}
+	return true;
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -38,7 +57,9 @@ static void usage(FILE *f)
 		"  status                     programs, event rates, drop counters, windows\n"
 		"  top                        contended locks, like `perf lock contention`\n"
 		"  scan -p PID [-d DURATION]  collect one process for DURATION (default 5s) and report;\n"
-		"                             in-process (root) when no daemon is listening\n\n"
+		"                             in-process (root) when no daemon is listening\n"
+		"  threads [-p PID] [-E N]    per-thread context switches (like pidstat -w), their time\n"
+		"                             off CPU and run-queue wait, the host's cost of a switch\n\n"
 		"Options of top and scan:\n"
 		"  -p, --pid PID              only this process\n"
 		"  -t, --threads              one row per thread\n"
@@ -58,6 +79,8 @@ static void usage(FILE *f)
 		"                             on the host while the scan runs\n"
 		"      --max-stack N          frames per stack (default 8)\n"
 		"  -d, --duration D           scan length: 500ms, 5s, 1m\n"
+		"Options of threads: -p, -E and\n"
+		"      --measure              measure the cost of a switch again, now (~0.1 s)\n"
 		"Common options:\n"
 		"  -S, --socket PATH          daemon socket (default $LOCKSCOPE_SOCKET or " LS_DEFAULT_SOCKET ")\n"
 		"  -j, --json                 the daemon's JSON response (see schemas/)\n"
@@ -65,7 +88,8 @@ static void usage(FILE *f)
 		"Examples:\n"
 		"  lockscope top -E 10 --stacks\n"
 		"  lockscope top -l -Y rwsem -w 1m\n"
-		"  sudo lockscope scan -p $(pidof myserver) -d 10s --json\n");
+		"  sudo lockscope scan -p $(pidof myserver) -d 10s --json\n"
+		"  lockscope threads -p $(pidof myserver) -E 20\n");
 }
 
 static int bad_flag(const char *flag, const char *value, const char *accepted)
@@ -112,7 +136,7 @@ static int parse_duration_ms(const char *s, uint64_t *ms)
 
 static int parse_args(int argc, char **argv, struct cli *c)
 {
-	enum { OPT_STACKS = 0x100, OPT_MAX_STACK, OPT_KIND, OPT_HOLDERS, OPT_PRECISE };
+	enum { OPT_STACKS = 0x100, OPT_MAX_STACK, OPT_KIND, OPT_HOLDERS, OPT_PRECISE, OPT_MEASURE };
 	static const struct option longopts[] = {
 		{ "pid", required_argument, NULL, 'p' },
 		{ "threads", no_argument, NULL, 't' },
@@ -127,6 +151,7 @@ static int parse_args(int argc, char **argv, struct cli *c)
 		{ "kind", required_argument, NULL, OPT_KIND },
 		{ "holders", no_argument, NULL, OPT_HOLDERS },
 		{ "precise", no_argument, NULL, OPT_PRECISE },
+		{ "measure", no_argument, NULL, OPT_MEASURE },
 		{ "duration", required_argument, NULL, 'd' },
 		{ "socket", required_argument, NULL, 'S' },
 		{ "json", no_argument, NULL, 'j' },
@@ -152,14 +177,16 @@ static int parse_args(int argc, char **argv, struct cli *c)
 		if (!strcmp(argv[i], "-S") || !strcmp(argv[i], "--socket"))
 			i++;
 	if (i >= (size_t)argc) {
-		fprintf(stderr, "lockscope: no command (status, top, scan; see --help)\n");
+		fprintf(stderr, "lockscope: no command (status, top, scan, threads; see --help)\n");
 		return -EINVAL;
 	}
 	c->cmd = argv[i];
 	memmove(&argv[i], &argv[i + 1], (argc - i - 1) * sizeof(*argv));
 	argc--;
-	if (strcmp(c->cmd, "status") && strcmp(c->cmd, "top") && strcmp(c->cmd, "scan")) {
-		fprintf(stderr, "lockscope: unknown command '%s' (status, top, scan; see --help)\n", c->cmd);
+	if (strcmp(c->cmd, "status") && strcmp(c->cmd, "top") && strcmp(c->cmd, "scan") &&
+	    strcmp(c->cmd, "threads")) {
+		fprintf(stderr, "lockscope: unknown command '%s' (status, top, scan, threads; see --help)\n",
+			c->cmd);
 		return -EINVAL;
 	}
 	cJSON_AddStringToObject(c->req, "cmd", c->cmd);
@@ -207,6 +234,7 @@ static int parse_args(int argc, char **argv, struct cli *c)
 			break;
 		case OPT_HOLDERS: c->ro.holders = true; cJSON_AddBoolToObject(c->req, "holders", true); break;
 		case OPT_PRECISE: c->precise = true; break;
+		case OPT_MEASURE: cJSON_AddBoolToObject(c->req, "measure", true); break;
 		case OPT_MAX_STACK:
 			if (parse_uint(optarg, LS_MAX_STACK_DEPTH, &v) || !v)
 				return bad_flag("--max-stack", optarg, "a frame count from 1 to 127");
@@ -234,6 +262,12 @@ static int parse_args(int argc, char **argv, struct cli *c)
 	}
 	if (c->ro.threads && c->ro.locks) {
 		fprintf(stderr, "lockscope: -t and -l group rows differently; use one\n");
+		return -EINVAL;
+	}
+	if (!strcmp(c->cmd, "threads") && !threads_request_ok(c->req))
+		return -EINVAL;
+	if (cJSON_GetObjectItem(c->req, "measure") && strcmp(c->cmd, "threads")) {
+		fprintf(stderr, "lockscope: --measure applies to threads only\n");
 		return -EINVAL;
 	}
 	if (c->precise && strcmp(c->cmd, "scan")) {
@@ -264,6 +298,8 @@ static int print_response(const struct cli *c, const cJSON *resp)
 		free(text);
 	} else if (!strcmp(c->cmd, "status")) {
 		render_status(stdout, resp);
+	} else if (!strcmp(c->cmd, "threads")) {
+		render_threads(stdout, resp);
 	} else {
 		render_rows(stdout, resp, &c->ro);
 	}

@@ -237,3 +237,29 @@ void render_status(FILE *f, const cJSON *resp)
 	}
 	fputc('\n', f);
 }
+
+/* Like pidstat -w (cswch/s, nvcswch/s), plus where the time off CPU went and what switching cost. */
+void render_threads(FILE *f, const cJSON *resp)
+{
+	const cJSON *rows = cJSON_GetObjectItemCaseSensitive(resp, "rows"), *r;
+	char cost[16], on[16], blocked[16], runq[16], lost[16];
+
+	ls_fmt_ns(cost, sizeof(cost), num(resp, "switch_cost_ns_per_switch"));
+	fprintf(f, "host: %.0f switches/s; one switch costs %s (measured)\n\n",
+		num(resp, "system_switches_per_s"), cost);
+	fprintf(f, "%8s %8s  %-16s %9s %9s %10s %10s %11s %11s %11s %11s\n", "PID", "TID", "COMM",
+		"cswch/s", "nvcswch/s", "voluntary", "involuntary", "on-CPU", "blocked", "runq wait",
+		"switching");
+	cJSON_ArrayForEach(r, rows) {
+		ls_fmt_ns(on, sizeof(on), num(r, "oncpu_ns"));
+		ls_fmt_ns(blocked, sizeof(blocked), num(r, "offcpu_blocked_ns"));
+		ls_fmt_ns(runq, sizeof(runq), num(r, "runqueue_wait_ns"));
+		ls_fmt_ns(lost, sizeof(lost), num(r, "switch_cost_ns"));
+		fprintf(f, "%8.0f %8.0f  %-16s %9.1f %9.1f %10.0f %10.0f %11s %11s %11s %11s\n",
+			num(r, "pid"), num(r, "tid"), str(r, "comm", "?"), num(r, "voluntary_per_s"),
+			num(r, "involuntary_per_s"), num(r, "voluntary"), num(r, "involuntary"), on,
+			blocked, runq, lost);
+	}
+	if (!cJSON_GetArraySize(rows))
+		fprintf(f, "\n (no threads seen)\n");
+}

@@ -17,6 +17,8 @@
 #include "ulock.h"
 #include "ustack.h"
 #include "ulock.skel.h"
+#include "schedstat.h"
+#include "schedstat.skel.h"
 
 #define NSEC_PER_SEC 1000000000ULL
 
@@ -48,6 +50,7 @@ static const struct klock_variant klock_variants[] = {
 
 /* The precise-mode programs: attached only while a precise scan runs. */
 enum { PRECISE_PROGS = 4 };
+enum { SCHED_PROGS = 3 };	/* sched_switch, sched_wakeup, sched_wakeup_new */
 
 struct collector {
 	struct collector_opts opts;
@@ -58,6 +61,8 @@ struct collector {
 	struct bpf_program *progs[2];
 	struct ulock_bpf *uskel;
 	struct bpf_link *ulinks[2];		/* sched_switch, sched_waking */
+	struct schedstat_bpf *sskel;
+	struct bpf_link *slinks[SCHED_PROGS];
 	struct bpf_link *precise_links[PRECISE_PROGS];
 	int precise_pids;
 	int *hold_fds;				/* cpu-clock event per CPU, -1 when none */
@@ -103,6 +108,7 @@ static const char *const counter_names[LS_CNT_MAX] = {
 	[LS_DROP_USTACK_FAILED] = "user_stack_failed",
 	[LS_DROP_UNREADABLE] = "futex_word_unreadable",
 	[LS_DROP_UDUMP_FAILED] = "user_stack_dump_failed",
+	[LS_DROP_SCHED_FULL] = "sched_thread_map_full",
 };
 
 const char *ls_counter_name(enum ls_counter c)
@@ -315,6 +321,44 @@ static void setup_ulock(struct collector *c)
 	c->feat.user_unwind = c->opts.ustack_bytes ? "dwarf" : "fp";
 }
 
+/* Per-thread scheduling shares the rings and counters too (it only uses the counters). */
+static int load_sched(struct collector *c)
+{
+	const struct collector_opts *o = &c->opts;
+	struct schedstat_bpf *s;
+	int err;
+
+	s = c->sskel = schedstat_bpf__open();
+	if (!s)
+		return -errno;
+	s->rodata->targ_tgid = o->tgid;
+	if ((err = bpf_map__reuse_fd(s->maps.ringbufs, bpf_map__fd(c->skel->maps.ringbufs))) ||
+	    (err = bpf_map__reuse_fd(s->maps.counters, bpf_map__fd(c->skel->maps.counters))) ||
+	    (err = bpf_map__set_max_entries(s->maps.threads, o->sched_threads)))
+		return err;
+	return schedstat_bpf__load(s);
+}
+
+static void setup_sched(struct collector *c)
+{
+	int err;
+
+	if (!c->opts.sched_threads)
+		return;
+	if (!c->feat.tp_btf) {
+		pr_warn("sched: no BTF-enabled tracepoints: per-thread scheduling is off\n");
+		return;
+	}
+	err = load_sched(c);
+	if (err) {
+		pr_warn("sched: cannot load (%s): per-thread scheduling is off\n", strerror(-err));
+		schedstat_bpf__destroy(c->sskel);
+		c->sskel = NULL;
+		return;
+	}
+	c->feat.sched = true;
+}
+
 int collector__new(const struct collector_opts *opts, struct collector **out)
 {
 	struct collector *c;
@@ -361,6 +405,7 @@ int collector__new(const struct collector_opts *opts, struct collector **out)
 	if (err)
 		goto cleanup;
 	setup_ulock(c);
+	setup_sched(c);
 	*out = c;
 	return 0;
 cleanup:
@@ -439,6 +484,28 @@ static void attach_ulock(struct collector *c)
 	c->feat.holder_sampling = !err;
 }
 
+static struct bpf_program *sched_prog(const struct collector *c, int i)
+{
+	struct bpf_program *progs[SCHED_PROGS] = {
+		c->sskel->progs.sched_switch, c->sskel->progs.sched_wakeup,
+		c->sskel->progs.sched_wakeup_new,
+	};
+
+	return progs[i];
+}
+
+static void attach_sched(struct collector *c)
+{
+	int i, err;
+
+	for (i = 0; c->feat.sched && i < SCHED_PROGS; i++) {
+		if ((err = attach_prog(sched_prog(c, i), &c->slinks[i]))) {
+			pr_warn("sched: cannot attach (%s): per-thread scheduling is off\n", strerror(-err));
+			c->feat.sched = false;
+		}
+	}
+}
+
 int collector__attach(struct collector *c)
 {
 	int i, err;
@@ -447,6 +514,34 @@ int collector__attach(struct collector *c)
 		if ((err = attach_prog(c->progs[i], &c->links[i])))
 			return err;
 	attach_ulock(c);
+	attach_sched(c);
+	return 0;
+}
+
+/* Threads per batch read: one syscall per batch, not two per thread, every second. */
+#define SCHED_BATCH 256
+
+int collector__sched_threads(const struct collector *c, collector_thread_fn fn, void *ctx)
+{
+	static __u32 keys[SCHED_BATCH];
+	static struct sched_thread vals[SCHED_BATCH];
+	__u32 batch, count, i;
+	void *in = NULL;
+	int fd, err, ret;
+
+	if (!c->feat.sched)
+		return -EOPNOTSUPP;
+	fd = bpf_map__fd(c->sskel->maps.threads);
+	do {
+		count = SCHED_BATCH;
+		ret = bpf_map_lookup_batch(fd, in, &batch, keys, vals, &count, NULL);
+		if (ret && errno != ENOENT)	/* ENOENT: the last batch */
+			return -errno;
+		for (i = 0; i < count; i++)
+			if ((err = fn(ctx, keys[i], &vals[i])))
+				return err;
+		in = &batch;
+	} while (!ret);
 	return 0;
 }
 
@@ -518,6 +613,8 @@ void collector__start(struct collector *c)
 	c->skel->bss->enabled = true;
 	if (c->uskel)
 		c->uskel->bss->enabled = true;
+	if (c->sskel)
+		c->sskel->bss->enabled = true;
 }
 
 void collector__stop(struct collector *c)
@@ -525,6 +622,8 @@ void collector__stop(struct collector *c)
 	c->skel->bss->enabled = false;
 	if (c->uskel)
 		c->uskel->bss->enabled = false;
+	if (c->sskel)
+		c->sskel->bss->enabled = false;
 }
 
 int collector__epoll_fd(const struct collector *c)
@@ -611,6 +710,8 @@ int collector__gc(struct collector *c)
 	removed = gc_map(bpf_map__fd(c->skel->maps.thread_slots));
 	if (c->uskel)
 		removed += gc_map(bpf_map__fd(c->uskel->maps.thread_slots));
+	if (c->sskel)
+		gc_map(bpf_map__fd(c->sskel->maps.threads));
 	return removed;
 }
 
@@ -657,9 +758,7 @@ int collector__progs(const struct collector *c, struct collector_prog *out, int 
 
 	for (i = 0; i < 2 && n < max; i++)
 		prog_info(c->progs[i], "klock", c->links[i] != NULL, false, &out[n++]);
-	if (!c->feat.ulock)
-		return n;
-	if (n + 3 <= max) {
+	if (c->feat.ulock && n + 3 <= max) {
 		prog_info(c->uskel->progs.ulock_switch, "ulock", c->ulinks[0] != NULL, false, &out[n++]);
 		prog_info(c->uskel->progs.ulock_waking, "ulock", c->ulinks[1] != NULL, false, &out[n++]);
 		prog_info(c->uskel->progs.ulock_hold_sample, "ulock",
@@ -668,6 +767,8 @@ int collector__progs(const struct collector *c, struct collector_prog *out, int 
 	for (i = 0; c->feat.precise && i < PRECISE_PROGS && n < max; i++)
 		prog_info(precise_prog((struct collector *)c, i), "ulock", c->precise_links[i] != NULL,
 			  true, &out[n++]);
+	for (i = 0; c->sskel && i < SCHED_PROGS && n < max; i++)
+		prog_info(sched_prog(c, i), "schedstat", c->slinks[i] != NULL, false, &out[n++]);
 	return n;
 }
 
@@ -700,7 +801,10 @@ void collector__free(struct collector *c)
 			close(c->hold_fds[i]);
 	free(c->hold_links);
 	free(c->hold_fds);
+	for (i = 0; i < SCHED_PROGS; i++)
+		bpf_link__destroy(c->slinks[i]);
 	ulock_bpf__destroy(c->uskel);
+	schedstat_bpf__destroy(c->sskel);
 	ring_buffer__free(c->rb);
 	for (i = 0; c->ring_fds && i < c->nr_cpus; i++)
 		if (c->ring_fds[i] >= 0)

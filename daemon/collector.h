@@ -37,6 +37,7 @@ struct collector_opts {
 	__u32 hold_freq;		/* holder samples/s per CPU; 0 disables */
 	__u32 ustack_bytes;		/* user stack window per dump; 0: frame pointers only */
 	__u32 udump_rate;		/* user stack dumps/s per CPU, all user locks together */
+	__u32 sched_threads;		/* threads with per-thread scheduling counts; 0: off */
 	collector_record_fn on_record;
 	void *ctx;
 };
@@ -64,6 +65,7 @@ struct collector_features {
 	bool holder_sampling;	/* cpu-clock holder sampling is attached */
 	bool precise;		/* the futex syscall tracepoints exist (precise scans) */
 	const char *user_unwind;	/* "dwarf" (stack dumps unwound with CFI) or "fp" */
+	bool sched;		/* per-thread switches and times (sched_switch, sched_wakeup) */
 };
 
 int collector__new(const struct collector_opts *opts, struct collector **out);
@@ -93,6 +95,10 @@ void collector__hold_sampling(struct collector *c, bool on);
  * skipped the program) and they would hold a slot forever. Returns how many were removed.
  */
 int collector__gc(struct collector *c);
+struct sched_thread;
+typedef int (*collector_thread_fn)(void *ctx, __u32 tid, const struct sched_thread *st);
+/* Calls @fn with every thread's scheduling counts; a nonzero return stops the walk. */
+int collector__sched_threads(const struct collector *c, collector_thread_fn fn, void *ctx);
 int collector__progs(const struct collector *c, struct collector_prog *out, int max);
 const struct collector_features *collector__features(const struct collector *c);
 int collector__nr_rings(const struct collector *c);

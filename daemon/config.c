@@ -28,6 +28,8 @@ const struct ls_setting ls_settings[] = {
 	{ "user-stack-bytes", OPT(collector.ustack_bytes), 0, LS_USTACK_MAX_BYTES,
 	  "user stack copied per dump for DWARF unwinding (multiple of 8, >= 1024); 0: frame pointers" },
 	{ "user-dump-rate", OPT(collector.udump_rate), 1, 1000000, "user stack dumps/s per CPU, all locks" },
+	{ "sched-threads", OPT(collector.sched_threads), 0, 1U << 22,
+	  "threads with per-thread switch counts (BPF map); 0: off" },
 	{ "max-keys", OPT(max_keys), 1024, 1U << 26, "aggregation keys per time slot" },
 	{ "max-stacks", OPT(max_stacks), 1024, 1U << 26, "distinct stacks the daemon keeps" },
 };

@@ -16,7 +16,9 @@
 #include "ksyms.h"
 #include "log.h"
 #include "query.h"
+#include "schedstat.h"
 #include "stacks.h"
+#include "threads.h"
 #include "ulock.h"
 #include "unwind.h"
 #include "usyms.h"
@@ -103,6 +105,7 @@ struct engine {
 	struct usyms *usyms;
 	struct unwind *unwind;
 	struct dumps *dumps;
+	struct threads *threads;
 	struct parked *parked;
 	uint64_t pass;			/* drains of the rings so far */
 	bool last_chance;		/* resolving parked records whose dumps are lost */
@@ -155,6 +158,7 @@ void engine_opts__init(struct engine_opts *o)
 	o->collector.hold_freq = ULOCK_DEF_HOLD_FREQ;
 	o->collector.ustack_bytes = LS_USTACK_DEF_BYTES;
 	o->collector.udump_rate = LS_USTACK_DEF_RATE;
+	o->collector.sched_threads = SCHED_DEF_MAX_THREADS;
 	o->max_keys = 200000;
 	o->max_stacks = 100000;
 	o->windows = true;
@@ -570,6 +574,13 @@ int engine__new(const struct engine_opts *opts, engine_reply_fn reply, void *rep
 		err = -ENOMEM;
 		goto cleanup;
 	}
+	err = threads__new(&e->threads);
+	if (err)
+		goto cleanup;
+	/* before anything is attached: the host's switch cost, not the traced one */
+	if (opts->collector.sched_threads &&
+	    (err = threads__measure_switch_cost(e->threads, THREADS_SWITCH_ROUNDS)))
+		pr_warn("cannot measure the context switch cost (%s)\n", strerror(-err));
 	co.on_record = on_record;
 	co.ctx = e;
 	err = collector__new(&co, &e->coll);
@@ -588,6 +599,8 @@ int engine__new(const struct engine_opts *opts, engine_reply_fn reply, void *rep
 		goto cleanup;
 	}
 	collector__start(e->coll);
+	/* the first snapshot: rates are available from the first request on */
+	threads__tick(e->threads, e->coll, ls_now_ns());
 	*out = e;
 	return 0;
 cleanup:
@@ -624,6 +637,7 @@ void engine__free(struct engine *e)
 	}
 	unwind__free(e->unwind);
 	dumps__free(e->dumps);
+	threads__free(e->threads);
 	agg__free(e->agg);
 	stacks__free(e->stacks);
 	ksyms__free(e->ksyms);
@@ -787,6 +801,8 @@ static cJSON *handle_status(struct engine *e)
 	cJSON_AddBoolToObject(feat, "holder_sampling", f->holder_sampling);
 	cJSON_AddBoolToObject(feat, "precise_futex", f->precise);
 	cJSON_AddStringToObject(feat, "user_unwind", f->user_unwind ? f->user_unwind : "none");
+	cJSON_AddBoolToObject(feat, "sched", f->sched);
+	cJSON_AddNumberToObject(o, "switch_cost_ns", threads__switch_cost_ns(e->threads));
 	cJSON_AddItemToObject(o, "programs", programs_json(e));
 	ev = cJSON_AddObjectToObject(o, "events");
 	cJSON_AddNumberToObject(ev, "begin", cnt[LS_CNT_BEGIN]);
@@ -916,6 +932,31 @@ static cJSON *handle_scan(struct engine *e, uint64_t client, const cJSON *req, s
 	return NULL;
 }
 
+/* `lockscope threads`: per-thread switches and times, like pidstat -w with the cost added. */
+static cJSON *handle_threads(struct engine *e, const cJSON *req)
+{
+	uint64_t pid = 0, limit = 0;
+	const char *why = NULL;
+	bool measure = false;
+	char err[256];
+	cJSON *o;
+	int ret;
+
+	if (query__uint_field(req, "pid", INT32_MAX, &pid, err, sizeof(err)) ||
+	    query__uint_field(req, "limit", 1000000, &limit, err, sizeof(err)) ||
+	    query__bool_field(req, "measure", &measure, err, sizeof(err)))
+		return engine__error("%s", err);
+	/* on demand, with tracing on: what a switch costs now, tracer included */
+	if (measure && (ret = threads__measure_switch_cost(e->threads, THREADS_SWITCH_ROUNDS)))
+		return engine__error("cannot measure the switch cost: %s", strerror(-ret));
+	o = response("threads");
+	if (threads__json(e->threads, e->coll, pid, limit, ls_now_ns(), o, &why)) {
+		cJSON_Delete(o);
+		return engine__error("%s", why);
+	}
+	return o;
+}
+
 cJSON *engine__handle(struct engine *e, uint64_t client, const cJSON *req)
 {
 	const cJSON *cmd = cJSON_GetObjectItemCaseSensitive(req, "cmd");
@@ -925,12 +966,14 @@ cJSON *engine__handle(struct engine *e, uint64_t client, const cJSON *req)
 	if (!cJSON_IsObject(req))
 		return engine__error("a request is a JSON object with a 'cmd'");
 	if (!cJSON_IsString(cmd))
-		return engine__error("missing 'cmd' (one of: status, top, scan)");
+		return engine__error("missing 'cmd' (one of: status, top, scan, threads)");
 	if (!strcmp(cmd->valuestring, "status"))
 		return handle_status(e);
+	if (!strcmp(cmd->valuestring, "threads"))
+		return handle_threads(e, req);
 	query__init(&q);
 	if (strcmp(cmd->valuestring, "top") && strcmp(cmd->valuestring, "scan"))
-		return engine__error("unknown cmd '%s' (one of: status, top, scan)", cmd->valuestring);
+		return engine__error("unknown cmd '%s' (one of: status, top, scan, threads)", cmd->valuestring);
 	if (query__from_json(req, &q, err, sizeof(err)))
 		return engine__error("%s", err);
 	if (!strcmp(cmd->valuestring, "scan"))
@@ -978,6 +1021,7 @@ static void per_second(struct engine *e, uint64_t now)
 	collector__counters(e->coll, cnt);
 	sample_rate(e, now, cnt);
 	hold_sampling(e, now, cnt);
+	threads__tick(e->threads, e->coll, now);
 }
 
 void engine__tick(struct engine *e)

@@ -166,8 +166,8 @@ static int enum_from_json(const cJSON *req, const char *field, const char *const
 	return -EINVAL;
 }
 
-static int uint_from_json(const cJSON *req, const char *field, uint64_t max, uint64_t *out,
-			  char *err, size_t err_len)
+int query__uint_field(const cJSON *req, const char *field, uint64_t max, uint64_t *out,
+		      char *err, size_t err_len)
 {
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(req, field);
 
@@ -182,7 +182,7 @@ static int uint_from_json(const cJSON *req, const char *field, uint64_t max, uin
 	return 0;
 }
 
-static int bool_from_json(const cJSON *req, const char *field, bool *out, char *err, size_t err_len)
+int query__bool_field(const cJSON *req, const char *field, bool *out, char *err, size_t err_len)
 {
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(req, field);
 
@@ -208,13 +208,13 @@ int query__from_json(const cJSON *req, struct query *q, char *err, size_t err_le
 	    (err_ret = enum_from_json(req, "group", group_names, LS_GROUP_MAX, &group, err, err_len)) ||
 	    (err_ret = enum_from_json(req, "sort", sort_names, LS_SORT_KEYS, &sort, err, err_len)) ||
 	    (err_ret = enum_from_json(req, "kind", kind_names, LS_KIND_MAX, &kind, err, err_len)) ||
-	    (err_ret = uint_from_json(req, "pid", INT32_MAX, &pid, err, err_len)) ||
-	    (err_ret = uint_from_json(req, "tid", INT32_MAX, &tid, err, err_len)) ||
-	    (err_ret = uint_from_json(req, "limit", 1000000, &limit, err, err_len)) ||
-	    (err_ret = uint_from_json(req, "max_stack", LS_MAX_STACK_DEPTH, &max_stack, err, err_len)) ||
-	    (err_ret = bool_from_json(req, "stacks", &q->stacks, err, err_len)) ||
-	    (err_ret = bool_from_json(req, "owners", &q->owners, err, err_len)) ||
-	    (err_ret = bool_from_json(req, "holders", &q->holders, err, err_len)))
+	    (err_ret = query__uint_field(req, "pid", INT32_MAX, &pid, err, err_len)) ||
+	    (err_ret = query__uint_field(req, "tid", INT32_MAX, &tid, err, err_len)) ||
+	    (err_ret = query__uint_field(req, "limit", 1000000, &limit, err, err_len)) ||
+	    (err_ret = query__uint_field(req, "max_stack", LS_MAX_STACK_DEPTH, &max_stack, err, err_len)) ||
+	    (err_ret = query__bool_field(req, "stacks", &q->stacks, err, err_len)) ||
+	    (err_ret = query__bool_field(req, "owners", &q->owners, err, err_len)) ||
+	    (err_ret = query__bool_field(req, "holders", &q->holders, err, err_len)))
 		return err_ret;
 	if (types) {
 		if (!cJSON_IsString(types)) {

@@ -74,4 +74,9 @@ cJSON *query__rows(const struct htab *tab, const struct query *q, const struct q
 /* The frame where a wait's caller is: the first one past the locking internals. */
 int query__caller_frame(const struct query_ctx *ctx, const uint64_t *ips, uint32_t nr);
 
+/* Optional request fields: absent leaves *out; a wrong type or range is a one-line error. */
+int query__uint_field(const cJSON *req, const char *field, uint64_t max, uint64_t *out,
+		      char *err, size_t err_len);
+int query__bool_field(const cJSON *req, const char *field, bool *out, char *err, size_t err_len);
+
 #endif

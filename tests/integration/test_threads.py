@@ -1,0 +1,78 @@
+"""Per-thread scheduling (seed 002): switch counts against /proc, and the cost of a switch."""
+import json
+import os
+import subprocess
+
+from conftest import WORKLOADS
+
+# Both sides count the same kernel events with the same rule; they may differ only by
+# switches in flight while the two are read (none: the workload's threads are parked).
+COUNT_TOLERANCE = 0.01
+COUNT_SLACK = 2
+
+
+def proc_switches(pid, tid):
+    out = {}
+    with open(f"/proc/{pid}/task/{tid}/status") as f:
+        for line in f:
+            key, _, val = line.partition(":")
+            if key in ("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches"):
+                out[key] = int(val)
+    return out["voluntary_ctxt_switches"], out["nonvoluntary_ctxt_switches"]
+
+
+def close_enough(a, b):
+    return abs(a - b) <= max(COUNT_SLACK, COUNT_TOLERANCE * b)
+
+
+def test_switch_counts_match_proc(daemon):
+    rounds = 20000
+    p = subprocess.Popen([os.path.join(WORKLOADS, "pingpong"), "--wait", "--rounds", str(rounds)],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        pid = int(p.stdout.readline().split()[1])
+        p.stdin.write("go\n")
+        p.stdin.flush()
+        res = json.loads(p.stdout.readline())  # the threads are parked from here on
+        resp = daemon.cli_json("threads", "-p", str(pid))
+        rows = {r["tid"]: r for r in resp["rows"]}
+        assert set(rows) == set(res["tids"]) | {pid}, "one row per thread of the process"
+        for tid in res["tids"] + [pid]:
+            vol, invol = proc_switches(pid, tid)
+            r = rows[tid]
+            print(tid, (vol, invol), (r["voluntary"], r["involuntary"]))
+            assert r["pid"] == pid and r["comm"] == "pingpong"
+            assert close_enough(r["voluntary"], vol) and close_enough(r["involuntary"], invol)
+            assert r["switch_cost_ns"] == (r["voluntary"] + r["involuntary"]) * resp["switch_cost_ns_per_switch"]
+        ping, pong, spinner = (rows[t] for t in res["tids"])
+        # every round trip blocks each side once (when the other had not written yet)
+        assert ping["voluntary"] + pong["voluntary"] >= rounds
+        # the spinner shares CPU 0 with them: it is preempted, it never blocks until parked
+        assert spinner["involuntary"] > 0 and spinner["voluntary"] <= 2
+        assert spinner["oncpu_ns"] > ping["oncpu_ns"] and spinner["runqueue_wait_ns"] > 0
+        assert ping["offcpu_blocked_ns"] > 0
+    finally:
+        p.stdin.write("exit\n")
+        p.stdin.flush()
+        p.wait(timeout=30)
+
+
+def test_switch_cost_is_measured(daemon):
+    st = daemon.call({"cmd": "status"})
+    assert st["features"]["sched"] is True
+    # lat_ctx's figure on current hardware is 1-10 us; 0 or absurd means the method broke
+    assert 100 <= st["switch_cost_ns"] <= 100000, st["switch_cost_ns"]
+    again = daemon.cli_json("threads", "--measure", "-E", "1")
+    assert 100 <= again["switch_cost_ns_per_switch"] <= 100000
+    assert again["system_switches_per_s"] > 0 and len(again["rows"]) == 1
+
+
+def test_threads_table_and_bad_flags(daemon):
+    out = daemon.cli("threads", "-E", "3").stdout
+    assert "one switch costs" in out and "cswch/s" in out and "nvcswch/s" in out
+    p = daemon.cli("threads", "-l", check=False)
+    assert p.returncode == 2 and "threads takes -p, -E" in p.stderr
+    p = daemon.cli("top", "--measure", check=False)
+    assert p.returncode == 2 and "threads only" in p.stderr
+    r = daemon.call({"cmd": "threads", "pid": -1})
+    assert "pid" in r["error"]
