@@ -240,6 +240,14 @@ static int create_rings(struct collector *c)
 }
 
 /*
+ * Components after klock use the rings and counters klock created (the same map names in
+ * every object): one set of rings for all records, one place where all counters sum.
+ */
+#define REUSE_SHARED_MAPS(m, c)								\
+	(bpf_map__reuse_fd((m)->ringbufs, bpf_map__fd((c)->skel->maps.ringbufs)) ?:		\
+	 bpf_map__reuse_fd((m)->counters, bpf_map__fd((c)->skel->maps.counters)))
+
+/*
  * ulock shares the rings and counters klock created (same names in both objects), so all
  * records arrive through one set of rings and all counters sum in one place.
  */
@@ -265,8 +273,7 @@ static int load_ulock(struct collector *c)
 		/* a burst fills at most a quarter of the ring: the point the reader is woken */
 		u->rodata->cpu_burst_ns = u->rodata->cpu_stack_cost_ns * (fit ? fit : 1);
 	}
-	if ((err = bpf_map__reuse_fd(u->maps.ringbufs, bpf_map__fd(c->skel->maps.ringbufs))) ||
-	    (err = bpf_map__reuse_fd(u->maps.counters, bpf_map__fd(c->skel->maps.counters))) ||
+	if ((err = REUSE_SHARED_MAPS(&u->maps, c)) ||
 	    (err = bpf_map__set_max_entries(u->maps.thread_slots, o->uthreads)) ||
 	    (err = bpf_map__set_max_entries(u->maps.stacks, o->ustack_entries)) ||
 	    (err = bpf_map__set_value_size(u->maps.stacks, o->max_stack * sizeof(__u64))) ||
@@ -321,7 +328,7 @@ static void setup_ulock(struct collector *c)
 	c->feat.user_unwind = c->opts.ustack_bytes ? "dwarf" : "fp";
 }
 
-/* Per-thread scheduling shares the rings and counters too (it only uses the counters). */
+/* Per-thread scheduling: only the counters of the shared maps are used (no records). */
 static int load_sched(struct collector *c)
 {
 	const struct collector_opts *o = &c->opts;
@@ -332,8 +339,7 @@ static int load_sched(struct collector *c)
 	if (!s)
 		return -errno;
 	s->rodata->targ_tgid = o->tgid;
-	if ((err = bpf_map__reuse_fd(s->maps.ringbufs, bpf_map__fd(c->skel->maps.ringbufs))) ||
-	    (err = bpf_map__reuse_fd(s->maps.counters, bpf_map__fd(c->skel->maps.counters))) ||
+	if ((err = REUSE_SHARED_MAPS(&s->maps, c)) ||
 	    (err = bpf_map__set_max_entries(s->maps.threads, o->sched_threads)))
 		return err;
 	return schedstat_bpf__load(s);
