@@ -63,7 +63,7 @@ static __always_inline void bucket_refill(struct stack_bucket *b, __u64 now, __u
 	b->last_ns = now;
 }
 
-/* Whether the CPU's budget allows one more stack (samples that belong to no lock's bucket). */
+/* Whether the CPU's budget allows one more stack, and spends it if so. */
 static __always_inline bool sample_cpu_stack(__u64 now)
 {
 	struct stack_bucket *cb;
@@ -81,26 +81,25 @@ static __always_inline bool sample_cpu_stack(__u64 now)
 	return true;
 }
 
-/* Whether this wait may take stacks: both its lock's and its CPU's bucket have credit. */
+/*
+ * Whether this wait may take stacks: its lock's bucket has credit, and then its CPU's
+ * (the lock's credit is spent only when the CPU's was).
+ */
 static __always_inline bool sample_stack(__u64 lock, __u64 now)
 {
 	/* locks are at least 4-byte aligned; fold the address and spread it (Fibonacci) */
 	__u32 idx = (__u32)(((lock >> 2) * 0x9E3779B97F4A7C15ULL) >> 32) & lock_bucket_mask;
-	struct stack_bucket *lb, *cb;
-	__u32 zero = 0;
+	struct stack_bucket *lb;
 
-	if (!lock_stack_cost_ns || !cpu_stack_cost_ns)
+	if (!lock_stack_cost_ns)
 		return false;
-	cb = bpf_map_lookup_elem(&cpu_bucket, &zero);
 	lb = bpf_map_lookup_elem(&lock_buckets, &idx);
-	if (!cb || !lb)
+	if (!lb)
 		return false;
 	bucket_refill(lb, now, LS_NSEC_PER_SEC);
-	bucket_refill(cb, now, cpu_burst_ns);
-	if (lb->credit_ns < lock_stack_cost_ns || cb->credit_ns < cpu_stack_cost_ns)
+	if (lb->credit_ns < lock_stack_cost_ns || !sample_cpu_stack(now))
 		return false;
 	lb->credit_ns -= lock_stack_cost_ns;
-	cb->credit_ns -= cpu_stack_cost_ns;
 	return true;
 }
 

@@ -99,7 +99,7 @@ struct ulock_hold_rec {
 	__u32 tid;
 	__s32 stack_id;		/* holder user stack in ustacks, < 0 when none */
 	__u32 kind;		/* enum ulock_holder_kind */
-	__u32 rec_flags;	/* ULOCK_RF_SHARED as the waiter saw the word; ULOCK_RF_DUMP */
+	__u32 rec_flags;	/* ULOCK_RF_SHARED as the waiter saw the word; ULOCK_RF_STACK or _DUMP */
 	__u32 pad;
 	__u64 stack_dump;	/* holder stack dump id (ULOCK_RF_DUMP), instead of stack_id */
 	char comm[LS_COMM_LEN];

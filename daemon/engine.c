@@ -466,8 +466,8 @@ static int handle_uhold(struct engine *e, const struct ulock_hold_rec *r, size_t
 		return -EAGAIN;
 	ulock_event_init(e, &ev, r->pid, r->tid, r->uaddr, r->rec_flags, r->comm);
 	ev.key.flags = LS_KIND_USER | LS_UTYPE_HOLD;
-	ev.key.stack = r->stack_id >= 0 ? intern_stack(e, &e->ustacks, r->stack_id, r->pid) :
-		       user_stack(e, r->rec_flags, ULOCK_RF_DUMP, r->stack_dump, 0, -1, r->pid);
+	ev.key.stack = user_stack(e, r->rec_flags, ULOCK_RF_DUMP, r->stack_dump, ULOCK_RF_STACK,
+				  r->stack_id, r->pid);
 	add_event(e, &ev);
 	return 0;
 }

@@ -101,7 +101,6 @@ struct row {
 };
 
 struct rows {
-	struct threads *t;
 	const struct htab *base;	/* the snapshot rates are against */
 	uint32_t pid;
 	double secs;		/* since the older snapshot */
@@ -173,7 +172,7 @@ static cJSON *row_json(const struct threads *t, const struct row *r)
 int threads__json(struct threads *t, const struct collector *c, uint32_t pid, uint32_t limit,
 		  uint64_t now, cJSON *o, const char **err)
 {
-	struct rows rs = { .t = t, .pid = pid };
+	struct rows rs = { .pid = pid };
 	cJSON *arr;
 	size_t i;
 

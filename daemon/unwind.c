@@ -1,5 +1,4 @@
 // SPDX-License-Identifier: GPL-2.0
-#include <dwarf.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
