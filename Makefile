@@ -50,7 +50,8 @@ UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(OUTPUT)/tests/%,$(UNIT_SRCS))
 WORKLOAD_SRCS := $(wildcard tests/workloads/*.c)
 WORKLOADS := $(patsubst tests/workloads/%.c,$(OUTPUT)/workloads/%,$(WORKLOAD_SRCS)) \
-	     $(OUTPUT)/workloads/mutex_server_nofp $(OUTPUT)/workloads/mutex_server_nocfi
+	     $(OUTPUT)/workloads/mutex_server_nofp $(OUTPUT)/workloads/mutex_server_nocfi \
+	     $(OUTPUT)/workloads/tokio_tick
 
 .PHONY: all clean deps test unit-test integration-test install demo help
 .DELETE_ON_ERROR:
@@ -134,11 +135,19 @@ $(OUTPUT)/tests/test_%: tests/unit/test_%.c $(OUTPUT)/libengine.a $(CLI_OBJS) | 
 #   mutex_server_nocfi  the server with frame pointers and no CFI at all (JIT-like code):
 #                       the unwinder must fall back to frame pointers
 #   inline_locks        no frame pointers, the lock call inlined twice
-$(OUTPUT)/workloads/uv_pool: WORKLOAD_LIBS := -luv
+$(OUTPUT)/workloads/uv_pool $(OUTPUT)/workloads/uv_async_spin: WORKLOAD_LIBS := -luv
 $(OUTPUT)/workloads/inline_locks: WORKLOAD_FP := -fomit-frame-pointer
 $(OUTPUT)/workloads/%: tests/workloads/%.c tests/workloads/workload.h | $(OUTPUT)/workloads
 	$(call msg,CC,$@)
 	$(Q)$(CC) -O2 -g $(or $(WORKLOAD_FP),-fno-omit-frame-pointer) $(WARN) -pthread $< $(WORKLOAD_LIBS) -o $@
+
+# seed 001's reproducer is a tokio program: built by cargo, pinned by its Cargo.lock
+$(OUTPUT)/workloads/tokio_tick: tests/workloads/tokio_tick/src/main.rs tests/workloads/tokio_tick/Cargo.toml \
+				tests/workloads/tokio_tick/Cargo.lock | $(OUTPUT)/workloads
+	$(call msg,CARGO,$@)
+	$(Q)$(CARGO) build --quiet --release --locked --manifest-path tests/workloads/tokio_tick/Cargo.toml \
+		--target-dir $(OUTPUT)/tokio_tick
+	$(Q)cp $(OUTPUT)/tokio_tick/release/tokio_tick $@
 
 $(OUTPUT)/workloads/mutex_server_nofp: tests/workloads/mutex_server.c tests/workloads/workload.h | $(OUTPUT)/workloads
 	$(call msg,CC,$@)

@@ -30,6 +30,10 @@ enum ls_rec_type {
 	LS_REC_ULOCK_WAIT,	/* struct ulock_wait_rec, see ulock.h */
 	LS_REC_ULOCK_HOLD,	/* struct ulock_hold_rec: a sample of a lock holder on CPU */
 	LS_REC_USTACK,		/* struct ls_ustack_rec: registers and stack to unwind, see ustack.h */
+	LS_REC_SCHED_YIELD,	/* struct sched_yield_rec: a yield storm's site, see schedstat.h */
+	LS_REC_SCHED_SPIN,	/* struct sched_spin_rec: a sample in a spin loop */
+	LS_REC_SCHED_RESUME,	/* struct sched_resume_rec: a stop and the events after it */
+	LS_REC_ULOCK_PREEMPT,	/* struct ulock_preempt_rec: a lock holder preempted, see ulock.h */
 };
 
 struct ls_rec_hdr {
@@ -64,6 +68,11 @@ enum ls_counter {
 	LS_CNT_HOLD_THROTTLED,	/* holder samples skipped: the CPU's stack dump budget was spent */
 	LS_CNT_UDUMPS,		/* user stack dumps written (also each CPU's dump id sequence) */
 	LS_CNT_UDUMP_SHORT,	/* dumps whose window stopped early at an unmapped page */
+	LS_CNT_SPIN_SAMPLES,	/* cpu-clock samples that found a thread in a spin loop */
+	LS_CNT_SPIN_UNSTACKED,	/* spin samples without a stack: the CPU's dump budget was spent */
+	LS_CNT_YIELD_SITES,	/* yield storm sites recorded */
+	LS_CNT_RESUMES,		/* resumes after a stop reported */
+	LS_CNT_HOLDER_PREEMPT,	/* holders of a contended user lock preempted while others waited */
 
 	LS_DROP_FIRST,
 	LS_DROP_RINGBUF = LS_DROP_FIRST,	/* ring buffer full: record lost */
@@ -81,6 +90,7 @@ enum ls_counter {
 	LS_DROP_UNREADABLE,	/* the futex word's neighbourhood could not be read: no owner */
 	LS_DROP_UDUMP_FAILED,	/* user stack dump wanted but the stack page was not present */
 	LS_DROP_SCHED_FULL,	/* per-thread scheduling map full: a thread's switches not counted */
+	LS_DROP_STOPS_FULL,	/* stopped-thread map full: a stop and its burst not reported */
 	LS_DROP_LAST,
 
 	LS_CNT_MAX = LS_DROP_LAST,

@@ -23,19 +23,10 @@
 #include "common.bpf.h"
 #include "sampling.bpf.h"
 #include "ustack.bpf.h"
+#include "arch.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
-#if defined(__TARGET_ARCH_x86)
-#define SYS_FUTEX		202
-#define SYSCALL_NR(regs)	BPF_CORE_READ(regs, orig_ax)
-#elif defined(__TARGET_ARCH_arm64)
-#define SYS_FUTEX		98
-#define SYSCALL_NR(regs)	BPF_CORE_READ((struct user_pt_regs *)(regs), syscallno)
-#else
-#error "ulock reads syscall registers: only x86 and arm64 are supported"
-#endif
-#define SYS_FUTEX_WAITV		449	/* the same number on every architecture */
 #define TASK_RUNNING		0
 
 enum slot_state {
@@ -60,6 +51,11 @@ struct ulock_pending {
 	__u32 releaser_pid;
 	__u32 releaser_tid;
 	char releaser_comm[LS_COMM_LEN];
+	/* the thread, holding a contended lock, was preempted at preempt_ns (0: it was not) */
+	__u64 preempt_ns;
+	__u64 preempt_uaddr;
+	__u32 preempt_kind;
+	__u32 preempt_flags;
 };
 
 /*
@@ -147,15 +143,15 @@ static __always_inline bool futex_call(struct task_struct *task, __u64 *uaddr, _
 {
 	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(task);
 	struct futex_waitv first;
-	long nr = SYSCALL_NR(regs);
+	long nr = LS_SYSCALL_NR(regs);
 
-	if (nr == SYS_FUTEX) {
+	if (nr == LS_SYS_FUTEX) {
 		*uaddr = PT_REGS_PARM1_CORE_SYSCALL(regs);
 		*op = PT_REGS_PARM2_CORE_SYSCALL(regs);
 		*val = PT_REGS_PARM3_CORE_SYSCALL(regs);
 		return is_wait_cmd(*op & ULOCK_FUTEX_CMD_MASK);
 	}
-	if (nr != SYS_FUTEX_WAITV)
+	if (nr != LS_SYS_FUTEX_WAITV)
 		return false;
 	/* futex_waitv(waiters, nr, ...): name the wait by its first futex */
 	if (bpf_probe_read_user(&first, sizeof(first), (void *)PT_REGS_PARM1_CORE_SYSCALL(regs)))
@@ -324,13 +320,77 @@ static __always_inline void futex_block(void *ctx, struct task_struct *prev)
 	wait_open(ctx, e, tgid, tid, uaddr, op, val, SLOT_BLOCKED);
 }
 
-/* @next runs again: a futex wait it slept in ends. */
+/*
+ * @prev, switched out involuntarily, is a noted holder: if the lock word still names it
+ * and says others wait, the waiters now also wait for its turn in the run queue. Runs in
+ * @prev's context, where its memory is readable.
+ */
+static __always_inline void holder_preempted(struct task_struct *prev)
+{
+	__u32 tid = prev->pid, words[3], owner;
+	struct ulock_pending *e;
+	struct holder *h;
+	bool waiters;
+
+	h = bpf_map_lookup_elem(&holders, &tid);
+	if (!h || !enabled || bpf_probe_read_user(words, sizeof(words), (void *)h->uaddr))
+		return;
+	if (h->kind == ULOCK_HOLDER_PI) {
+		owner = words[0] & ULOCK_FUTEX_TID_MASK;
+		waiters = words[0] & ULOCK_FUTEX_WAITERS;
+	} else {
+		owner = words[ULOCK_MUTEX_OWNER_OFF / sizeof(__u32)];
+		waiters = words[0] == ULOCK_LOCKED_WAITERS;
+	}
+	if (owner != tid || !waiters)
+		return;
+	e = thread_slot(tid, true);
+	if (!e) {
+		ls_count(LS_DROP_USLOT_FULL);
+		return;
+	}
+	e->preempt_ns = bpf_ktime_get_ns();
+	e->preempt_uaddr = h->uaddr;
+	e->preempt_kind = h->kind;
+	e->preempt_flags = h->rec_flags;
+}
+
+static __always_inline void emit_preempt(struct ulock_pending *e, struct task_struct *t)
+{
+	struct ulock_preempt_rec *r = NULL;
+	void *rb = ls_ringbuf();
+
+	if (rb)
+		r = bpf_ringbuf_reserve(rb, sizeof(*r), 0);
+	if (!r) {
+		ls_count(LS_DROP_RINGBUF);
+		return;
+	}
+	ls_hdr_init(&r->hdr, LS_REC_ULOCK_PREEMPT, sizeof(*r));
+	r->uaddr = e->preempt_uaddr;
+	r->preempted_ns = bpf_ktime_get_ns() - e->preempt_ns;
+	r->pid = t->tgid;
+	r->tid = t->pid;
+	r->kind = e->preempt_kind;
+	r->rec_flags = e->preempt_flags;
+	__builtin_memcpy(r->comm, t->comm, sizeof(r->comm));
+	ls_count(LS_CNT_HOLDER_PREEMPT);
+	ls_submit(rb, r);
+}
+
+/* @next runs again: a futex wait it slept in ends, or a preemption while holding a lock. */
 static __always_inline void futex_resume(struct task_struct *next)
 {
 	__u32 tid = next->pid;
 	struct ulock_pending *e = bpf_map_lookup_elem(&thread_slots, &tid);
 
-	if (!e || e->state != SLOT_BLOCKED)
+	if (!e)
+		return;
+	if (e->preempt_ns) {
+		emit_preempt(e, next);
+		e->preempt_ns = 0;
+	}
+	if (e->state != SLOT_BLOCKED)
 		return;
 	e->state = SLOT_IDLE;
 	emit_wait(e, next->tgid, tid, next->comm, 0);
@@ -343,6 +403,8 @@ int BPF_PROG(ulock_switch, bool preempt, struct task_struct *prev, struct task_s
 	/* a preempted task is runnable, not waiting */
 	if (!preempt && prev_state != TASK_RUNNING)
 		futex_block(ctx, prev);
+	else
+		holder_preempted(prev);
 	futex_resume(next);
 	return 0;
 }
@@ -364,8 +426,8 @@ int BPF_PROG(ulock_waking, struct task_struct *p)
 	if (!e || e->state == SLOT_IDLE || (e->rec_flags & ULOCK_RF_RELEASER) || !cur->mm)
 		return 0;
 	regs = (struct pt_regs *)bpf_task_pt_regs(cur);
-	nr = SYSCALL_NR(regs);
-	if (nr != SYS_FUTEX)	/* a signal, a timeout, a kill: no releaser */
+	nr = LS_SYSCALL_NR(regs);
+	if (nr != LS_SYS_FUTEX)	/* a signal, a timeout, a kill: no releaser */
 		return 0;
 	cmd = PT_REGS_PARM2_CORE_SYSCALL(regs) & ULOCK_FUTEX_CMD_MASK;
 	if (!is_wake_cmd(cmd))

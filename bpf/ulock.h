@@ -45,6 +45,7 @@ enum ulock_futex_flags {
 enum ulock_glibc_layout {
 	ULOCK_MUTEX_OWNER_OFF	= 8,
 	ULOCK_LOCKED_WAITERS	= 2,
+	ULOCK_FUTEX_WAITERS	= 0x80000000,	/* PI futex word: someone waits */
 };
 
 /* What the BPF side learnt about one futex wait. */
@@ -102,6 +103,22 @@ struct ulock_hold_rec {
 	__u32 rec_flags;	/* ULOCK_RF_SHARED as the waiter saw the word; ULOCK_RF_STACK or _DUMP */
 	__u32 pad;
 	__u64 stack_dump;	/* holder stack dump id (ULOCK_RF_DUMP), instead of stack_id */
+	char comm[LS_COMM_LEN];
+};
+
+/*
+ * A thread that held a contended lock was switched out involuntarily (preempted) while
+ * others waited for it: the waiters wait for its whole time in the run queue too.
+ * Written when it runs again.
+ */
+struct ulock_preempt_rec {
+	struct ls_rec_hdr hdr;
+	__u64 uaddr;
+	__u64 preempted_ns;	/* from the switch out to the switch back in */
+	__u32 pid;
+	__u32 tid;
+	__u32 kind;		/* enum ulock_holder_kind */
+	__u32 rec_flags;	/* ULOCK_RF_SHARED as the waiter saw the word */
 	char comm[LS_COMM_LEN];
 };
 

@@ -49,29 +49,63 @@ static __always_inline __u32 ustack_regs(__u64 *out, const struct pt_regs *r)
 #endif
 
 /*
- * Reads the window above @sp into @dst. Usually one read succeeds. Near the top of a
- * stack mapping (a main thread) the window runs into an unmapped page and the read fails
- * whole, so it is retried one page shorter each time, down to the end of @sp's page.
+ * Where a window is assembled page by page when one read of it fails. Room for a page
+ * past the largest window: the verifier cannot tie a page's offset to the window's end.
+ * One per CPU, in a plain array the daemon sizes to the CPU count (a per-CPU array's
+ * values are limited to 32 KiB). A program that interrupts another on the same CPU (a
+ * cpu-clock sample during sched_waking) can overwrite a window being assembled: that
+ * needs both to take the slow path at once, and costs one wrong stack.
+ */
+struct ustack_scratch {
+	__u8 data[LS_USTACK_MAX_BYTES + LS_USTACK_PAGE];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ustack_scratch);
+} ustack_scratch SEC(".maps");
+
+/*
+ * Reads the window above @sp into @dst. One read usually does it. When it fails, some
+ * page of the window is not there: never touched (the unused part of a large local
+ * array: libuv's uv__io_poll keeps 12 KiB of epoll events on the stack) or past the end
+ * of a main thread's stack. Then the window is read a page at a time; a page that cannot
+ * be read stays zeroed (the helper clears on failure, and the unwinder finds no return
+ * address in zeros) and the window ends after the last page read. Returns the bytes of
+ * window, 0 when not even @sp's page could be read.
  */
 static __always_inline __u32 ustack_copy(void *dst, __u64 sp, __u32 *flags)
 {
-	/* 64-bit: a bound checked on a 32-bit copy does not carry over to the helper's arg */
-	__u64 to_page_end = LS_USTACK_PAGE - (sp & (LS_USTACK_PAGE - 1));
-	__u64 len = ustack_bytes;
+	/* 64-bit: a bound checked on a 32-bit value does not carry over to the helper's arg */
+	__u64 off = 0, len = LS_USTACK_PAGE - (sp & (LS_USTACK_PAGE - 1)), end = 0;
+	struct ustack_scratch *scratch;
+	__u32 cpu = bpf_get_smp_processor_id();
 	int i;
 
+	if (!bpf_probe_read_user(dst, ustack_bytes, (void *)sp))
+		return ustack_bytes;
+	*flags |= LS_USTACK_F_SHORT;
+	scratch = bpf_map_lookup_elem(&ustack_scratch, &cpu);
+	if (!scratch)
+		return 0;
 	for (i = 0; i < LS_USTACK_MAX_BYTES / LS_USTACK_PAGE + 1; i++) {
-		if (len > ustack_bytes)		/* bounds for the verifier */
-			len = ustack_bytes;
-		if (!bpf_probe_read_user(dst, len, (void *)sp))
-			return len;
-		*flags |= LS_USTACK_F_SHORT;
-		if (len <= to_page_end)
+		if (off >= ustack_bytes || off >= LS_USTACK_MAX_BYTES)
 			break;
-		/* the longest window shorter than the failed one that ends at a page boundary */
-		len = to_page_end + (len - to_page_end - 1) / LS_USTACK_PAGE * LS_USTACK_PAGE;
+		if (len > LS_USTACK_PAGE)
+			len = LS_USTACK_PAGE;
+		if (!bpf_probe_read_user(scratch->data + off, len, (void *)(sp + off)))
+			end = off + len;
+		else if (!off)
+			return 0;
+		off += len;
+		len = LS_USTACK_PAGE;
 	}
-	return 0;
+	if (end > ustack_bytes)
+		end = ustack_bytes;
+	bpf_probe_read_kernel(dst, ustack_bytes, scratch->data);
+	return end;
 }
 
 /*

@@ -32,7 +32,8 @@ enum ls_ustack_limits {
 };
 
 enum ls_ustack_flags {
-	LS_USTACK_F_SHORT	= 1U << 0,	/* the window ended at an unmapped page */
+	LS_USTACK_F_SHORT	= 1U << 0,	/* a page of the window could not be read (not
+						 * present, or past the stack's end): zeroed */
 };
 
 /*

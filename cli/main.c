@@ -29,23 +29,39 @@ struct cli {
 	bool precise;
 };
 
-/* threads takes -p, -E and --measure; the lock options mean nothing there */
-static bool threads_request_ok(const cJSON *req)
+/* threads and spin take a few options of their own; the lock options mean nothing there */
+static bool request_fields_ok(const char *cmd, const cJSON *req, const char *const *allowed,
+			      size_t nr, const char *takes)
 {
-	static const char *const allowed[] = { "cmd", "pid", "limit", "measure" };
 	const cJSON *it;
 	size_t i;
 
 	cJSON_ArrayForEach(it, req) {
-		for (i = 0; i < sizeof(allowed) / sizeof(allowed[0]) && strcmp(it->string, allowed[i]); i++)
+		for (i = 0; i < nr && strcmp(it->string, allowed[i]); i++)
 			;
-		if (i == sizeof(allowed) / sizeof(allowed[0])) {
-			fprintf(stderr, "lockscope: threads takes -p, -E, --measure and --json, not the "
-				"lock options ('%s')\n", it->string);
+		if (i == nr) {
+			fprintf(stderr, "lockscope: %s takes %s and --json, not the lock options ('%s')\n",
+				cmd, takes, it->string);
 			return false;
 		}
 	}
 	return true;
+}
+
+static bool threads_request_ok(const cJSON *req)
+{
+	static const char *const allowed[] = { "cmd", "pid", "limit", "measure" };
+
+	return request_fields_ok("threads", req, allowed, sizeof(allowed) / sizeof(allowed[0]),
+				 "-p, -E, --measure");
+}
+
+static bool spin_request_ok(const cJSON *req)
+{
+	static const char *const allowed[] = { "cmd", "pid", "max_stack" };
+
+	return request_fields_ok("spin", req, allowed, sizeof(allowed) / sizeof(allowed[0]),
+				 "-p, --max-stack");
 }
 
 static void usage(FILE *f)
@@ -59,7 +75,10 @@ static void usage(FILE *f)
 		"  scan -p PID [-d DURATION]  collect one process for DURATION (default 5s) and report;\n"
 		"                             in-process (root) when no daemon is listening\n"
 		"  threads [-p PID] [-E N]    per-thread context switches (like pidstat -w), their time\n"
-		"                             off CPU and run-queue wait, the host's cost of a switch\n\n"
+		"                             off CPU and run-queue wait, the host's cost of a switch\n"
+		"  spin [-p PID]              CPU burnt or time lost while nothing useful runs: yield\n"
+		"                             storms, PAUSE spin loops, bursts after a stop, lock\n"
+		"                             holders preempted while others waited\n\n"
 		"Options of top and scan:\n"
 		"  -p, --pid PID              only this process\n"
 		"  -t, --threads              one row per thread\n"
@@ -81,6 +100,7 @@ static void usage(FILE *f)
 		"  -d, --duration D           scan length: 500ms, 5s, 1m\n"
 		"Options of threads: -p, -E and\n"
 		"      --measure              measure the cost of a switch again, now (~0.1 s)\n"
+		"Options of spin: -p and --max-stack\n"
 		"Common options:\n"
 		"  -S, --socket PATH          daemon socket (default $LOCKSCOPE_SOCKET or " LS_DEFAULT_SOCKET ")\n"
 		"  -j, --json                 the daemon's JSON response (see schemas/)\n"
@@ -89,7 +109,8 @@ static void usage(FILE *f)
 		"  lockscope top -E 10 --stacks\n"
 		"  lockscope top -l -Y rwsem -w 1m\n"
 		"  sudo lockscope scan -p $(pidof myserver) -d 10s --json\n"
-		"  lockscope threads -p $(pidof myserver) -E 20\n");
+		"  lockscope threads -p $(pidof myserver) -E 20\n"
+		"  lockscope spin -p $(pidof myserver)\n");
 }
 
 static int bad_flag(const char *flag, const char *value, const char *accepted)
@@ -177,15 +198,15 @@ static int parse_args(int argc, char **argv, struct cli *c)
 		if (!strcmp(argv[i], "-S") || !strcmp(argv[i], "--socket"))
 			i++;
 	if (i >= (size_t)argc) {
-		fprintf(stderr, "lockscope: no command (status, top, scan, threads; see --help)\n");
+		fprintf(stderr, "lockscope: no command (status, top, scan, threads, spin; see --help)\n");
 		return -EINVAL;
 	}
 	c->cmd = argv[i];
 	memmove(&argv[i], &argv[i + 1], (argc - i - 1) * sizeof(*argv));
 	argc--;
 	if (strcmp(c->cmd, "status") && strcmp(c->cmd, "top") && strcmp(c->cmd, "scan") &&
-	    strcmp(c->cmd, "threads")) {
-		fprintf(stderr, "lockscope: unknown command '%s' (status, top, scan, threads; see --help)\n",
+	    strcmp(c->cmd, "threads") && strcmp(c->cmd, "spin")) {
+		fprintf(stderr, "lockscope: unknown command '%s' (status, top, scan, threads, spin; see --help)\n",
 			c->cmd);
 		return -EINVAL;
 	}
@@ -266,6 +287,8 @@ static int parse_args(int argc, char **argv, struct cli *c)
 	}
 	if (!strcmp(c->cmd, "threads") && !threads_request_ok(c->req))
 		return -EINVAL;
+	if (!strcmp(c->cmd, "spin") && !spin_request_ok(c->req))
+		return -EINVAL;
 	if (cJSON_GetObjectItem(c->req, "measure") && strcmp(c->cmd, "threads")) {
 		fprintf(stderr, "lockscope: --measure applies to threads only\n");
 		return -EINVAL;
@@ -300,6 +323,8 @@ static int print_response(const struct cli *c, const cJSON *resp)
 		render_status(stdout, resp);
 	} else if (!strcmp(c->cmd, "threads")) {
 		render_threads(stdout, resp);
+	} else if (!strcmp(c->cmd, "spin")) {
+		render_spin(stdout, resp);
 	} else {
 		render_rows(stdout, resp, &c->ro);
 	}

@@ -83,6 +83,20 @@ static void party_text(const cJSON *row, const char *role, char *buf, size_t len
 	snprintf(buf, len, "%s/%.0f", str(o, "comm", "?"), num(o, "tid"));
 }
 
+/* "12x 3.40 ms": a user lock's holders preempted while others waited, and for how long. */
+static void preempted_text(const cJSON *row, char *buf, size_t len)
+{
+	const cJSON *p = cJSON_GetObjectItemCaseSensitive(row, "holder_preempted");
+	char t[32];
+
+	if (!cJSON_IsObject(p) || !num(p, "count")) {
+		snprintf(buf, len, "-");
+		return;
+	}
+	ls_fmt_ns(t, sizeof(t), num(p, "total_ns"));
+	snprintf(buf, len, "%.0fx %s", num(p, "count"), t);
+}
+
 static void print_party_stack(FILE *f, const cJSON *row, const char *role)
 {
 	const cJSON *p = cJSON_GetObjectItemCaseSensitive(row, role);
@@ -123,7 +137,7 @@ static void print_header(FILE *f, const struct render_opts *o)
 	else
 		fprintf(f, "   %s", "caller");
 	if (o->owners)
-		fprintf(f, "   %-22s %s", "owner", "releaser");
+		fprintf(f, "   %-22s %-22s %s", "owner", "releaser", "holder preempted");
 	fprintf(f, "\n\n");
 }
 
@@ -148,7 +162,8 @@ static void print_row(FILE *f, const cJSON *row, const struct render_opts *o)
 	if (o->owners) {
 		party_text(row, "owner", owner, sizeof(owner));
 		party_text(row, "releaser", releaser, sizeof(releaser));
-		fprintf(f, "   %-22s %s", owner, releaser);
+		preempted_text(row, text, sizeof(text));
+		fprintf(f, "   %-22s %-22s %s", owner, releaser, text);
 	}
 	fputc('\n', f);
 	if (o->stacks)
@@ -262,4 +277,62 @@ void render_threads(FILE *f, const cJSON *resp)
 	}
 	if (!cJSON_GetArraySize(rows))
 		fprintf(f, "\n (no threads seen)\n");
+}
+
+/* One line per finding, then its evidence, stack and hint, like `perf lock` -v output. */
+void render_spin(FILE *f, const cJSON *resp)
+{
+	const cJSON *fs = cJSON_GetObjectItemCaseSensitive(resp, "findings"), *fd;
+	char rate[32], cpu[32], peer[64], a[32];
+
+	fprintf(f, "%-17s %8s %8s  %-16s %12s %11s   %s\n\n", "finding", "pid", "tid", "comm",
+		"rate/share", "cpu burnt", "waiting for");
+	cJSON_ArrayForEach(fd, fs) {
+		const cJSON *ev = cJSON_GetObjectItemCaseSensitive(fd, "evidence");
+		const cJSON *p = cJSON_GetObjectItemCaseSensitive(fd, "peer");
+		const cJSON *cpu_ns = cJSON_GetObjectItemCaseSensitive(fd, "cpu_ns");
+		const char *kind = str(fd, "kind", "?");
+
+		if (cJSON_GetObjectItemCaseSensitive(fd, "share"))
+			snprintf(rate, sizeof(rate), "%.1f%%", 100 * num(fd, "share"));
+		else
+			snprintf(rate, sizeof(rate), "%.1f/s", num(fd, "rate_per_s"));
+		if (cJSON_IsNumber(cpu_ns))
+			ls_fmt_ns(cpu, sizeof(cpu), cpu_ns->valuedouble);
+		else
+			snprintf(cpu, sizeof(cpu), "-");
+		if (cJSON_IsObject(p))
+			snprintf(peer, sizeof(peer), "%s/%.0f%s", str(p, "comm", "?"), num(p, "tid"),
+				 cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(p, "preempted")) ?
+				 " (preempted)" : "");
+		else
+			snprintf(peer, sizeof(peer), "-");
+		fprintf(f, "%-17s %8.0f %8.0f  %-16s %12s %11s   %s\n", kind, num(fd, "pid"),
+			num(fd, "tid"), str(fd, "comm", "?"), rate, cpu, peer);
+		if (!strcmp(kind, "yield_spin")) {
+			fprintf(f, "\t%.0f yields in %.2f s%s\n", num(ev, "storm_yields"), num(ev, "storm_s"),
+				cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ev, "active")) ? ", still going" : "");
+		} else if (!strcmp(kind, "pause_spin")) {
+			fprintf(f, "\t%.0f of %.0f samples in a spin loop\n", num(ev, "spin_samples"),
+				num(ev, "samples"));
+		} else if (!strcmp(kind, "burst")) {
+			ls_fmt_ns(a, sizeof(a), num(ev, "stop_ns"));
+			fprintf(f, "\tstopped %s; %.0f events in the first 100 ms after, %.1f per 100 ms "
+				"before (%.0fx)\n", a, num(ev, "events_first_100ms"),
+				num(ev, "baseline_per_100ms"), num(ev, "ratio"));
+		} else if (!strcmp(kind, "holder_preempted")) {
+			const cJSON *lock = cJSON_GetObjectItemCaseSensitive(fd, "lock");
+
+			ls_fmt_ns(a, sizeof(a), num(ev, "preempted_ns"));
+			fprintf(f, "\tpreempted %.0fx holding %s %s, %s in all\n", num(ev, "preemptions"),
+				str(lock, "name", ""), str(lock, "addr", str(fd, "uaddr", "")), a);
+		}
+		if (cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(fd, "stack"))) {
+			fprintf(f, "\tstack:\n");
+			print_stack(f, cJSON_GetObjectItemCaseSensitive(fd, "stack"), "\t  ");
+		}
+		fprintf(f, "\thint: %s\n\n", str(fd, "hint", ""));
+	}
+	if (!cJSON_GetArraySize(fs))
+		fprintf(f, " (nothing spins, yields, bursts or is preempted holding a lock)\n");
 }

@@ -21,5 +21,6 @@ void ls_fmt_ns(char *buf, size_t len, double ns);
 void render_rows(FILE *f, const cJSON *resp, const struct render_opts *o);
 void render_status(FILE *f, const cJSON *resp);
 void render_threads(FILE *f, const cJSON *resp);
+void render_spin(FILE *f, const cJSON *resp);
 
 #endif

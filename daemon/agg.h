@@ -39,6 +39,7 @@ enum ls_utype {
 	LS_UTYPE_WAITV,		/* futex_waitv(2) */
 	LS_UTYPE_CONDVAR,	/* waiting for an event: condvar, semaphore, barrier, rwlock, join */
 	LS_UTYPE_HOLD,		/* not a wait: cpu-clock samples of a holder (count = samples) */
+	LS_UTYPE_PREEMPT,	/* not a wait: a holder preempted while others waited (time) */
 };
 
 struct agg_key {

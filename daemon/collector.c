@@ -50,7 +50,14 @@ static const struct klock_variant klock_variants[] = {
 
 /* The precise-mode programs: attached only while a precise scan runs. */
 enum { PRECISE_PROGS = 4 };
-enum { SCHED_PROGS = 3 };	/* sched_switch, sched_wakeup, sched_wakeup_new */
+enum { SCHED_PROGS = 4 };	/* sched_switch, sched_wakeup, sched_wakeup_new, sched_entry */
+
+/* cpu-clock events, one per CPU, each running @prog at @freq samples/s. */
+struct sampler {
+	int *fds;			/* -1 where a CPU has none */
+	struct bpf_link **links;
+	bool on;
+};
 
 struct collector {
 	struct collector_opts opts;
@@ -65,9 +72,8 @@ struct collector {
 	struct bpf_link *slinks[SCHED_PROGS];
 	struct bpf_link *precise_links[PRECISE_PROGS];
 	int precise_pids;
-	int *hold_fds;				/* cpu-clock event per CPU, -1 when none */
-	struct bpf_link **hold_links;
-	bool hold_on;
+	struct sampler hold;			/* ulock's holder sampler */
+	struct sampler spin;			/* schedstat's spin sampler */
 	struct ring_buffer *rb;
 	int *ring_fds;
 	int nr_rings;
@@ -96,6 +102,11 @@ static const char *const counter_names[LS_CNT_MAX] = {
 	[LS_CNT_HOLD_THROTTLED] = "holder_throttled",
 	[LS_CNT_UDUMPS] = "user_stack_dumps",
 	[LS_CNT_UDUMP_SHORT] = "user_stack_dumps_short",
+	[LS_CNT_SPIN_SAMPLES] = "spin_samples",
+	[LS_CNT_SPIN_UNSTACKED] = "spin_samples_unstacked",
+	[LS_CNT_YIELD_SITES] = "yield_sites",
+	[LS_CNT_RESUMES] = "resumes",
+	[LS_CNT_HOLDER_PREEMPT] = "holder_preemptions",
 	[LS_DROP_RINGBUF] = "ringbuf_full",
 	[LS_DROP_SLOT_FULL] = "wait_map_full",
 	[LS_DROP_NEST_DEPTH] = "nest_too_deep",
@@ -109,6 +120,7 @@ static const char *const counter_names[LS_CNT_MAX] = {
 	[LS_DROP_UNREADABLE] = "futex_word_unreadable",
 	[LS_DROP_UDUMP_FAILED] = "user_stack_dump_failed",
 	[LS_DROP_SCHED_FULL] = "sched_thread_map_full",
+	[LS_DROP_STOPS_FULL] = "stopped_thread_map_full",
 };
 
 const char *ls_counter_name(enum ls_counter c)
@@ -133,6 +145,7 @@ static void probe_features(struct collector_features *f)
 	}
 	f->tp_btf = btf__find_by_name_kind(btf, "btf_trace_contention_begin", BTF_KIND_TYPEDEF) > 0;
 	f->task_from_pid = btf__find_by_name_kind(btf, "bpf_task_from_pid", BTF_KIND_FUNC) > 0;
+	f->yield_entry = btf__find_by_name_kind(btf, "btf_trace_sched_entry_tp", BTF_KIND_TYPEDEF) > 0;
 	btf__free(btf);
 }
 
@@ -148,6 +161,27 @@ static void probe_features(struct collector_features *f)
 	(rodata)->lock_stack_cost_ns = (o)->stack_rate ? NSEC_PER_SEC / (o)->stack_rate : 0; \
 	(rodata)->cpu_stack_cost_ns = (o)->cpu_stack_rate ? NSEC_PER_SEC / (o)->cpu_stack_rate : 0; \
 	(rodata)->lock_bucket_mask = (o)->max_locks - 1;				\
+} while (0)
+
+/*
+ * A dump costs about what a frame-pointer walk does in BPF, but the daemon then unwinds
+ * it (5-11 us measured): with dumps on, the per-CPU stack budget is the dump rate, and a
+ * burst fills at most a quarter of the ring (the point the reader is woken).
+ */
+static __u64 dump_burst_ns(const struct collector_opts *o, __u32 bytes, __u64 cost_ns)
+{
+	__u64 fit = o->ringbuf_bytes / 4 / (sizeof(struct ls_ustack_rec) + bytes);
+
+	return cost_ns * (fit ? fit : 1);
+}
+
+/* Dumps of @bytes of stack; 0 turns them off (frame pointers where a component has them). */
+#define SET_DUMP_RODATA(rodata, o, bytes) do {						\
+	(rodata)->ustack_bytes = (bytes);						\
+	if (bytes) {									\
+		(rodata)->cpu_stack_cost_ns = (o)->udump_rate ? NSEC_PER_SEC / (o)->udump_rate : 0; \
+		(rodata)->cpu_burst_ns = dump_burst_ns(o, bytes, (rodata)->cpu_stack_cost_ns); \
+	}										\
 } while (0)
 
 static bool variant_usable(const struct collector *c, const struct klock_variant *v)
@@ -261,24 +295,14 @@ static int load_ulock(struct collector *c)
 	if (!u)
 		return -errno;
 	SET_SHARED_RODATA(u->rodata, o);
-	u->rodata->ustack_bytes = o->ustack_bytes;
-	/*
-	 * A dump costs about what a frame-pointer walk does in BPF, but the daemon then
-	 * unwinds it (5-11 us measured): with dumps on, the per-CPU stack budget is the dump rate.
-	 */
-	if (o->ustack_bytes) {
-		__u64 fit = o->ringbuf_bytes / 4 / (sizeof(struct ls_ustack_rec) + o->ustack_bytes);
-
-		u->rodata->cpu_stack_cost_ns = o->udump_rate ? NSEC_PER_SEC / o->udump_rate : 0;
-		/* a burst fills at most a quarter of the ring: the point the reader is woken */
-		u->rodata->cpu_burst_ns = u->rodata->cpu_stack_cost_ns * (fit ? fit : 1);
-	}
+	SET_DUMP_RODATA(u->rodata, o, o->ustack_bytes);
 	if ((err = REUSE_SHARED_MAPS(&u->maps, c)) ||
 	    (err = bpf_map__set_max_entries(u->maps.thread_slots, o->uthreads)) ||
 	    (err = bpf_map__set_max_entries(u->maps.stacks, o->ustack_entries)) ||
 	    (err = bpf_map__set_value_size(u->maps.stacks, o->max_stack * sizeof(__u64))) ||
 	    (err = bpf_map__set_max_entries(u->maps.lock_buckets, o->max_locks)) ||
-	    (err = bpf_map__set_max_entries(u->maps.holders, o->max_holders)))
+	    (err = bpf_map__set_max_entries(u->maps.holders, o->max_holders)) ||
+	    (err = bpf_map__set_max_entries(u->maps.ustack_scratch, c->nr_cpus)))
 		return err;
 	/* the precise programs load with the rest but attach only on demand */
 	if (!c->feat.precise) {
@@ -328,7 +352,10 @@ static void setup_ulock(struct collector *c)
 	c->feat.user_unwind = c->opts.ustack_bytes ? "dwarf" : "fp";
 }
 
-/* Per-thread scheduling: only the counters of the shared maps are used (no records). */
+/*
+ * Per-thread scheduling, yield storms, stops and spin samples. Its stack dumps (yield
+ * sites, spin samples, bursts) have their own per-CPU budget at the user dump rate.
+ */
 static int load_sched(struct collector *c)
 {
 	const struct collector_opts *o = &c->opts;
@@ -338,10 +365,20 @@ static int load_sched(struct collector *c)
 	s = c->sskel = schedstat_bpf__open();
 	if (!s)
 		return -errno;
-	s->rodata->targ_tgid = o->tgid;
+	SET_SHARED_RODATA(s->rodata, o);
+	/*
+	 * Its own window: event loops keep large arrays on the stack (libuv's uv__io_poll
+	 * has 12 KiB of epoll events between a yield and uv_run), and its dumps are few.
+	 */
+	SET_DUMP_RODATA(s->rodata, o, o->ustack_bytes ? o->spin_stack_bytes : 0);
 	if ((err = REUSE_SHARED_MAPS(&s->maps, c)) ||
-	    (err = bpf_map__set_max_entries(s->maps.threads, o->sched_threads)))
+	    (err = bpf_map__set_max_entries(s->maps.threads, o->sched_threads)) ||
+	    /* the lock buckets of sampling.bpf.h serve locks; this component has none */
+	    (err = bpf_map__set_max_entries(s->maps.lock_buckets, 1)) ||
+	    (err = bpf_map__set_max_entries(s->maps.ustack_scratch, c->nr_cpus)))
 		return err;
+	s->rodata->yield_at_entry = c->feat.yield_entry;
+	bpf_program__set_autoload(s->progs.sched_entry, c->feat.yield_entry);
 	return schedstat_bpf__load(s);
 }
 
@@ -365,6 +402,13 @@ static void setup_sched(struct collector *c)
 	c->feat.sched = true;
 }
 
+/* A dump window: 0 (off), or a multiple of 8 in the limits that a ring holds a few of. */
+static bool dump_bytes_ok(const struct collector_opts *opts, __u32 bytes)
+{
+	return !bytes || (bytes >= LS_USTACK_MIN_BYTES && bytes <= LS_USTACK_MAX_BYTES && !(bytes % 8) &&
+			  bytes <= opts->ringbuf_bytes / 8);
+}
+
 int collector__new(const struct collector_opts *opts, struct collector **out)
 {
 	struct collector *c;
@@ -376,9 +420,8 @@ int collector__new(const struct collector_opts *opts, struct collector **out)
 	if (!opts->max_stack || opts->max_stack > LS_MAX_STACK_DEPTH)
 		return -EINVAL;
 	/* a ring must hold a few dumps besides everything else */
-	if (opts->ustack_bytes && (opts->ustack_bytes < LS_USTACK_MIN_BYTES ||
-				   opts->ustack_bytes > LS_USTACK_MAX_BYTES || opts->ustack_bytes % 8 ||
-				   opts->ustack_bytes > opts->ringbuf_bytes / 8))
+	if (!dump_bytes_ok(opts, opts->ustack_bytes) ||
+	    (opts->ustack_bytes && !dump_bytes_ok(opts, opts->spin_stack_bytes)))
 		return -EINVAL;
 	if (!opts->max_locks || (opts->max_locks & (opts->max_locks - 1)))
 		return -EINVAL;
@@ -432,42 +475,74 @@ static int attach_prog(struct bpf_program *prog, struct bpf_link **link)
 	return 0;
 }
 
-/*
- * One cpu-clock event per CPU, created disabled: the engine turns them on only while
- * holders are being noted, so idle hosts take no sampling interrupts.
- */
-static int attach_hold_sampler(struct collector *c)
+static int sampler_attach(struct sampler *sm, int nr_cpus, struct bpf_program *prog, __u32 freq,
+			  bool disabled)
 {
 	struct perf_event_attr attr = {
 		.type = PERF_TYPE_SOFTWARE,
 		.size = sizeof(attr),
 		.config = PERF_COUNT_SW_CPU_CLOCK,
-		.sample_freq = c->opts.hold_freq,
+		.sample_freq = freq,
 		.freq = 1,
-		.disabled = 1,
+		.disabled = disabled,
 	};
 	int cpu, n = 0;
 
-	c->hold_fds = calloc(c->nr_cpus, sizeof(int));
-	c->hold_links = calloc(c->nr_cpus, sizeof(*c->hold_links));
-	if (!c->hold_fds || !c->hold_links)
+	sm->fds = calloc(nr_cpus, sizeof(int));
+	sm->links = calloc(nr_cpus, sizeof(*sm->links));
+	if (!sm->fds || !sm->links)
 		return -ENOMEM;
-	for (cpu = 0; cpu < c->nr_cpus; cpu++)
-		c->hold_fds[cpu] = -1;
-	for (cpu = 0; cpu < c->nr_cpus; cpu++) {
-		c->hold_fds[cpu] = syscall(__NR_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
-		if (c->hold_fds[cpu] < 0)
+	for (cpu = 0; cpu < nr_cpus; cpu++)
+		sm->fds[cpu] = -1;
+	for (cpu = 0; cpu < nr_cpus; cpu++) {
+		sm->fds[cpu] = syscall(__NR_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+		if (sm->fds[cpu] < 0)
 			continue;	/* an offline CPU */
-		c->hold_links[cpu] = bpf_program__attach_perf_event(c->uskel->progs.ulock_hold_sample,
-								    c->hold_fds[cpu]);
-		if (!c->hold_links[cpu]) {
-			close(c->hold_fds[cpu]);
-			c->hold_fds[cpu] = -1;
+		sm->links[cpu] = bpf_program__attach_perf_event(prog, sm->fds[cpu]);
+		if (!sm->links[cpu]) {
+			close(sm->fds[cpu]);
+			sm->fds[cpu] = -1;
 			continue;
 		}
 		n++;
 	}
+	sm->on = !disabled;
 	return n ? 0 : -ENODEV;
+}
+
+static void sampler_enable(struct sampler *sm, int nr_cpus, bool on)
+{
+	int cpu;
+
+	if (sm->on == on)
+		return;
+	for (cpu = 0; sm->fds && cpu < nr_cpus; cpu++)
+		if (sm->fds[cpu] >= 0)
+			ioctl(sm->fds[cpu], on ? PERF_EVENT_IOC_ENABLE : PERF_EVENT_IOC_DISABLE, 0);
+	sm->on = on;
+}
+
+static bool sampler_attached(const struct sampler *sm, int nr_cpus)
+{
+	int cpu;
+
+	for (cpu = 0; sm->links && cpu < nr_cpus; cpu++)
+		if (sm->links[cpu])
+			return true;
+	return false;
+}
+
+static void sampler_free(struct sampler *sm, int nr_cpus)
+{
+	int cpu;
+
+	for (cpu = 0; sm->links && cpu < nr_cpus; cpu++)
+		bpf_link__destroy(sm->links[cpu]);
+	for (cpu = 0; sm->fds && cpu < nr_cpus; cpu++)
+		if (sm->fds[cpu] >= 0)
+			close(sm->fds[cpu]);
+	free(sm->links);
+	free(sm->fds);
 }
 
 static void attach_ulock(struct collector *c)
@@ -484,7 +559,9 @@ static void attach_ulock(struct collector *c)
 	}
 	if (!c->opts.hold_freq)
 		return;
-	err = attach_hold_sampler(c);
+	/* created disabled: the engine turns it on only while holders are being noted */
+	err = sampler_attach(&c->hold, c->nr_cpus, c->uskel->progs.ulock_hold_sample,
+			     c->opts.hold_freq, true);
 	if (err)
 		pr_warn("ulock: no cpu-clock perf events (%s): holder stacks are off\n", strerror(-err));
 	c->feat.holder_sampling = !err;
@@ -494,7 +571,7 @@ static struct bpf_program *sched_prog(const struct collector *c, int i)
 {
 	struct bpf_program *progs[SCHED_PROGS] = {
 		c->sskel->progs.sched_switch, c->sskel->progs.sched_wakeup,
-		c->sskel->progs.sched_wakeup_new,
+		c->sskel->progs.sched_wakeup_new, c->sskel->progs.sched_entry,
 	};
 
 	return progs[i];
@@ -505,11 +582,19 @@ static void attach_sched(struct collector *c)
 	int i, err;
 
 	for (i = 0; c->feat.sched && i < SCHED_PROGS; i++) {
+		if (!bpf_program__autoload(sched_prog(c, i)))
+			continue;
 		if ((err = attach_prog(sched_prog(c, i), &c->slinks[i]))) {
 			pr_warn("sched: cannot attach (%s): per-thread scheduling is off\n", strerror(-err));
 			c->feat.sched = false;
 		}
 	}
+	if (!c->feat.sched || !c->opts.spin_freq)
+		return;
+	err = sampler_attach(&c->spin, c->nr_cpus, c->sskel->progs.cpu_sample, c->opts.spin_freq, false);
+	if (err)
+		pr_warn("sched: no cpu-clock perf events (%s): spin loops are not sampled\n", strerror(-err));
+	c->feat.spin_sampling = !err;
 }
 
 int collector__attach(struct collector *c)
@@ -551,16 +636,31 @@ int collector__sched_threads(const struct collector *c, collector_thread_fn fn, 
 	return 0;
 }
 
+int collector__sched_peers(const struct collector *c, collector_peer_fn fn, void *ctx)
+{
+	struct sched_peer_key key, next, *prev = NULL;
+	struct sched_peer val;
+	int fd, err;
+
+	if (!c->feat.sched)
+		return -EOPNOTSUPP;
+	/* at most SCHED_DEF_MAX_PEERS, read only on a query: no batch needed */
+	fd = bpf_map__fd(c->sskel->maps.peers);
+	while (!bpf_map_get_next_key(fd, prev, &next)) {
+		key = next;
+		prev = &key;
+		if (bpf_map_lookup_elem(fd, &key, &val))
+			continue;	/* evicted meanwhile */
+		if ((err = fn(ctx, &key, &val)))
+			return err;
+	}
+	return 0;
+}
+
 void collector__hold_sampling(struct collector *c, bool on)
 {
-	int cpu;
-
-	if (!c->feat.holder_sampling || c->hold_on == on)
-		return;
-	for (cpu = 0; cpu < c->nr_cpus; cpu++)
-		if (c->hold_fds[cpu] >= 0)
-			ioctl(c->hold_fds[cpu], on ? PERF_EVENT_IOC_ENABLE : PERF_EVENT_IOC_DISABLE, 0);
-	c->hold_on = on;
+	if (c->feat.holder_sampling)
+		sampler_enable(&c->hold, c->nr_cpus, on);
 }
 
 static struct bpf_program *precise_prog(struct collector *c, int i)
@@ -716,8 +816,10 @@ int collector__gc(struct collector *c)
 	removed = gc_map(bpf_map__fd(c->skel->maps.thread_slots));
 	if (c->uskel)
 		removed += gc_map(bpf_map__fd(c->uskel->maps.thread_slots));
-	if (c->sskel)
+	if (c->sskel) {
 		gc_map(bpf_map__fd(c->sskel->maps.threads));
+		gc_map(bpf_map__fd(c->sskel->maps.stops));
+	}
 	return removed;
 }
 
@@ -748,16 +850,6 @@ static void prog_info(const struct bpf_program *prog, const char *source, bool a
 	}
 }
 
-static bool any_link(struct bpf_link **links, int n)
-{
-	int i;
-
-	for (i = 0; links && i < n; i++)
-		if (links[i])
-			return true;
-	return false;
-}
-
 int collector__progs(const struct collector *c, struct collector_prog *out, int max)
 {
 	int i, n = 0;
@@ -768,13 +860,16 @@ int collector__progs(const struct collector *c, struct collector_prog *out, int 
 		prog_info(c->uskel->progs.ulock_switch, "ulock", c->ulinks[0] != NULL, false, &out[n++]);
 		prog_info(c->uskel->progs.ulock_waking, "ulock", c->ulinks[1] != NULL, false, &out[n++]);
 		prog_info(c->uskel->progs.ulock_hold_sample, "ulock",
-			  any_link(c->hold_links, c->nr_cpus), false, &out[n++]);
+			  sampler_attached(&c->hold, c->nr_cpus), false, &out[n++]);
 	}
 	for (i = 0; c->feat.precise && i < PRECISE_PROGS && n < max; i++)
 		prog_info(precise_prog((struct collector *)c, i), "ulock", c->precise_links[i] != NULL,
 			  true, &out[n++]);
 	for (i = 0; c->sskel && i < SCHED_PROGS && n < max; i++)
 		prog_info(sched_prog(c, i), "schedstat", c->slinks[i] != NULL, false, &out[n++]);
+	if (c->sskel && n < max)
+		prog_info(c->sskel->progs.cpu_sample, "schedstat", sampler_attached(&c->spin, c->nr_cpus),
+			  false, &out[n++]);
 	return n;
 }
 
@@ -800,13 +895,8 @@ void collector__free(struct collector *c)
 	}
 	for (i = 0; c->uskel && i < PRECISE_PROGS; i++)
 		bpf_link__destroy(c->precise_links[i]);
-	for (i = 0; c->hold_links && i < c->nr_cpus; i++)
-		bpf_link__destroy(c->hold_links[i]);
-	for (i = 0; c->hold_fds && i < c->nr_cpus; i++)
-		if (c->hold_fds[i] >= 0)
-			close(c->hold_fds[i]);
-	free(c->hold_links);
-	free(c->hold_fds);
+	sampler_free(&c->hold, c->nr_cpus);
+	sampler_free(&c->spin, c->nr_cpus);
 	for (i = 0; i < SCHED_PROGS; i++)
 		bpf_link__destroy(c->slinks[i]);
 	ulock_bpf__destroy(c->uskel);

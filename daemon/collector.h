@@ -38,6 +38,8 @@ struct collector_opts {
 	__u32 ustack_bytes;		/* user stack window per dump; 0: frame pointers only */
 	__u32 udump_rate;		/* user stack dumps/s per CPU, all user locks together */
 	__u32 sched_threads;		/* threads with per-thread scheduling counts; 0: off */
+	__u32 spin_freq;		/* spin-loop samples/s per CPU; 0 disables */
+	__u32 spin_stack_bytes;		/* stack window of yield, spin and burst dumps */
 	collector_record_fn on_record;
 	void *ctx;
 };
@@ -66,6 +68,8 @@ struct collector_features {
 	bool precise;		/* the futex syscall tracepoints exist (precise scans) */
 	const char *user_unwind;	/* "dwarf" (stack dumps unwound with CFI) or "fp" */
 	bool sched;		/* per-thread switches and times (sched_switch, sched_wakeup) */
+	bool spin_sampling;	/* cpu-clock spin-loop sampling is attached */
+	bool yield_entry;	/* sched_entry_tp (6.16+): every sched_yield() is counted */
 };
 
 int collector__new(const struct collector_opts *opts, struct collector **out);
@@ -99,6 +103,11 @@ struct sched_thread;
 typedef int (*collector_thread_fn)(void *ctx, __u32 tid, const struct sched_thread *st);
 /* Calls @fn with every thread's scheduling counts; a nonzero return stops the walk. */
 int collector__sched_threads(const struct collector *c, collector_thread_fn fn, void *ctx);
+struct sched_peer_key;
+struct sched_peer;
+typedef int (*collector_peer_fn)(void *ctx, const struct sched_peer_key *k, const struct sched_peer *v);
+/* Calls @fn with every (yielding thread, peer) pair of the yield storms seen. */
+int collector__sched_peers(const struct collector *c, collector_peer_fn fn, void *ctx);
 int collector__progs(const struct collector *c, struct collector_prog *out, int max);
 const struct collector_features *collector__features(const struct collector *c);
 int collector__nr_rings(const struct collector *c);

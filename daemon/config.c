@@ -30,6 +30,10 @@ const struct ls_setting ls_settings[] = {
 	{ "user-dump-rate", OPT(collector.udump_rate), 1, 1000000, "user stack dumps/s per CPU, all locks" },
 	{ "sched-threads", OPT(collector.sched_threads), 0, 1U << 22,
 	  "threads with per-thread switch counts (BPF map); 0: off" },
+	{ "spin-stack-bytes", OPT(collector.spin_stack_bytes), LS_USTACK_MIN_BYTES, LS_USTACK_MAX_BYTES,
+	  "user stack copied per yield-site, spin-sample and burst dump (multiple of 8)" },
+	{ "spin-freq", OPT(collector.spin_freq), 0, 10000,
+	  "spin-loop samples/s per CPU (cpu-clock); 0: no PAUSE-spin detection" },
 	{ "max-keys", OPT(max_keys), 1024, 1U << 26, "aggregation keys per time slot" },
 	{ "max-stacks", OPT(max_stacks), 1024, 1U << 26, "distinct stacks the daemon keeps" },
 };
@@ -65,7 +69,8 @@ int ls_setting_apply(struct engine_opts *o, const char *key, const char *value, 
 		snprintf(err, len, "%s: '%s' is not a power of two", key, value);
 		return -EINVAL;
 	}
-	if (!strcmp(key, "user-stack-bytes") && v && (v < LS_USTACK_MIN_BYTES || v % 8)) {
+	if ((!strcmp(key, "user-stack-bytes") || !strcmp(key, "spin-stack-bytes")) && v &&
+	    (v < LS_USTACK_MIN_BYTES || v % 8)) {
 		snprintf(err, len, "%s: '%s' is neither 0 nor a multiple of 8 from %u to %u", key, value,
 			 LS_USTACK_MIN_BYTES, LS_USTACK_MAX_BYTES);
 		return -EINVAL;

@@ -17,6 +17,7 @@
 #include "log.h"
 #include "query.h"
 #include "schedstat.h"
+#include "spin.h"
 #include "stacks.h"
 #include "threads.h"
 #include "ulock.h"
@@ -106,6 +107,7 @@ struct engine {
 	struct unwind *unwind;
 	struct dumps *dumps;
 	struct threads *threads;
+	struct spin *spin;
 	struct parked *parked;
 	uint64_t pass;			/* drains of the rings so far */
 	bool last_chance;		/* resolving parked records whose dumps are lost */
@@ -159,6 +161,8 @@ void engine_opts__init(struct engine_opts *o)
 	o->collector.ustack_bytes = LS_USTACK_DEF_BYTES;
 	o->collector.udump_rate = LS_USTACK_DEF_RATE;
 	o->collector.sched_threads = SCHED_DEF_MAX_THREADS;
+	o->collector.spin_freq = SCHED_DEF_SPIN_FREQ;
+	o->collector.spin_stack_bytes = SCHED_DEF_STACK_BYTES;
 	o->max_keys = 200000;
 	o->max_stacks = 100000;
 	o->windows = true;
@@ -472,6 +476,68 @@ static int handle_uhold(struct engine *e, const struct ulock_hold_rec *r, size_t
 	return 0;
 }
 
+/* A holder preempted while others waited: an event of type LS_UTYPE_PREEMPT, its time as the wait. */
+static int handle_upreempt(struct engine *e, const struct ulock_preempt_rec *r, size_t size)
+{
+	struct agg_event ev = {};
+
+	if (size < sizeof(*r)) {
+		e->bad_records++;
+		return 0;
+	}
+	ulock_event_init(e, &ev, r->pid, r->tid, r->uaddr, r->rec_flags, r->comm);
+	ev.key.flags = LS_KIND_USER | LS_UTYPE_PREEMPT;
+	ev.wait_ns = r->preempted_ns;
+	add_event(e, &ev);
+	return 0;
+}
+
+/* The schedstat records each carry at most one stack, always a dump (SCHED_RF_DUMP). */
+static int sched_stack(struct engine *e, uint32_t flags, uint64_t dump, uint32_t pid, uint32_t *stack)
+{
+	if (!dump_ready(e, flags, SCHED_RF_DUMP, dump))
+		return -EAGAIN;
+	usyms__see(e->usyms, pid);
+	*stack = user_stack(e, flags, SCHED_RF_DUMP, dump, 0, -1, pid);
+	return 0;
+}
+
+static int handle_sched(struct engine *e, const struct ls_rec_hdr *h, size_t size)
+{
+	static const size_t sizes[] = {
+		[LS_REC_SCHED_YIELD] = sizeof(struct sched_yield_rec),
+		[LS_REC_SCHED_SPIN] = sizeof(struct sched_spin_rec),
+		[LS_REC_SCHED_RESUME] = sizeof(struct sched_resume_rec),
+	};
+	const struct sched_yield_rec *y = (const void *)h;
+	const struct sched_spin_rec *sp = (const void *)h;
+	const struct sched_resume_rec *rs = (const void *)h;
+	uint32_t stack;
+
+	if (size < sizes[h->type]) {
+		e->bad_records++;
+		return 0;
+	}
+	switch (h->type) {
+	case LS_REC_SCHED_YIELD:
+		if (sched_stack(e, y->rec_flags, y->stack_dump, y->pid, &stack))
+			return -EAGAIN;
+		spin__yield_site(e->spin, y, stack);
+		break;
+	case LS_REC_SCHED_SPIN:
+		if (sched_stack(e, sp->rec_flags, sp->stack_dump, sp->pid, &stack))
+			return -EAGAIN;
+		spin__sample(e->spin, sp, stack);
+		break;
+	default:
+		if (sched_stack(e, rs->rec_flags, rs->stack_dump, rs->pid, &stack))
+			return -EAGAIN;
+		spin__resume(e->spin, rs, stack);
+		break;
+	}
+	return 0;
+}
+
 /* Returns -EAGAIN for a record to be parked until its stack dump arrives. */
 static int dispatch(struct engine *e, const void *data, size_t size)
 {
@@ -490,6 +556,12 @@ static int dispatch(struct engine *e, const void *data, size_t size)
 		return handle_uhold(e, data, size);
 	case LS_REC_USTACK:
 		return handle_ustack(e, data, size);
+	case LS_REC_ULOCK_PREEMPT:
+		return handle_upreempt(e, data, size);
+	case LS_REC_SCHED_YIELD:
+	case LS_REC_SCHED_SPIN:
+	case LS_REC_SCHED_RESUME:
+		return handle_sched(e, h, size);
 	default:
 		e->bad_records++;
 		return 0;
@@ -577,6 +649,9 @@ int engine__new(const struct engine_opts *opts, engine_reply_fn reply, void *rep
 	err = threads__new(&e->threads);
 	if (err)
 		goto cleanup;
+	err = spin__new(&e->spin);
+	if (err)
+		goto cleanup;
 	/* before anything is attached: the host's switch cost, not the traced one */
 	if (opts->collector.sched_threads &&
 	    (err = threads__measure_switch_cost(e->threads, THREADS_SWITCH_ROUNDS)))
@@ -638,6 +713,7 @@ void engine__free(struct engine *e)
 	unwind__free(e->unwind);
 	dumps__free(e->dumps);
 	threads__free(e->threads);
+	spin__free(e->spin);
 	agg__free(e->agg);
 	stacks__free(e->stacks);
 	ksyms__free(e->ksyms);
@@ -802,6 +878,8 @@ static cJSON *handle_status(struct engine *e)
 	cJSON_AddBoolToObject(feat, "precise_futex", f->precise);
 	cJSON_AddStringToObject(feat, "user_unwind", f->user_unwind ? f->user_unwind : "none");
 	cJSON_AddBoolToObject(feat, "sched", f->sched);
+	cJSON_AddBoolToObject(feat, "spin_sampling", f->spin_sampling);
+	cJSON_AddBoolToObject(feat, "every_yield", f->yield_entry);
 	cJSON_AddNumberToObject(o, "switch_cost_ns", threads__switch_cost_ns(e->threads));
 	cJSON_AddItemToObject(o, "programs", programs_json(e));
 	ev = cJSON_AddObjectToObject(o, "events");
@@ -818,6 +896,11 @@ static cJSON *handle_status(struct engine *e)
 	cJSON_AddNumberToObject(ev, "holder_samples", cnt[LS_CNT_HOLD_SAMPLES]);
 	cJSON_AddNumberToObject(ev, "holder_released", cnt[LS_CNT_HOLD_RELEASED]);
 	cJSON_AddNumberToObject(ev, "holder_throttled", cnt[LS_CNT_HOLD_THROTTLED]);
+	cJSON_AddNumberToObject(ev, "holder_preemptions", cnt[LS_CNT_HOLDER_PREEMPT]);
+	cJSON_AddNumberToObject(ev, "spin_samples", cnt[LS_CNT_SPIN_SAMPLES]);
+	cJSON_AddNumberToObject(ev, "spin_samples_unstacked", cnt[LS_CNT_SPIN_UNSTACKED]);
+	cJSON_AddNumberToObject(ev, "yield_sites", cnt[LS_CNT_YIELD_SITES]);
+	cJSON_AddNumberToObject(ev, "resumes", cnt[LS_CNT_RESUMES]);
 	st = cJSON_AddObjectToObject(o, "stacks");
 	cJSON_AddNumberToObject(st, "stacked", cnt[LS_CNT_STACKED]);
 	cJSON_AddNumberToObject(st, "sampled_out", cnt[LS_CNT_SAMPLED_OUT]);
@@ -957,6 +1040,38 @@ static cJSON *handle_threads(struct engine *e, const cJSON *req)
 	return o;
 }
 
+/* `lockscope spin`: yield storms, spin loops, bursts after stops and preempted holders. */
+static cJSON *handle_spin(struct engine *e, const cJSON *req)
+{
+	struct query_ctx qc = { .stacks = e->stacks, .ksyms = e->ksyms, .usyms = e->usyms };
+	uint64_t pid = 0, max_stack = LS_QUERY_DEF_MAX_STACK, now, start;
+	const char *why = NULL;
+	struct htab *t;
+	char err[256];
+	cJSON *o;
+	int ret;
+
+	if (query__uint_field(req, "pid", INT32_MAX, &pid, err, sizeof(err)) ||
+	    query__uint_field(req, "max_stack", LS_MAX_STACK_DEPTH, &max_stack, err, sizeof(err)))
+		return engine__error("%s", err);
+	engine__consume(e);
+	now = ls_now_ns();
+	/* holder preemptions over everything kept, like the thread figures since first seen */
+	t = agg__window(e->agg, LS_WIN_ALL, now, &start);
+	if (!t)
+		return engine__error("out of memory building the window");
+	o = response("spin");
+	cJSON_AddItemToObject(o, "window", window_json(ls_window_name(LS_WIN_ALL), start, now));
+	ret = spin__json(e->spin, e->coll, t, (double)(now - start) / NSEC_PER_SEC, &qc, pid, max_stack,
+			 o, &why);
+	htab__free(t);
+	if (ret) {
+		cJSON_Delete(o);
+		return engine__error("%s", why);
+	}
+	return o;
+}
+
 cJSON *engine__handle(struct engine *e, uint64_t client, const cJSON *req)
 {
 	const cJSON *cmd = cJSON_GetObjectItemCaseSensitive(req, "cmd");
@@ -966,14 +1081,16 @@ cJSON *engine__handle(struct engine *e, uint64_t client, const cJSON *req)
 	if (!cJSON_IsObject(req))
 		return engine__error("a request is a JSON object with a 'cmd'");
 	if (!cJSON_IsString(cmd))
-		return engine__error("missing 'cmd' (one of: status, top, scan, threads)");
+		return engine__error("missing 'cmd' (one of: status, top, scan, threads, spin)");
 	if (!strcmp(cmd->valuestring, "status"))
 		return handle_status(e);
 	if (!strcmp(cmd->valuestring, "threads"))
 		return handle_threads(e, req);
+	if (!strcmp(cmd->valuestring, "spin"))
+		return handle_spin(e, req);
 	query__init(&q);
 	if (strcmp(cmd->valuestring, "top") && strcmp(cmd->valuestring, "scan"))
-		return engine__error("unknown cmd '%s' (one of: status, top, scan, threads)", cmd->valuestring);
+		return engine__error("unknown cmd '%s' (one of: status, top, scan, threads, spin)", cmd->valuestring);
 	if (query__from_json(req, &q, err, sizeof(err)))
 		return engine__error("%s", err);
 	if (!strcmp(cmd->valuestring, "scan"))

@@ -353,14 +353,15 @@ static bool kind_wanted(const struct query *q, const struct agg_key *k)
 	return true;
 }
 
-static bool is_hold(const struct agg_key *k)
+/* Not waits: what a lock's holder did (samples, preemptions), keyed like the lock's waits. */
+static bool is_holder_event(const struct agg_key *k)
 {
-	return k->flags == (LS_KIND_USER | LS_UTYPE_HOLD);
+	return k->flags == (LS_KIND_USER | LS_UTYPE_HOLD) || k->flags == (LS_KIND_USER | LS_UTYPE_PREEMPT);
 }
 
 static bool key_wanted(const struct query *q, const struct agg_key *k)
 {
-	if (is_hold(k) || !kind_wanted(q, k))
+	if (is_holder_event(k) || !kind_wanted(q, k))
 		return false;
 	if (q->pid && k->pid != q->pid)
 		return false;
@@ -745,7 +746,7 @@ static const char *unwind_method(const struct query_ctx *ctx, uint32_t id)
  * Adds "stack" to @o with how it was walked ("unwind", "truncated"). Without a stack:
  * null, or an empty array where the field has always been an array (rows).
  */
-static void add_stack(cJSON *o, const struct query_ctx *ctx, uint32_t id, int max, bool null_if_none)
+void query__add_stack(cJSON *o, const struct query_ctx *ctx, uint32_t id, int max, bool null_if_none)
 {
 	if (id < LS_STACK_FIRST) {
 		if (null_if_none)
@@ -803,7 +804,7 @@ static cJSON *ulock_json(const struct query_ctx *ctx, const struct agg_key *k)
 	return lock;
 }
 
-static cJSON *lock_json(const struct query_ctx *ctx, const struct agg_key *k)
+cJSON *query__lock_json(const struct query_ctx *ctx, const struct agg_key *k)
 {
 	cJSON *lock;
 	const struct ksym *s = NULL;
@@ -864,45 +865,69 @@ static cJSON *party_json(const struct query_ctx *ctx, const struct party *p, int
 	cJSON_AddNumberToObject(o, "pid", p->pid);
 	cJSON_AddNumberToObject(o, "tid", p->tid);
 	cJSON_AddStringToObject(o, "comm", p->comm);
-	add_stack(o, ctx, p->stack, max_stack, true);
+	query__add_stack(o, ctx, p->stack, max_stack, true);
 	return o;
 }
 
 /* ---- holder samples ---- */
 
-/* Holder samples are keyed like the lock they were taken for, plus the stack. */
+/*
+ * Holder events are keyed like the lock they were taken for, plus their type and, for
+ * samples, the stack.
+ */
 struct hold_key {
 	uint64_t lock;
-	uint32_t object, pid, stack, pad;
+	uint32_t object, pid, stack, utype;
 };
 
-static struct hold_key hold_key_of(const struct agg_key *k, uint32_t stack)
+struct hold_val {
+	uint64_t count;
+	uint64_t total_ns;
+};
+
+static struct hold_key hold_key_of(const struct agg_key *k, uint32_t utype, uint32_t stack)
 {
 	struct hold_key hk = { .lock = k->lock, .object = k->object,
-			       .pid = k->object ? 0 : k->pid, .stack = stack };
+			       .pid = k->object ? 0 : k->pid, .stack = stack, .utype = utype };
 	return hk;
 }
 
 static struct htab *build_holds(const struct htab *tab, const struct query *q)
 {
-	struct htab *holds = htab__new(sizeof(struct hold_key), sizeof(uint64_t), SIZE_MAX);
+	struct htab *holds = htab__new(sizeof(struct hold_key), sizeof(struct hold_val), SIZE_MAX);
 	const void *kp;
 	size_t iter = 0;
 	void *vp;
 
 	while (holds && !htab__next(tab, &iter, &kp, &vp)) {
 		const struct agg_key *k = kp;
+		const struct agg_val *v = vp;
+		uint32_t utype = k->flags & ~LS_KIND_USER;
 		struct hold_key hk;
-		uint64_t *n;
+		struct hold_val *n;
 
-		if (!is_hold(k) || (q->pid && k->pid != q->pid))
+		if (!is_holder_event(k) || (q->pid && k->pid != q->pid))
 			continue;
-		hk = hold_key_of(k, k->stack);
+		hk = hold_key_of(k, utype, utype == LS_UTYPE_HOLD ? k->stack : 0);
 		n = htab__upsert(holds, &hk, NULL, NULL);
-		if (n)
-			*n += ((const struct agg_val *)vp)->st.count;
+		if (n) {
+			n->count += v->st.count;
+			n->total_ns += v->st.total_ns;
+		}
 	}
 	return holds;
+}
+
+/* How often, and how long, the row's lock's holders were preempted while others waited. */
+static cJSON *preempted_json(const struct htab *holds, const struct agg_key *rep)
+{
+	struct hold_key want = hold_key_of(rep, LS_UTYPE_PREEMPT, 0);
+	const struct hold_val *v = htab__find(holds, &want);
+	cJSON *o = cJSON_CreateObject();
+
+	cJSON_AddNumberToObject(o, "count", v ? v->count : 0);
+	cJSON_AddNumberToObject(o, "total_ns", v ? v->total_ns : 0);
+	return o;
 }
 
 struct hold_pick {
@@ -921,7 +946,7 @@ static int cmp_picks(const void *a, const void *b)
 static cJSON *holders_json(const struct query_ctx *ctx, const struct htab *holds,
 			   const struct agg_key *rep, int max_stack, uint64_t *total)
 {
-	struct hold_key want = hold_key_of(rep, 0);
+	struct hold_key want = hold_key_of(rep, LS_UTYPE_HOLD, 0);
 	cJSON *arr = cJSON_CreateArray();
 	struct hold_pick *picks = NULL, *np;
 	size_t nr = 0, cap = 0, i;
@@ -933,7 +958,8 @@ static cJSON *holders_json(const struct query_ctx *ctx, const struct htab *holds
 	while (!htab__next(holds, &iter, &kp, &vp)) {
 		const struct hold_key *hk = kp;
 
-		if (hk->lock != want.lock || hk->object != want.object || hk->pid != want.pid)
+		if (hk->lock != want.lock || hk->object != want.object || hk->pid != want.pid ||
+		    hk->utype != want.utype)
 			continue;
 		if (nr == cap) {
 			cap = cap ? 2 * cap : 64;
@@ -942,8 +968,8 @@ static cJSON *holders_json(const struct query_ctx *ctx, const struct htab *holds
 				break;
 			picks = np;
 		}
-		picks[nr++] = (struct hold_pick){ hk->stack, *(uint64_t *)vp };
-		*total += *(uint64_t *)vp;
+		picks[nr++] = (struct hold_pick){ hk->stack, ((struct hold_val *)vp)->count };
+		*total += ((struct hold_val *)vp)->count;
 	}
 	qsort(picks, nr, sizeof(*picks), cmp_picks);
 	for (i = 0; i < nr; i++) {
@@ -951,7 +977,7 @@ static cJSON *holders_json(const struct query_ctx *ctx, const struct htab *holds
 
 		cJSON_AddNumberToObject(h, "samples", picks[i].samples);
 		cJSON_AddNumberToObject(h, "share", (double)picks[i].samples / *total);
-		add_stack(h, ctx, picks[i].stack, max_stack, true);
+		query__add_stack(h, ctx, picks[i].stack, max_stack, true);
 		cJSON_AddItemToArray(arr, h);
 	}
 	free(picks);
@@ -975,7 +1001,7 @@ static cJSON *row_json(const struct query_ctx *ctx, const struct query *q, const
 		cJSON_AddStringToObject(o, "caller", caller);
 	}
 	if (!r->many_locks) {
-		cJSON_AddItemToObject(o, "lock", lock_json(ctx, &r->rep));
+		cJSON_AddItemToObject(o, "lock", query__lock_json(ctx, &r->rep));
 		if (user && !r->rep.object)
 			add_hex(o, "uaddr", r->rep.lock);
 	}
@@ -995,13 +1021,15 @@ static cJSON *row_json(const struct query_ctx *ctx, const struct query *q, const
 	cJSON_AddBoolToObject(o, "estimated", r->estimated);
 	cJSON_AddNumberToObject(o, "stack_samples", r->samples);
 	if (q->group == LS_GROUP_CALLER && q->stacks)
-		add_stack(o, ctx, r->rep.stack, q->max_stack, false);
+		query__add_stack(o, ctx, r->rep.stack, q->max_stack, false);
 	if (user)
 		cJSON_AddNumberToObject(o, "nonblocking", r->nonblocking);
 	if (q->owners) {
 		cJSON_AddItemToObject(o, "owner", party_json(ctx, &r->owner, q->max_stack));
 		if (user)
 			cJSON_AddItemToObject(o, "releaser", party_json(ctx, &r->releaser, q->max_stack));
+		if (user && !r->many_locks && holds)
+			cJSON_AddItemToObject(o, "holder_preempted", preempted_json(holds, &r->rep));
 	}
 	if (q->holders && user && !r->many_locks && holds) {
 		uint64_t samples;
@@ -1023,7 +1051,7 @@ cJSON *query__rows(const struct htab *tab, const struct query *q, const struct q
 	rs.owners = htab__new(sizeof(struct owner_key), sizeof(struct owner_val), SIZE_MAX);
 	if (!rs.index || !rs.owners || fill_rows(&rs, tab, q))
 		goto cleanup;
-	if (q->holders && !(holds = build_holds(tab, q)))
+	if ((q->holders || q->owners) && !(holds = build_holds(tab, q)))
 		goto cleanup;
 	qsort_r(rs.rows, rs.nr, sizeof(*rs.rows), cmp_rows, (void *)&q->sort);
 	n = q->limit && (size_t)q->limit < rs.nr ? (size_t)q->limit : rs.nr;

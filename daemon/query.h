@@ -74,6 +74,14 @@ cJSON *query__rows(const struct htab *tab, const struct query *q, const struct q
 /* The frame where a wait's caller is: the first one past the locking internals. */
 int query__caller_frame(const struct query_ctx *ctx, const uint64_t *ips, uint32_t nr);
 
+/*
+ * Adds "stack" (@id's frames, at most @max), "unwind" and "truncated" to @o; without a
+ * stack, "stack" is null or (@null_if_none false) an empty array.
+ */
+void query__add_stack(cJSON *o, const struct query_ctx *ctx, uint32_t id, int max, bool null_if_none);
+/* The lock of key @k: kernel address and name, or the user lock's mapping and offset. */
+cJSON *query__lock_json(const struct query_ctx *ctx, const struct agg_key *k);
+
 /* Optional request fields: absent leaves *out; a wrong type or range is a one-line error. */
 int query__uint_field(const cJSON *req, const char *field, uint64_t max, uint64_t *out,
 		      char *err, size_t err_len);

@@ -212,7 +212,7 @@ int unwind__stack(struct unwind *u, const struct ls_ustack_rec *r, size_t size, 
 	 * Anything else ended early: the window, missing CFI and a frame-pointer guess that
 	 * led nowhere, or the depth limit.
 	 */
-	*truncated = ret != 0;
+	*truncated = ret != 0 || w.p->read_outside;
 	w.p->cur = NULL;
 	u->st.ns += ls_now_ns() - t0;
 	if (!w.n) {

@@ -78,7 +78,7 @@ static void test_table_threads_locks_owners_stacks(void **state)
 	(void)state;
 	out = render(response, &o);
 	assert_non_null(strstr(out, "      pid      tid  comm             "));
-	assert_non_null(strstr(out, "rwsem:R        7        8  srv                srv/9                  -\n"));
+	assert_non_null(strstr(out, "rwsem:R        7        8  srv                srv/9                  -                      -\n"));
 	assert_non_null(strstr(out, "\t\t\t0xffffffff81000010 down_read+0x10\n"));
 	free(out);
 	memset(&o, 0, sizeof(o));
@@ -86,6 +86,57 @@ static void test_table_threads_locks_owners_stacks(void **state)
 	out = render(response, &o);
 	assert_non_null(strstr(out, "rwsem:R       0xffff888100  mmap_lock\n"));
 	free(out);
+}
+
+/* A user lock row with -o: its holders' preemptions in the last column. */
+static void test_holder_preempted_column(void **state)
+{
+	static const char user_row[] =
+		"{\"rows\":[{\"type\":\"futex:mutex\",\"caller\":\"take\",\"contended\":5,"
+		"\"total_wait_ns\":5000,\"max_wait_ns\":1000,\"avg_wait_ns\":1000,"
+		"\"owner\":null,\"releaser\":null,"
+		"\"holder_preempted\":{\"count\":12,\"total_ns\":3400000}}],\"window\":{}}";
+	struct render_opts o = { .owners = true };
+	char *out;
+
+	(void)state;
+	out = render(user_row, &o);
+	assert_non_null(strstr(out, "holder preempted\n"));
+	assert_non_null(strstr(out, "take   -                      -                      12x 3.40 ms\n"));
+	free(out);
+}
+
+static void test_spin_findings(void **state)
+{
+	static const char spin[] =
+		"{\"findings\":["
+		"{\"kind\":\"yield_spin\",\"pid\":7,\"tid\":7,\"comm\":\"uv-loop\",\"rate_per_s\":250.4,"
+		"\"cpu_ns\":54000000,\"stack\":[{\"addr\":\"0xee017\",\"sym\":\"sched_yield\",\"offset\":7,"
+		"\"module\":\"libc.so.6\"}],\"peer\":{\"tid\":9,\"comm\":\"uv-send-0\",\"preempted\":true},"
+		"\"evidence\":{\"storm_yields\":701,\"storm_s\":2.8,\"active\":true},\"hint\":\"upgrade\"},"
+		"{\"kind\":\"pause_spin\",\"pid\":7,\"tid\":8,\"comm\":\"spinner\",\"share\":0.553,"
+		"\"cpu_ns\":1070000000,\"stack\":null,\"peer\":null,"
+		"\"evidence\":{\"samples\":385,\"spin_samples\":213},\"hint\":\"block\"},"
+		"{\"kind\":\"burst\",\"pid\":7,\"tid\":10,\"comm\":\"tick\",\"rate_per_s\":21000,"
+		"\"cpu_ns\":null,\"stack\":null,\"peer\":null,\"evidence\":{\"stop_ns\":2000000000,"
+		"\"events_first_100ms\":2100,\"baseline_per_100ms\":100,\"ratio\":21},\"hint\":\"Skip\"}]}";
+	cJSON *resp = cJSON_Parse(spin);
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+
+	(void)state;
+	render_spin(f, resp);
+	fclose(f);
+	cJSON_Delete(resp);
+	assert_non_null(strstr(buf, "yield_spin               7        7  uv-loop               250.4/s    54.00 ms   uv-send-0/9 (preempted)\n"
+				    "\t701 yields in 2.80 s, still going\n\tstack:\n\t  0xee017 sched_yield+0x7 (libc.so.6)\n"
+				    "\thint: upgrade\n"));
+	assert_non_null(strstr(buf, "pause_spin               7        8  spinner                 55.3%      1.07 s   -\n"
+				    "\t213 of 385 samples in a spin loop\n\thint: block\n"));
+	assert_non_null(strstr(buf, "burst                    7       10  tick                21000.0/s           -   -\n"
+				    "\tstopped 2.00 s; 2100 events in the first 100 ms after, 100.0 per 100 ms before (21x)\n"));
+	free(buf);
 }
 
 static void test_empty_table_says_so(void **state)
@@ -151,6 +202,8 @@ int main(void)
 		cmocka_unit_test(test_units_like_perf),
 		cmocka_unit_test(test_table_default),
 		cmocka_unit_test(test_table_threads_locks_owners_stacks),
+		cmocka_unit_test(test_holder_preempted_column),
+		cmocka_unit_test(test_spin_findings),
 		cmocka_unit_test(test_empty_table_says_so),
 		cmocka_unit_test(test_settings_apply),
 		cmocka_unit_test(test_config_file_all_or_nothing),

@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * What the programs read off the architecture: the syscall a task is in (from the
+ * registers it entered the kernel with), whether sampled registers are user or kernel
+ * mode, and the instructions CPUs spin on. x86-64 and arm64.
+ */
+#ifndef __LS_ARCH_BPF_H
+#define __LS_ARCH_BPF_H
+
+#include <bpf/bpf_core_read.h>
+
+#if defined(__TARGET_ARCH_x86)
+enum ls_syscall_nr {
+	LS_SYS_SCHED_YIELD	= 24,
+	LS_SYS_FUTEX		= 202,
+};
+#define LS_SYSCALL_NR(regs)	BPF_CORE_READ(regs, orig_ax)
+/*
+ * The privilege level of the interrupted code is in the low bits of its %cs. Read as the
+ * whole 8-byte slot: the verifier allows only full-width loads from a perf_event context.
+ */
+#define LS_USER_MODE(regs)	((*(volatile __u64 *)&(regs)->cs & 3) == 3)
+#elif defined(__TARGET_ARCH_arm64)
+enum ls_syscall_nr {
+	LS_SYS_SCHED_YIELD	= 124,
+	LS_SYS_FUTEX		= 98,
+};
+#define LS_SYSCALL_NR(regs)	BPF_CORE_READ((struct user_pt_regs *)(regs), syscallno)
+/* PSTATE.M[3:0] is 0 (EL0t) for user mode */
+#define LS_USER_MODE(regs)	(((regs)->pstate & 0xf) == 0)
+#else
+#error "lockscope reads syscall registers: only x86 and arm64 are supported"
+#endif
+#define LS_SYS_FUTEX_WAITV	449	/* the same number on every architecture */
+
+/*
+ * Spin-wait instructions. A spin loop is the hint followed by a load, a test and a
+ * branch back: a sample lands on the hint or within a few instructions after it. Only
+ * bytes before the sampled instruction count: code that merely follows a spin loop (the
+ * trylock glibc places after pthread_spin_lock's loop) is not spinning.
+ */
+#define LS_SPIN_BACK		14	/* bytes before the sampled instruction */
+#define LS_SPIN_CODE		(LS_SPIN_BACK + 2)
+
+#if defined(__TARGET_ARCH_x86)
+/* PAUSE is f3 90 (rep nop); looked for at every byte: x86 code is not aligned */
+static __always_inline bool ls_spin_insn(const __u8 *code, int n)
+{
+	int i;
+
+	for (i = 0; i < LS_SPIN_CODE - 1 && i < n - 1; i++)
+		if (code[i] == 0xf3 && code[i + 1] == 0x90)
+			return true;
+	return false;
+}
+#else
+/* YIELD, WFE and ISB (the hint Rust's and LLVM's spin_loop emit on arm64); 4-byte aligned */
+static __always_inline bool ls_spin_insn(const __u8 *code, int n)
+{
+	int i;
+
+	for (i = 0; i < LS_SPIN_CODE / 4 && i < n / 4; i++) {
+		__u32 w = ((const __u32 *)code)[i];
+
+		if (w == 0xd503203f || w == 0xd503205f || w == 0xd5033fdf)
+			return true;
+	}
+	return false;
+}
+#endif
+
+/*
+ * Whether the code at @ip is in a spin loop: a spin-wait hint at @ip or in the
+ * LS_SPIN_BACK bytes before it. Where those bytes cannot be read (the start of a
+ * mapping), only the hint at @ip.
+ */
+static __always_inline bool ls_spinning_at(__u64 ip, bool user)
+{
+	__u8 code[LS_SPIN_CODE];
+	__u64 from = ip - LS_SPIN_BACK;
+	long err;
+
+	err = user ? bpf_probe_read_user(code, sizeof(code), (void *)from)
+		   : bpf_probe_read_kernel(code, sizeof(code), (void *)from);
+	if (!err)
+		return ls_spin_insn(code, sizeof(code));
+	err = user ? bpf_probe_read_user(code, 4, (void *)ip) : bpf_probe_read_kernel(code, 4, (void *)ip);
+	return !err && ls_spin_insn(code, 4);
+}
+
+#endif /* __LS_ARCH_BPF_H */

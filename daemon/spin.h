@@ -1,0 +1,56 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * `lockscope spin`: CPU burnt or latency added while nothing useful runs. Four findings,
+ * from the schedstat component (bpf/schedstat.h) and the user-lock holder preemptions:
+ *
+ *   yield_spin        a thread switching out through sched_yield() in a storm
+ *   pause_spin        a thread whose cpu-clock samples land in spin-wait loops
+ *   burst             a thread that, resumed after a stop, far outran its own rate
+ *   holder_preempted  the holder of a contended user lock preempted while others waited
+ *
+ * Counts and times are the BPF side's, per thread since it was first seen; this file
+ * keeps the stacks that come by record (yield sites, spin samples, bursts) and the last
+ * stops, and turns it all into findings with their evidence and a hint.
+ */
+#ifndef __LS_SPIN_H
+#define __LS_SPIN_H
+
+#include <stdint.h>
+#include <cjson/cJSON.h>
+#include "schedstat.h"
+
+struct collector;
+struct htab;
+struct query_ctx;
+struct spin;
+
+/*
+ * When a thread's figures become a finding. A storm of yields on its own is no problem
+ * (a yield that runs the waited-for thread is cheap); hundreds per second are. The same
+ * for spin samples: a share of a few percent is the mutexes' adaptive spinning.
+ */
+#define SPIN_YIELD_MIN		100	/* yields in the storm */
+#define SPIN_YIELD_MIN_RATE	100.0	/* and per second */
+#define SPIN_PAUSE_MIN_SAMPLES	20	/* spin samples of the thread */
+#define SPIN_PAUSE_MIN_SHARE	0.05	/* and their share of its samples */
+#define SPIN_BURST_MIN_EVENTS	100	/* events in the window after the resume */
+#define SPIN_BURST_FACTOR	5.0	/* and times the thread's own rate before the stop */
+#define SPIN_RESUMES_KEPT	64	/* the last stops reported, newest first */
+
+int spin__new(struct spin **out);
+void spin__free(struct spin *s);
+
+/* Records: a yield storm's site, a spin sample's stack, a stop and its aftermath. */
+void spin__yield_site(struct spin *s, const struct sched_yield_rec *r, uint32_t stack);
+void spin__sample(struct spin *s, const struct sched_spin_rec *r, uint32_t stack);
+void spin__resume(struct spin *s, const struct sched_resume_rec *r, uint32_t stack);
+
+/*
+ * The findings for @pid (0: every process) into @o's "findings", worst first; holder
+ * preemptions are read from @tab, an aggregation table covering @secs seconds.
+ * -EOPNOTSUPP with *err set when the scheduler component is off.
+ */
+int spin__json(struct spin *s, const struct collector *c, const struct htab *tab, double secs,
+	       const struct query_ctx *ctx, uint32_t pid, int max_stack, cJSON *o, const char **err);
+
+#endif

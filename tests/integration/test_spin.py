@@ -1,0 +1,180 @@
+"""Spin, yields, bursts and preempted holders (seeds 000, 001, 004): `lockscope spin` on
+real reproducers, with the figures checked against an independent count."""
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import (ROOT, WORKLOADS, Workload, require_tool, start_daemon, stop_daemon,
+                      require_bpf)
+
+
+def findings(d, pid, kind):
+    resp = d.cli_json("spin", "-p", str(pid))
+    return [f for f in resp["findings"] if f["kind"] == kind]
+
+
+def frames(f):
+    return [(fr["sym"] or "", fr["module"] or "") for fr in f["stack"] or []]
+
+
+def perf_count_yields(tid):
+    """perf counting sched_yield() entries of one thread: the independent reference."""
+    require_tool("perf")
+    out = f"/tmp/lockscope-perf-yield-{tid}.csv"
+    p = subprocess.Popen(["perf", "stat", "-x,", "-o", out, "-e", "syscalls:sys_enter_sched_yield",
+                          "-t", str(tid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return p, out
+
+
+def perf_result(p, out):
+    p.send_signal(signal.SIGINT)
+    p.wait(timeout=30)
+    with open(out) as f:
+        for line in f:
+            fields = line.split(",")
+            if len(fields) > 2 and "sched_yield" in fields[2]:
+                return int(fields[0])
+    raise AssertionError(f"no count in {out}")
+
+
+def test_libuv_async_yield_spin(daemon):
+    """Seed 000: libuv 1.44's uv__async_spin, the loop thread yielding while its sender is
+    preempted between its two stores. One sender pinned with the loop to one CPU."""
+    w = Workload("uv_async_spin", "--senders", "1", "--seconds", "3")
+    perf, out = perf_count_yields(w.pid)   # the loop thread is the main thread
+    time.sleep(0.3)
+    w.go()
+    res = w.wait()
+    yields_perf = perf_result(perf, out)
+    fs = findings(daemon, w.pid, "yield_spin")
+    print(json.dumps(fs, indent=1)[:3000], "perf:", yields_perf)
+    assert [f["tid"] for f in fs] == [res["loop_tid"]], "the loop thread, and only it"
+    f = fs[0]
+    assert f["comm"] == "uv-loop" and f["pid"] == w.pid
+    # every yield of the loop thread switched to the runnable sender on its CPU: each is counted
+    ev = f["evidence"]
+    assert yields_perf >= 300, "the reproducer must spin"
+    assert abs(ev["yields_total"] - yields_perf) <= max(2, 0.01 * yields_perf)
+    assert f["rate_per_s"] >= 100 and abs(f["rate_per_s"] - ev["storm_yields"] / ev["storm_s"]) < 1
+    assert 0 < f["cpu_ns"] < 3e9
+    # the thread it waits for: the sender, preempted (by the loop thread's own wakeup)
+    assert f["peer"]["tid"] == res["sender_tids"][0] and f["peer"]["comm"] == "uv-send-0"
+    assert f["peer"]["preempted"]
+    # issue 5: the yield site unwound through libc and libuv (no frame pointers) to uv_run
+    st = frames(f)
+    assert "sched_yield" in st[0][0], st
+    assert f["unwind"] == "dwarf"
+    uv = [i for i, (sym, mod) in enumerate(st) if mod.startswith("libuv.so")]
+    assert uv and uv[0] == 1, "sched_yield is called from inside libuv"
+    run = [i for i, (sym, mod) in enumerate(st) if sym == "uv_run"]
+    assert run and run[0] > uv[0], "up to uv_run"
+    assert any(sym == "main" for sym, mod in st)
+    assert "libuv" in f["hint"] and "1.45" in f["hint"]
+
+
+@pytest.fixture
+def fast_sampler():
+    """The spin sampler at 997 Hz, as `perf record -F 997` would: ~2000 samples per thread
+    in the run, so the share's sampling error (~0.01) is well inside the tolerance."""
+    require_bpf()
+    d = start_daemon(["--spin-freq", "907"])
+    yield d
+    rc, log = stop_daemon(d)
+    assert rc == 0, log
+
+
+@pytest.mark.parametrize("lock", ["ttas", "pthread"])
+def test_pause_spin_share(fast_sampler, lock):
+    w = Workload("spin_locks", "--lock", lock, "--threads", "3", "--seconds", "3")
+    try:
+        w.go()
+        own = json.loads(w.proc.stdout.readline())   # its threads are parked from here on
+        fs = {f["tid"]: f for f in findings(fast_sampler, w.pid, "pause_spin")}
+        for t in own["threads"]:
+            f = fs[t["tid"]]
+            print(lock, t["tid"], "own", round(t["share"], 3), "lockscope", round(f["share"], 3),
+                  f["evidence"]["samples"])
+            assert t["share"] > 0.2, "the workload must spin"
+            assert abs(f["share"] - t["share"]) <= 0.1
+            assert f["comm"] == "spinner" and f["cpu_ns"] > 0
+            st = frames(f)
+            top = "ttas_spin" if lock == "ttas" else "pthread_spin_lock"
+            assert top in st[0][0], st
+            assert any(sym == "worker_main" for sym, mod in st)
+            assert f["evidence"]["stacks"][0]["share"] <= f["share"] + 1e-9
+        # the main thread only sleeps: no finding
+        assert w.pid not in fs
+    finally:
+        w.proc.stdin.close()
+        assert w.proc.wait(timeout=30) == 0
+
+
+def run_stopped(args, stop_s=2.0):
+    """tokio_tick for 5 s, stopped (SIGSTOP) for @stop_s after 1.5 s, then continued."""
+    w = Workload("tokio_tick", "--seconds", "5", *args)
+    w.go()
+    time.sleep(1.5)
+    os.kill(w.pid, signal.SIGSTOP)
+    time.sleep(stop_s)
+    os.kill(w.pid, signal.SIGCONT)
+    return w, w.wait()
+
+
+def test_tokio_catch_up_burst(daemon):
+    """Seed 001: a 1 ms tokio interval (MissedTickBehavior::Burst, the default) fires every
+    tick it missed during a 2 s stop at once; with Skip it does not."""
+    w, res = run_stopped([])
+    fs = findings(daemon, w.pid, "burst")
+    print(json.dumps(fs, indent=1)[:2500], res)
+    assert res["ticks_first_100ms"] >= 1500, "the reproducer must burst"
+    assert len(fs) == 1
+    f = fs[0]
+    ev = f["evidence"]
+    assert f["tid"] == res["tid"] and f["comm"] == "tokio_tick"
+    assert 1.9e9 <= ev["stop_ns"] <= 2.6e9
+    # each tick writes once: at least the workload's own ticks, plus its sleeps in the window
+    assert res["ticks_first_100ms"] <= ev["events_first_100ms"] <= res["ticks_first_100ms"] + 250
+    # before the stop: a tick (a write and a sleep) per ms, ~200 per 100 ms
+    assert 120 <= ev["baseline_per_100ms"] <= 260
+    assert ev["ratio"] >= 5 and f["rate_per_s"] == pytest.approx(ev["events_first_100ms"] * 10)
+    assert "MissedTickBehavior::Skip" in f["hint"] and "Delay" in f["hint"]
+    assert any(mod == "tokio_tick" for sym, mod in frames(f)), "a stack in the program"
+
+    # the fix: Skip drops the missed ticks, the resume is not a burst
+    w, res = run_stopped(["--skip"])
+    assert res["ticks_first_100ms"] <= 150
+    assert findings(daemon, w.pid, "burst") == []
+
+
+def test_holder_preemption(daemon):
+    """Seed 004's server: 8 workers on one mutex on 2 CPUs, formatting a log line while
+    holding it; holders are preempted while others wait. Counted per lock, shown in
+    `top -o` and as spin findings; each preemption is one of the holder's involuntary
+    switches."""
+    w = Workload("mutex_server", "--seconds", "3")
+    try:
+        w.go()
+        time.sleep(2.5)
+        top = daemon.cli_json("top", "-p", str(w.pid), "-l", "-o", "--kind", "user", "-w", "all")
+        threads = {r["tid"]: r for r in daemon.cli_json("threads", "-p", str(w.pid))["rows"]}
+        fs = findings(daemon, w.pid, "holder_preempted")
+    finally:
+        w.wait()
+    row = top["rows"][0]
+    hp = row["holder_preempted"]
+    print(hp, [(f["tid"], f["evidence"]) for f in fs])
+    assert hp["count"] > 0 and hp["total_ns"] > 0
+    assert fs and all(f["lock"]["addr"] == row["lock"]["addr"] for f in fs)
+    assert sum(f["evidence"]["preemptions"] for f in fs) >= hp["count"]
+    for f in fs:
+        assert f["comm"] == "mutex_server" and f["pid"] == w.pid
+        # a preemption is an involuntary switch of that thread: never more of them
+        assert f["evidence"]["preemptions"] <= threads[f["tid"]]["involuntary"]
+        assert f["evidence"]["max_preempted_ns"] <= f["evidence"]["preempted_ns"]
+    text = daemon.cli("top", "-p", str(w.pid), "-o", "--kind", "user", "-w", "all").stdout
+    assert "holder preempted" in text and re.search(r" \d+x \d", text), text
