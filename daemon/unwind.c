@@ -42,7 +42,10 @@ struct walk {
 	struct uw_proc *p;
 	uint64_t *ips;
 	int n, max;
+	bool bogus;		/* ended at an address no code can have */
 };
+
+#define UNWIND_MIN_PC 4096
 
 static char *debuginfo_path;	/* libdwfl's default search path for separate debug files */
 
@@ -181,6 +184,14 @@ static int frame_cb(Dwfl_Frame *state, void *arg)
 
 	if (!dwfl_frame_pc(state, &pc, NULL))
 		return DWARF_CB_ABORT;
+	/*
+	 * No code lives in the first page: a return address there is a frame-pointer guess
+	 * that read a saved register, not a frame. The walk ends, truncated.
+	 */
+	if (pc < UNWIND_MIN_PC) {
+		w->bogus = true;
+		return DWARF_CB_ABORT;
+	}
 	w->ips[w->n++] = pc;
 	return w->n < w->max ? DWARF_CB_OK : DWARF_CB_ABORT;
 }
@@ -212,7 +223,7 @@ int unwind__stack(struct unwind *u, const struct ls_ustack_rec *r, size_t size, 
 	 * Anything else ended early: the window, missing CFI and a frame-pointer guess that
 	 * led nowhere, or the depth limit.
 	 */
-	*truncated = ret != 0 || w.p->read_outside;
+	*truncated = ret != 0 || w.p->read_outside || w.bogus;
 	w.p->cur = NULL;
 	u->st.ns += ls_now_ns() - t0;
 	if (!w.n) {
