@@ -74,6 +74,25 @@ static __always_inline void ls_hdr_init(struct ls_rec_hdr *hdr, enum ls_rec_type
 	hdr->cpu = bpf_get_smp_processor_id();
 }
 
+/*
+ * Reserves a record of @type and @size (a constant) on this CPU's ring and fills its
+ * header; *rb receives the ring for ls_submit(). A full ring is counted as a drop.
+ */
+static __always_inline void *ls_reserve(void **rb, enum ls_rec_type type, __u32 size)
+{
+	struct ls_rec_hdr *r = NULL;
+
+	*rb = ls_ringbuf();
+	if (*rb)
+		r = bpf_ringbuf_reserve(*rb, size, 0);
+	if (!r) {
+		ls_count(LS_DROP_RINGBUF);
+		return NULL;
+	}
+	ls_hdr_init(r, type, size);
+	return r;
+}
+
 static __always_inline void ls_submit(void *rb, void *rec)
 {
 	__u64 flags = BPF_RB_NO_WAKEUP;

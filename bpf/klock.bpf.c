@@ -439,18 +439,15 @@ static __always_inline void emit_wait(void *ctx, struct klock_pending *e, __u64 
 {
 	const __u32 size = with_owner_stack ? sizeof(struct klock_wait_rec) : KLOCK_WAIT_REC_MIN_SIZE;
 	__u32 tid = (__u32)id;
-	struct klock_wait_rec *r = NULL;
-	void *rb = ls_ringbuf();
+	struct klock_wait_rec *r;
+	void *rb;
 
-	if (rb)
-		r = bpf_ringbuf_reserve(rb, size, 0);
+	r = ls_reserve(&rb, LS_REC_KLOCK_WAIT, size);
 	if (!r) {
-		ls_count(LS_DROP_RINGBUF);
 		if (with_owner_stack)
 			bpf_map_delete_elem(&owner_stacks, &tid);
 		return;
 	}
-	ls_hdr_init(&r->hdr, LS_REC_KLOCK_WAIT, size);
 	fill_record(r, ctx, e, id, now);
 	if (with_owner_stack)
 		copy_owner_stack(r, tid);

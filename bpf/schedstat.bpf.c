@@ -159,13 +159,9 @@ static __always_inline void yield_count(struct sched_thread *st, struct task_str
 		return;
 	if (!sample_cpu_stack(now) || !(dump = ustack_dump()))
 		return;
-	rb = ls_ringbuf();
-	r = rb ? bpf_ringbuf_reserve(rb, sizeof(*r), 0) : NULL;
-	if (!r) {
-		ls_count(LS_DROP_RINGBUF);
+	r = ls_reserve(&rb, LS_REC_SCHED_YIELD, sizeof(*r));
+	if (!r)
 		return;
-	}
-	ls_hdr_init(&r->hdr, LS_REC_SCHED_YIELD, sizeof(*r));
 	r->pid = t->tgid;
 	r->tid = t->pid;
 	r->rec_flags = SCHED_RF_DUMP;
@@ -260,14 +256,11 @@ static __always_inline void resumed(struct sched_thread *st, struct task_struct 
 static __always_inline void report_resume(struct sched_stop *s, struct task_struct *t)
 {
 	struct sched_resume_rec *r;
-	void *rb = ls_ringbuf();
+	void *rb;
 
-	r = rb ? bpf_ringbuf_reserve(rb, sizeof(*r), 0) : NULL;
-	if (!r) {
-		ls_count(LS_DROP_RINGBUF);
+	r = ls_reserve(&rb, LS_REC_SCHED_RESUME, sizeof(*r));
+	if (!r)
 		return;
-	}
-	ls_hdr_init(&r->hdr, LS_REC_SCHED_RESUME, sizeof(*r));
 	r->pid = t->tgid;
 	r->tid = t->pid;
 	r->stop_ns = s->resume_ns - s->stop_ns;
@@ -432,13 +425,9 @@ int cpu_sample(struct bpf_perf_event_data *ctx)
 		ls_count(LS_CNT_SPIN_UNSTACKED);
 		return 0;
 	}
-	rb = ls_ringbuf();
-	r = rb ? bpf_ringbuf_reserve(rb, sizeof(*r), 0) : NULL;
-	if (!r) {
-		ls_count(LS_DROP_RINGBUF);
+	r = ls_reserve(&rb, LS_REC_SCHED_SPIN, sizeof(*r));
+	if (!r)
 		return 0;
-	}
-	ls_hdr_init(&r->hdr, LS_REC_SCHED_SPIN, sizeof(*r));
 	r->pid = t->tgid;
 	r->tid = t->pid;
 	r->ip = ip;

@@ -258,16 +258,12 @@ static __always_inline void emit_wait(struct ulock_pending *e, __u32 tgid, __u32
 				      const char *comm, __s32 ret)
 {
 	__u64 now = bpf_ktime_get_ns();
-	struct ulock_wait_rec *r = NULL;
-	void *rb = ls_ringbuf();
+	struct ulock_wait_rec *r;
+	void *rb;
 
-	if (rb)
-		r = bpf_ringbuf_reserve(rb, sizeof(*r), 0);
-	if (!r) {
-		ls_count(LS_DROP_RINGBUF);
+	r = ls_reserve(&rb, LS_REC_ULOCK_WAIT, sizeof(*r));
+	if (!r)
 		return;
-	}
-	ls_hdr_init(&r->hdr, LS_REC_ULOCK_WAIT, sizeof(*r));
 	r->uaddr = e->uaddr;
 	r->end_ns = now;
 	r->wait_ns = now - e->begin_ns;
@@ -357,16 +353,12 @@ static __always_inline void holder_preempted(struct task_struct *prev)
 
 static __always_inline void emit_preempt(struct ulock_pending *e, struct task_struct *t)
 {
-	struct ulock_preempt_rec *r = NULL;
-	void *rb = ls_ringbuf();
+	struct ulock_preempt_rec *r;
+	void *rb;
 
-	if (rb)
-		r = bpf_ringbuf_reserve(rb, sizeof(*r), 0);
-	if (!r) {
-		ls_count(LS_DROP_RINGBUF);
+	r = ls_reserve(&rb, LS_REC_ULOCK_PREEMPT, sizeof(*r));
+	if (!r)
 		return;
-	}
-	ls_hdr_init(&r->hdr, LS_REC_ULOCK_PREEMPT, sizeof(*r));
 	r->uaddr = e->preempt_uaddr;
 	r->preempted_ns = bpf_ktime_get_ns() - e->preempt_ns;
 	r->pid = t->tgid;
@@ -453,7 +445,7 @@ int ulock_hold_sample(struct bpf_perf_event_data *ctx)
 {
 	__u64 id = bpf_get_current_pid_tgid(), dump;
 	__u32 tid = (__u32)id, word, flags;
-	struct ulock_hold_rec *r = NULL;
+	struct ulock_hold_rec *r;
 	struct holder *h;
 	__s32 stack_id;
 	__u64 where;
@@ -484,14 +476,9 @@ int ulock_hold_sample(struct bpf_perf_event_data *ctx)
 	/* the stack first: a dump reserved after the record would reach the daemon after it */
 	flags = h->rec_flags;
 	take_stack(ctx, &stack_id, &dump, &flags, ULOCK_RF_STACK, ULOCK_RF_DUMP);
-	rb = ls_ringbuf();
-	if (rb)
-		r = bpf_ringbuf_reserve(rb, sizeof(*r), 0);
-	if (!r) {
-		ls_count(LS_DROP_RINGBUF);
+	r = ls_reserve(&rb, LS_REC_ULOCK_HOLD, sizeof(*r));
+	if (!r)
 		return 0;
-	}
-	ls_hdr_init(&r->hdr, LS_REC_ULOCK_HOLD, sizeof(*r));
 	r->uaddr = h->uaddr;
 	r->pid = id >> 32;
 	r->tid = tid;
