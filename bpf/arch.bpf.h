@@ -70,22 +70,17 @@ static __always_inline bool ls_spin_insn(const __u8 *code, int n)
 #endif
 
 /*
- * Whether the code at @ip is in a spin loop: a spin-wait hint at @ip or in the
+ * Whether the user code at @ip is in a spin loop: a spin-wait hint at @ip or in the
  * LS_SPIN_BACK bytes before it. Where those bytes cannot be read (the start of a
  * mapping), only the hint at @ip.
  */
-static __always_inline bool ls_spinning_at(__u64 ip, bool user)
+static __always_inline bool ls_spinning_at(__u64 ip)
 {
 	__u8 code[LS_SPIN_CODE];
-	__u64 from = ip - LS_SPIN_BACK;
-	long err;
 
-	err = user ? bpf_probe_read_user(code, sizeof(code), (void *)from)
-		   : bpf_probe_read_kernel(code, sizeof(code), (void *)from);
-	if (!err)
+	if (!bpf_probe_read_user(code, sizeof(code), (void *)(ip - LS_SPIN_BACK)))
 		return ls_spin_insn(code, sizeof(code));
-	err = user ? bpf_probe_read_user(code, 4, (void *)ip) : bpf_probe_read_kernel(code, 4, (void *)ip);
-	return !err && ls_spin_insn(code, 4);
+	return !bpf_probe_read_user(code, 4, (void *)ip) && ls_spin_insn(code, 4);
 }
 
 #endif /* __LS_ARCH_BPF_H */

@@ -417,7 +417,8 @@ int cpu_sample(struct bpf_perf_event_data *ctx)
 	if (!t->pid || !ls_tgid_wanted(t->tgid) || !(st = thread_get(t)))
 		return 0;
 	st->samples++;
-	if (!ls_spinning_at(ip, user))
+	/* user spin loops only: a kernel spinlock's waits are klock's, timed exactly */
+	if (!user || !ls_spinning_at(ip))
 		return 0;
 	st->spin_samples++;
 	ls_count(LS_CNT_SPIN_SAMPLES);
@@ -432,7 +433,7 @@ int cpu_sample(struct bpf_perf_event_data *ctx)
 	r->tid = t->pid;
 	r->ip = ip;
 	r->stack_dump = dump;
-	r->rec_flags = SCHED_RF_DUMP | (user ? 0 : SCHED_RF_KERNEL);
+	r->rec_flags = SCHED_RF_DUMP;
 	r->pad = 0;
 	__builtin_memcpy(r->comm, t->comm, sizeof(r->comm));
 	ls_submit(rb, r);

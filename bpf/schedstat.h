@@ -95,7 +95,6 @@ struct sched_stop {
 /* Records the scheduler component writes; stack dumps precede the record naming them. */
 enum sched_rec_flags {
 	SCHED_RF_DUMP		= 1U << 0,	/* stack_dump names a dump to unwind */
-	SCHED_RF_KERNEL		= 1U << 1,	/* spin sample: the CPU was in kernel mode */
 };
 
 /* The site of a yield storm: written on the storm's second yield, then every so often. */
@@ -109,7 +108,7 @@ struct sched_yield_rec {
 	char comm[LS_COMM_LEN];
 };
 
-/* A cpu-clock sample that found a thread in a spin loop, with its user stack. */
+/* A cpu-clock sample that found a thread in a user spin loop, with its stack. */
 struct sched_spin_rec {
 	struct ls_rec_hdr hdr;
 	__u32 pid;

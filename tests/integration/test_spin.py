@@ -178,3 +178,16 @@ def test_holder_preemption(daemon):
         assert f["evidence"]["max_preempted_ns"] <= f["evidence"]["preempted_ns"]
     text = daemon.cli("top", "-p", str(w.pid), "-o", "--kind", "user", "-w", "all").stdout
     assert "holder preempted" in text and re.search(r" \d+x \d", text), text
+
+
+def test_spin_bad_flags_and_empty(daemon):
+    r = daemon.cli("spin", "-t", check=False)
+    assert r.returncode != 0 and "spin takes -p, --max-stack" in r.stderr and "'group'" in r.stderr
+    r = daemon.cli("spin", "--max-stack", "0", check=False)
+    assert r.returncode != 0 and "--max-stack" in r.stderr
+    # a process with nothing to report: an empty list, said so in the table
+    resp = daemon.cli_json("spin", "-p", str(os.getpid()))
+    assert resp["findings"] == [] and resp["sources"]["pause_sampling"]
+    assert "nothing spins" in daemon.cli("spin", "-p", str(os.getpid())).stdout
+    # the daemon still serves
+    assert daemon.cli_json("status")["features"]["sched"]
