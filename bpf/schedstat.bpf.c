@@ -129,11 +129,10 @@ static __always_inline __u64 sched_events(struct task_struct *t)
 	return n;
 }
 
-static __always_inline bool is_yield(struct task_struct *prev)
+/* Kernel threads make no syscalls: their registers are not even looked up. */
+static __always_inline bool is_yield(struct task_struct *t)
 {
-	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(prev);
-
-	return prev->mm && LS_SYSCALL_NR(regs) == LS_SYS_SCHED_YIELD;
+	return t->mm && LS_SYSCALL_NR((struct pt_regs *)bpf_task_pt_regs(t)) == LS_SYS_SCHED_YIELD;
 }
 
 /*
