@@ -194,7 +194,7 @@ static uint64_t clock_ns(clockid_t id)
 	return ts.tv_sec * NSEC_PER_SEC + ts.tv_nsec;
 }
 
-/* Whether stack @id runs through libuv: its yield loop has a known fix. */
+/* Whether a frame of finding @f's stack names @needle (symbol or module). */
 static bool stack_in(const cJSON *f, const char *needle)
 {
 	const cJSON *stack = cJSON_GetObjectItemCaseSensitive(f, "stack"), *fr;
