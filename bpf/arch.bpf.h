@@ -14,7 +14,11 @@ enum ls_syscall_nr {
 	LS_SYS_SCHED_YIELD	= 24,
 	LS_SYS_FUTEX		= 202,
 };
-#define LS_SYSCALL_NR(regs)	BPF_CORE_READ(regs, orig_ax)
+/*
+ * @regs is bpf_task_pt_regs()'s BTF pointer: a direct load (the verifier makes it a
+ * faulting-safe one) instead of a probe-read helper call, on paths that run per switch
+ */
+#define LS_SYSCALL_NR(regs)	((regs)->orig_ax)
 /*
  * The privilege level of the interrupted code is in the low bits of its %cs. Read as the
  * whole 8-byte slot: the verifier allows only full-width loads from a perf_event context.

@@ -12,6 +12,7 @@
 #include "stacks.h"
 #include "ulock.h"
 #include "usyms.h"
+#include "vec.h"
 
 /* The names perf lock contention prints, so the two tools' tables read alike. */
 const struct lock_type ls_lock_types[] = {
@@ -450,15 +451,8 @@ static struct row *row_get(struct row_set *rs, const struct row_key *rk, uint32_
 	if (!ip)
 		return NULL;
 	if (created) {
-		if (rs->nr == rs->cap) {
-			size_t cap = rs->cap ? rs->cap * 2 : 64;
-			struct row *n = realloc(rs->rows, cap * sizeof(*n));
-
-			if (!n)
-				return NULL;
-			rs->rows = n;
-			rs->cap = cap;
-		}
+		if (ls_vec_reserve(&rs->rows, &rs->cap, rs->nr, sizeof(*rs->rows)))
+			return NULL;
 		memset(&rs->rows[rs->nr], 0, sizeof(struct row));
 		rs->rows[rs->nr].first = true;
 		*ip = rs->nr++;
@@ -948,7 +942,7 @@ static cJSON *holders_json(const struct query_ctx *ctx, const struct htab *holds
 {
 	struct hold_key want = hold_key_of(rep, LS_UTYPE_HOLD, 0);
 	cJSON *arr = cJSON_CreateArray();
-	struct hold_pick *picks = NULL, *np;
+	struct hold_pick *picks = NULL;
 	size_t nr = 0, cap = 0, i;
 	const void *kp;
 	size_t iter = 0;
@@ -961,13 +955,8 @@ static cJSON *holders_json(const struct query_ctx *ctx, const struct htab *holds
 		if (hk->lock != want.lock || hk->object != want.object || hk->pid != want.pid ||
 		    hk->utype != want.utype)
 			continue;
-		if (nr == cap) {
-			cap = cap ? 2 * cap : 64;
-			np = realloc(picks, cap * sizeof(*picks));
-			if (!np)
-				break;
-			picks = np;
-		}
+		if (ls_vec_reserve(&picks, &cap, nr, sizeof(*picks)))
+			break;
 		picks[nr++] = (struct hold_pick){ hk->stack, ((struct hold_val *)vp)->count };
 		*total += ((struct hold_val *)vp)->count;
 	}

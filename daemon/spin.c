@@ -10,6 +10,7 @@
 #include "query.h"
 #include "spin.h"
 #include "stacks.h"
+#include "vec.h"
 
 #define NSEC_PER_SEC 1000000000ULL
 /* tables of stacks by thread: when one fills, it starts over (sites are recorded again) */
@@ -127,28 +128,12 @@ struct snapshot {
 	bool every_yield;		/* yields that did not switch are counted too */
 };
 
-static int grow(void **v, size_t *cap, size_t nr, size_t size)
-{
-	size_t ncap;
-	void *nv;
-
-	if (nr < *cap)
-		return 0;
-	ncap = *cap ? 2 * *cap : 256;
-	nv = realloc(*v, ncap * size);
-	if (!nv)
-		return -ENOMEM;
-	*v = nv;
-	*cap = ncap;
-	return 0;
-}
-
 static int snap_thread(void *ctx, __u32 tid, const struct sched_thread *st)
 {
 	struct snapshot *sn = ctx;
 	uint32_t *idx;
 
-	if (grow((void **)&sn->threads, &sn->cap_threads, sn->nr_threads, sizeof(*sn->threads)))
+	if (ls_vec_reserve(&sn->threads, &sn->cap_threads, sn->nr_threads, sizeof(*sn->threads)))
 		return -ENOMEM;
 	idx = htab__upsert(sn->by_tid, &tid, NULL, NULL);
 	if (!idx)
@@ -162,7 +147,7 @@ static int snap_peer(void *ctx, const struct sched_peer_key *k, const struct sch
 {
 	struct snapshot *sn = ctx;
 
-	if (grow((void **)&sn->peers, &sn->cap_peers, sn->nr_peers, sizeof(*sn->peers)))
+	if (ls_vec_reserve(&sn->peers, &sn->cap_peers, sn->nr_peers, sizeof(*sn->peers)))
 		return -ENOMEM;
 	sn->peers[sn->nr_peers++] = (struct peer){ *k, *v };
 	return 0;
@@ -301,7 +286,7 @@ static int cmp_picks(const void *a, const void *b)
 static uint32_t spin_stacks(struct spin *s, uint32_t tid, double share, const struct query_ctx *ctx,
 			    int max_stack, cJSON *ev)
 {
-	struct stack_pick *picks = NULL, *np;
+	struct stack_pick *picks = NULL;
 	size_t nr = 0, cap = 0, iter = 0, i;
 	uint64_t total = 0;
 	cJSON *arr = cJSON_AddArrayToObject(ev, "stacks");
@@ -314,12 +299,8 @@ static uint32_t spin_stacks(struct spin *s, uint32_t tid, double share, const st
 
 		if (k->tid != tid)
 			continue;
-		if (nr == cap) {
-			cap = cap ? 2 * cap : 16;
-			if (!(np = realloc(picks, cap * sizeof(*picks))))
-				break;
-			picks = np;
-		}
+		if (ls_vec_reserve(&picks, &cap, nr, sizeof(*picks)))
+			break;
 		picks[nr++] = (struct stack_pick){ k->stack, *(uint64_t *)vp };
 		total += *(uint64_t *)vp;
 	}

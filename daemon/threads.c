@@ -11,6 +11,7 @@
 #include "htab.h"
 #include "schedstat.h"
 #include "threads.h"
+#include "vec.h"
 
 #define NSEC_PER_SEC 1000000000ULL
 #define MAX_THREADS (1U << 22)
@@ -116,15 +117,8 @@ static int collect(void *ctx, __u32 tid, const struct sched_thread *st)
 
 	if (rs->pid && st->tgid != rs->pid)
 		return 0;
-	if (rs->n == rs->cap) {
-		size_t cap = rs->cap ? 2 * rs->cap : 256;
-		struct row *v = realloc(rs->v, cap * sizeof(*v));
-
-		if (!v)
-			return -ENOMEM;
-		rs->v = v;
-		rs->cap = cap;
-	}
+	if (ls_vec_reserve(&rs->v, &rs->cap, rs->n, sizeof(*rs->v)))
+		return -ENOMEM;
 	r = &rs->v[rs->n++];
 	r->tid = tid;
 	r->st = *st;

@@ -1,0 +1,30 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* Growable arrays: the one doubling realloc behind the daemon's row and pick lists. */
+#ifndef __LS_VEC_H
+#define __LS_VEC_H
+
+#include <errno.h>
+#include <stdlib.h>
+
+/*
+ * Makes room for element @nr in *@v (*@cap elements of @size bytes), doubling from 64.
+ * Returns 0, or -ENOMEM with *@v untouched.
+ */
+static inline int ls_vec_reserve(void *v, size_t *cap, size_t nr, size_t size)
+{
+	void **p = v;
+	size_t ncap;
+	void *nv;
+
+	if (nr < *cap)
+		return 0;
+	ncap = *cap ? 2 * *cap : 64;
+	nv = realloc(*p, ncap * size);
+	if (!nv)
+		return -ENOMEM;
+	*p = nv;
+	*cap = ncap;
+	return 0;
+}
+
+#endif
