@@ -17,19 +17,17 @@
 #include "klock.h"
 #include "common.bpf.h"
 #include "sampling.bpf.h"
+#include "kowner.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
-/* Low bits of mutex/rwsem owner words are flags (MUTEX_FLAGS, RWSEM_OWNER_FLAGS_MASK,
- * RT_MUTEX_HAS_WAITERS); task_structs are cache-line aligned, so clearing 3 bits is safe
- * on every layout. */
-#define OWNER_FLAGS_MASK	0x7UL
-#define RWSEM_READER_OWNED	0x1UL
 #define EEXIST			17	/* errno-base.h; vmlinux.h has no macros */
 
 /* Spinning waits longer than this are taken for waits whose end we missed: the kernel's
  * soft-lockup detector fires after 20 s, so a real spin never gets near. */
 const volatile __u64 spin_stale_ns = 10 * LS_NSEC_PER_SEC;
+/* Note named owners in kholders for ulock's switch program (set when ulock is loaded). */
+const volatile bool note_holders = false;
 
 struct klock_pending {
 	__u64 lock;
@@ -98,28 +96,6 @@ static const struct owner_stack empty_owner_stack;
 extern struct task_struct *bpf_task_from_pid(s32 pid) __ksym __weak;
 extern void bpf_task_release(struct task_struct *p) __ksym __weak;
 
-/* Layouts of the owner word: a plain kernel, and PREEMPT_RT where mutex and rwsem are
- * built on rt_mutex_base. */
-struct mutex___plain {
-	atomic_long_t owner;
-} __attribute__((preserve_access_index));
-
-struct mutex___rt {
-	struct rt_mutex_base rtmutex;
-} __attribute__((preserve_access_index));
-
-struct rw_semaphore___plain {
-	atomic_long_t owner;
-} __attribute__((preserve_access_index));
-
-struct rwbase_rt___rt {
-	struct rt_mutex_base rtmutex;
-} __attribute__((preserve_access_index));
-
-struct rw_semaphore___rt {
-	struct rwbase_rt___rt rwbase;
-} __attribute__((preserve_access_index));
-
 static __always_inline bool is_spinning(__u32 flags)
 {
 	/* PREEMPT_RT's spinlock_t is SPIN|RT and sleeps; a mutex spins as MUTEX|SPIN first
@@ -171,45 +147,11 @@ static __always_inline struct klock_slot *cpu_slot(void)
 	return bpf_map_lookup_elem(&cpu_slots, &zero);
 }
 
-static __always_inline struct task_struct *lock_owner(__u64 lock, __u32 flags)
-{
-	unsigned long owner = 0;
-
-	if (flags & KLOCK_F_MUTEX) {	/* MUTEX|SPIN while spinning: the owner is known too */
-		if (bpf_core_field_exists(((struct mutex___plain *)0)->owner))
-			owner = BPF_CORE_READ((struct mutex___plain *)lock, owner.counter);
-		else
-			owner = (unsigned long)BPF_CORE_READ((struct mutex___rt *)lock, rtmutex.owner);
-	} else if ((flags & KLOCK_F_RT) && (flags & (KLOCK_F_READ | KLOCK_F_WRITE))) {
-		/* PREEMPT_RT rwsem and rwlock_t: an rwbase_rt, whose rt-mutex the writer owns;
-		 * the type exists only in RT kernels' BTF */
-		if (!bpf_core_type_exists(struct rwbase_rt___rt))
-			return NULL;
-		owner = (unsigned long)BPF_CORE_READ((struct rwbase_rt___rt *)lock, rtmutex.owner);
-	} else if (flags & KLOCK_F_RT) {
-		/* rt_mutex_base: rt-mutexes, and PREEMPT_RT's spinlock_t */
-		owner = (unsigned long)BPF_CORE_READ((struct rt_mutex_base *)lock, owner);
-	} else if (flags & (KLOCK_F_SPIN | KLOCK_F_PERCPU)) {
-		/* spinlocks and rwlocks have no owner word; percpu-rwsem readers are many */
-		return NULL;
-	} else if (flags & (KLOCK_F_READ | KLOCK_F_WRITE)) {
-		if (bpf_core_field_exists(((struct rw_semaphore___plain *)0)->owner)) {
-			owner = BPF_CORE_READ((struct rw_semaphore___plain *)lock, owner.counter);
-			/* reader-owned: the word names only the last reader, not an owner */
-			if (owner & RWSEM_READER_OWNED)
-				return NULL;
-		} else {
-			owner = (unsigned long)BPF_CORE_READ((struct rw_semaphore___rt *)lock,
-							     rwbase.rtmutex.owner);
-		}
-	}
-	return (struct task_struct *)(owner & ~OWNER_FLAGS_MASK);
-}
-
 /* Fills the owner fields of @e; returns the owner for this program's use only. */
 static __always_inline struct task_struct *read_owner(struct klock_pending *e, __u64 lock, __u32 flags)
 {
-	struct task_struct *owner = lock_owner(lock, flags);
+	bool waiters;
+	struct task_struct *owner = kowner_read(lock, flags, &waiters);
 
 	e->owner_pid = 0;
 	e->owner_tid = 0;
@@ -222,6 +164,23 @@ static __always_inline struct task_struct *read_owner(struct klock_pending *e, _
 	BPF_CORE_READ_STR_INTO(&e->owner_comm, owner, comm);
 	e->rec_flags |= KLOCK_RF_OWNER;
 	return owner;
+}
+
+/*
+ * Remembers that @e's owner holds its lock, for the check at its next involuntary switch.
+ * Most waits on a lock name the owner the previous one named: look before writing.
+ */
+static __always_inline void note_holder(const struct klock_pending *e, __u64 lock, __u32 flags)
+{
+	struct kholder h = { .lock = lock, .lcb_flags = flags & ~KLOCK_F_SPIN };
+	__u32 tid = e->owner_tid;
+	struct kholder *old;
+
+	old = bpf_map_lookup_elem(&kholders, &tid);
+	if (old && old->lock == lock)
+		return;
+	if (!bpf_map_update_elem(&kholders, &tid, &h, BPF_ANY))
+		ls_count(LS_CNT_KHOLDERS);
 }
 
 static __always_inline void take_owner_stack(__u32 tid, struct klock_pending *e,
@@ -315,6 +274,8 @@ static __always_inline int lock_contended(__u64 lock, __u32 flags, bool with_own
 	if (sample_stack(lock, now))
 		e->rec_flags |= KLOCK_RF_SAMPLED;
 	owner = read_owner(e, lock, flags);
+	if (note_holders && owner)
+		note_holder(e, lock, flags);
 	if (with_owner_stack && owner && (e->rec_flags & KLOCK_RF_SAMPLED))
 		take_owner_stack(tid, e, owner);
 	/* published last: contention_end from an interrupt only looks below depth */

@@ -71,6 +71,7 @@ enum klock_defaults {
 	KLOCK_DEF_MAX_THREADS	= 16384,	/* threads that waited on a sleeping lock */
 	KLOCK_DEF_STACK_ENTRIES	= 16384,	/* distinct waiter stacks */
 	KLOCK_DEF_OWNER_STACKS	= 1024,		/* owner stacks waiting for their wait's end */
+	KLOCK_DEF_MAX_HOLDERS	= 4096,		/* owners noted for the preemption check */
 };
 
 #endif /* __KLOCK_H */

@@ -73,6 +73,8 @@ enum ls_counter {
 	LS_CNT_YIELD_SITES,	/* yield storm sites recorded */
 	LS_CNT_RESUMES,		/* resumes after a stop reported */
 	LS_CNT_HOLDER_PREEMPT,	/* holders of a contended user lock preempted while others waited */
+	LS_CNT_KHOLDERS,	/* owners of a contended kernel lock noted for the switch check */
+	LS_CNT_KHOLDER_PREEMPT,	/* owners of a contended kernel lock preempted while others waited */
 
 	LS_DROP_FIRST,
 	LS_DROP_RINGBUF = LS_DROP_FIRST,	/* ring buffer full: record lost */

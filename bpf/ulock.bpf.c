@@ -24,6 +24,7 @@
 #include "sampling.bpf.h"
 #include "ustack.bpf.h"
 #include "arch.bpf.h"
+#include "kowner.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -321,7 +322,7 @@ static __always_inline void futex_block(void *ctx, struct task_struct *prev)
  * and says others wait, the waiters now also wait for its turn in the run queue. Runs in
  * @prev's context, where its memory is readable.
  */
-static __always_inline void holder_preempted(struct task_struct *prev)
+static __always_inline bool holder_preempted(struct task_struct *prev)
 {
 	__u32 tid = prev->pid, words[3], owner;
 	struct ulock_pending *e;
@@ -330,7 +331,7 @@ static __always_inline void holder_preempted(struct task_struct *prev)
 
 	h = bpf_map_lookup_elem(&holders, &tid);
 	if (!h || !enabled || bpf_probe_read_user(words, sizeof(words), (void *)h->uaddr))
-		return;
+		return false;
 	if (h->kind == ULOCK_HOLDER_PI) {
 		owner = words[0] & ULOCK_FUTEX_TID_MASK;
 		waiters = words[0] & ULOCK_FUTEX_WAITERS;
@@ -339,6 +340,36 @@ static __always_inline void holder_preempted(struct task_struct *prev)
 		waiters = words[0] == ULOCK_LOCKED_WAITERS;
 	}
 	if (owner != tid || !waiters)
+		return false;
+	e = thread_slot(tid, true);
+	if (!e) {
+		ls_count(LS_DROP_USLOT_FULL);
+		return false;
+	}
+	e->preempt_ns = bpf_ktime_get_ns();
+	e->preempt_uaddr = h->uaddr;
+	e->preempt_kind = h->kind;
+	e->preempt_flags = h->rec_flags;
+	return true;
+}
+
+/*
+ * @prev, switched out involuntarily, is an owner of a kernel lock that some waiter named
+ * (once: a thread that took a contended lock once likely takes it again, and the LRU ages
+ * out the rest). If the lock still names it, others that queue for it now also wait for
+ * its turn in the run queue. Under preempt=none this is a cond_resched() inside the
+ * critical section. Whether anyone queues is decided when it runs again (kholder_resumed):
+ * at this switch, optimistic spinners still see it on its CPU and have not queued yet.
+ */
+static __always_inline void kholder_preempted(struct task_struct *prev)
+{
+	__u32 tid = prev->pid;
+	struct ulock_pending *e;
+	struct kholder *h;
+	bool waiters;
+
+	h = bpf_map_lookup_elem(&kholders, &tid);
+	if (!h || !enabled || kowner_read(h->lock, h->lcb_flags, &waiters) != prev)
 		return;
 	e = thread_slot(tid, true);
 	if (!e) {
@@ -346,9 +377,9 @@ static __always_inline void holder_preempted(struct task_struct *prev)
 		return;
 	}
 	e->preempt_ns = bpf_ktime_get_ns();
-	e->preempt_uaddr = h->uaddr;
-	e->preempt_kind = h->kind;
-	e->preempt_flags = h->rec_flags;
+	e->preempt_uaddr = h->lock;
+	e->preempt_kind = ULOCK_HOLDER_KERNEL;
+	e->preempt_flags = h->lcb_flags;
 }
 
 static __always_inline void emit_preempt(struct ulock_pending *e, struct task_struct *t)
@@ -366,8 +397,20 @@ static __always_inline void emit_preempt(struct ulock_pending *e, struct task_st
 	r->kind = e->preempt_kind;
 	r->rec_flags = e->preempt_flags;
 	__builtin_memcpy(r->comm, t->comm, sizeof(r->comm));
-	ls_count(LS_CNT_HOLDER_PREEMPT);
+	ls_count(e->preempt_kind == ULOCK_HOLDER_KERNEL ? LS_CNT_KHOLDER_PREEMPT : LS_CNT_HOLDER_PREEMPT);
 	ls_submit(rb, r);
+}
+
+/*
+ * A kernel-lock owner preempted at @e runs again, still owning the lock (it cannot let go
+ * while off its CPU): true when others queue for it by now.
+ */
+static __always_inline bool kholder_waited_for(const struct ulock_pending *e)
+{
+	bool waiters;
+
+	kowner_read(e->preempt_uaddr, e->preempt_flags, &waiters);
+	return waiters;
 }
 
 /* @next runs again: a futex wait it slept in ends, or a preemption while holding a lock. */
@@ -379,7 +422,8 @@ static __always_inline void futex_resume(struct task_struct *next)
 	if (!e)
 		return;
 	if (e->preempt_ns) {
-		emit_preempt(e, next);
+		if (e->preempt_kind != ULOCK_HOLDER_KERNEL || kholder_waited_for(e))
+			emit_preempt(e, next);
 		e->preempt_ns = 0;
 	}
 	if (e->state != SLOT_BLOCKED)
@@ -395,8 +439,8 @@ int BPF_PROG(ulock_switch, bool preempt, struct task_struct *prev, struct task_s
 	/* a preempted task is runnable, not waiting */
 	if (!preempt && prev_state != TASK_RUNNING)
 		futex_block(ctx, prev);
-	else
-		holder_preempted(prev);
+	else if (!holder_preempted(prev))	/* one preemption, charged to one lock */
+		kholder_preempted(prev);
 	futex_resume(next);
 	return 0;
 }

@@ -67,6 +67,7 @@ enum ulock_rec_flags {
 enum ulock_holder_kind {
 	ULOCK_HOLDER_MUTEX = 1,	/* glibc mutex: tid at word + ULOCK_MUTEX_OWNER_OFF */
 	ULOCK_HOLDER_PI,	/* PI futex: tid in the word itself */
+	ULOCK_HOLDER_KERNEL,	/* a kernel sleeping lock (preemption records only; see kowner.bpf.h) */
 };
 
 struct ulock_wait_rec {
@@ -109,16 +110,18 @@ struct ulock_hold_rec {
 /*
  * A thread that held a contended lock was switched out involuntarily (preempted) while
  * others waited for it: the waiters wait for its whole time in the run queue too.
- * Written when it runs again.
+ * Written when it runs again. Kernel locks (ULOCK_HOLDER_KERNEL) come through here as
+ * well: this component's switch program is the one that sees involuntary switches.
  */
 struct ulock_preempt_rec {
 	struct ls_rec_hdr hdr;
-	__u64 uaddr;
+	__u64 uaddr;		/* the lock: a user address, or a kernel one for ULOCK_HOLDER_KERNEL */
 	__u64 preempted_ns;	/* from the switch out to the switch back in */
 	__u32 pid;
 	__u32 tid;
 	__u32 kind;		/* enum ulock_holder_kind */
-	__u32 rec_flags;	/* ULOCK_RF_SHARED as the waiter saw the word */
+	__u32 rec_flags;	/* user: ULOCK_RF_SHARED as the waiter saw the word;
+				 * kernel: the lock's enum klock_lcb_flags */
 	char comm[LS_COMM_LEN];
 };
 

@@ -83,7 +83,7 @@ static void party_text(const cJSON *row, const char *role, char *buf, size_t len
 	snprintf(buf, len, "%s/%.0f", str(o, "comm", "?"), num(o, "tid"));
 }
 
-/* "12x 3.40 ms": a user lock's holders preempted while others waited, and for how long. */
+/* "12x 3.40 ms": a lock's holders preempted while others waited, and for how long. */
 static void preempted_text(const cJSON *row, char *buf, size_t len)
 {
 	const cJSON *p = cJSON_GetObjectItemCaseSensitive(row, "holder_preempted");
@@ -324,8 +324,11 @@ void render_spin(FILE *f, const cJSON *resp)
 			const cJSON *lock = cJSON_GetObjectItemCaseSensitive(fd, "lock");
 
 			ls_fmt_ns(a, sizeof(a), num(ev, "preempted_ns"));
-			fprintf(f, "\tpreempted %.0fx holding %s %s, %s in all\n", num(ev, "preemptions"),
-				str(lock, "name", ""), str(lock, "addr", str(fd, "uaddr", "")), a);
+			const char *name = str(lock, "name", NULL);
+
+			fprintf(f, "\tpreempted %.0fx holding %s %s%s%s, %s in all\n", num(ev, "preemptions"),
+				str(fd, "lock_type", str(fd, "lock_kind", "a")), name ? name : "",
+				name ? " " : "", str(lock, "addr", str(fd, "uaddr", "")), a);
 		}
 		if (cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(fd, "stack"))) {
 			fprintf(f, "\tstack:\n");

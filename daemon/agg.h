@@ -32,6 +32,11 @@ enum ls_window { LS_WIN_10S, LS_WIN_1M, LS_WIN_5M, LS_WIN_ALL, LS_WIN_MAX };
  * enum ls_utype value.
  */
 #define LS_KIND_USER (1U << 31)
+/*
+ * Not a wait: the owner of a kernel lock preempted while others waited (its time as the
+ * wait), the lock's own flags below, the owner as pid/tid.
+ */
+#define LS_KIND_KPREEMPT (1U << 30)
 
 enum ls_utype {
 	LS_UTYPE_MUTEX = 1,	/* lock-style futex word: glibc/Rust mutex, owner when known */

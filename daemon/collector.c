@@ -107,6 +107,8 @@ static const char *const counter_names[LS_CNT_MAX] = {
 	[LS_CNT_YIELD_SITES] = "yield_sites",
 	[LS_CNT_RESUMES] = "resumes",
 	[LS_CNT_HOLDER_PREEMPT] = "holder_preemptions",
+	[LS_CNT_KHOLDERS] = "kernel_holders_noted",
+	[LS_CNT_KHOLDER_PREEMPT] = "kernel_holder_preemptions",
 	[LS_DROP_RINGBUF] = "ringbuf_full",
 	[LS_DROP_SLOT_FULL] = "wait_map_full",
 	[LS_DROP_NEST_DEPTH] = "nest_too_deep",
@@ -207,8 +209,11 @@ static int configure(struct collector *c, const struct klock_variant *v)
 	    (err = bpf_map__set_max_entries(s->maps.stacks, o->stack_entries)) ||
 	    (err = bpf_map__set_value_size(s->maps.stacks, o->max_stack * sizeof(__u64))) ||
 	    (err = bpf_map__set_max_entries(s->maps.lock_buckets, o->max_locks)) ||
-	    (err = bpf_map__set_max_entries(s->maps.owner_stacks, o->owner_stacks)))
+	    (err = bpf_map__set_max_entries(s->maps.owner_stacks, o->owner_stacks)) ||
+	    (err = bpf_map__set_max_entries(s->maps.kholders, o->max_holders)))
 		return err;
+	/* ulock's switch program reads the owners noted (setup_ulock needs tp_btf) */
+	s->rodata->note_holders = o->user_locks && c->feat.tp_btf;
 
 	for (i = 0; i < sizeof(klock_variants) / sizeof(klock_variants[0]); i++) {
 		bpf_program__set_autoload(klock_variants[i].begin(s), false);
@@ -297,6 +302,7 @@ static int load_ulock(struct collector *c)
 	SET_SHARED_RODATA(u->rodata, o);
 	SET_DUMP_RODATA(u->rodata, o, o->ustack_bytes);
 	if ((err = REUSE_SHARED_MAPS(&u->maps, c)) ||
+	    (err = bpf_map__reuse_fd(u->maps.kholders, bpf_map__fd(c->skel->maps.kholders))) ||
 	    (err = bpf_map__set_max_entries(u->maps.thread_slots, o->uthreads)) ||
 	    (err = bpf_map__set_max_entries(u->maps.stacks, o->ustack_entries)) ||
 	    (err = bpf_map__set_value_size(u->maps.stacks, o->max_stack * sizeof(__u64))) ||

@@ -23,7 +23,7 @@ const struct ls_setting ls_settings[] = {
 	{ "user-locks", OPT(collector.user_locks), 0, 1, "1: futex waits (sched_switch); 0: kernel locks only" },
 	{ "user-threads", OPT(collector.uthreads), 64, 1U << 22, "threads in a futex wait at once (BPF map)" },
 	{ "user-stack-entries", OPT(collector.ustack_entries), 64, 1U << 22, "distinct user stacks (BPF stack map)" },
-	{ "max-holders", OPT(collector.max_holders), 16, 1U << 20, "lock holders noted for sampling" },
+	{ "max-holders", OPT(collector.max_holders), 16, 1U << 20, "lock holders noted for sampling and the preemption check (user and kernel each)" },
 	{ "hold-freq", OPT(collector.hold_freq), 0, 10000, "holder samples/s per CPU; 0: no holder stacks" },
 	{ "user-stack-bytes", OPT(collector.ustack_bytes), 0, LS_USTACK_MAX_BYTES,
 	  "user stack copied per dump for DWARF unwinding (multiple of 8, >= 1024); 0: frame pointers" },

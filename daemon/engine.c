@@ -485,8 +485,16 @@ static int handle_upreempt(struct engine *e, const struct ulock_preempt_rec *r, 
 		e->bad_records++;
 		return 0;
 	}
-	ulock_event_init(e, &ev, r->pid, r->tid, r->uaddr, r->rec_flags, r->comm);
-	ev.key.flags = LS_KIND_USER | LS_UTYPE_PREEMPT;
+	if (r->kind == ULOCK_HOLDER_KERNEL) {	/* a kernel address: global, no mapping */
+		ev.key.lock = r->uaddr;
+		ev.key.pid = r->pid;
+		ev.key.tid = r->tid;
+		ev.key.flags = LS_KIND_KPREEMPT | normalize_flags(r->rec_flags);
+		ev.comm = r->comm;
+	} else {
+		ulock_event_init(e, &ev, r->pid, r->tid, r->uaddr, r->rec_flags, r->comm);
+		ev.key.flags = LS_KIND_USER | LS_UTYPE_PREEMPT;
+	}
 	ev.wait_ns = r->preempted_ns;
 	add_event(e, &ev);
 	return 0;
@@ -897,6 +905,8 @@ static cJSON *handle_status(struct engine *e)
 	cJSON_AddNumberToObject(ev, "holder_released", cnt[LS_CNT_HOLD_RELEASED]);
 	cJSON_AddNumberToObject(ev, "holder_throttled", cnt[LS_CNT_HOLD_THROTTLED]);
 	cJSON_AddNumberToObject(ev, "holder_preemptions", cnt[LS_CNT_HOLDER_PREEMPT]);
+	cJSON_AddNumberToObject(ev, "kernel_holders_noted", cnt[LS_CNT_KHOLDERS]);
+	cJSON_AddNumberToObject(ev, "kernel_holder_preemptions", cnt[LS_CNT_KHOLDER_PREEMPT]);
 	cJSON_AddNumberToObject(ev, "spin_samples", cnt[LS_CNT_SPIN_SAMPLES]);
 	cJSON_AddNumberToObject(ev, "spin_samples_unstacked", cnt[LS_CNT_SPIN_UNSTACKED]);
 	cJSON_AddNumberToObject(ev, "yield_sites", cnt[LS_CNT_YIELD_SITES]);

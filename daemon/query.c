@@ -63,6 +63,11 @@ const char *query__sort_name(enum ls_sort s)
 	return s < LS_SORT_KEYS ? sort_names[s] : "?";
 }
 
+bool query__is_preempt(uint32_t flags)
+{
+	return flags == (LS_KIND_USER | LS_UTYPE_PREEMPT) || (flags & LS_KIND_KPREEMPT);
+}
+
 int query__type_index(uint32_t flags)
 {
 	int i;
@@ -357,7 +362,7 @@ static bool kind_wanted(const struct query *q, const struct agg_key *k)
 /* Not waits: what a lock's holder did (samples, preemptions), keyed like the lock's waits. */
 static bool is_holder_event(const struct agg_key *k)
 {
-	return k->flags == (LS_KIND_USER | LS_UTYPE_HOLD) || k->flags == (LS_KIND_USER | LS_UTYPE_PREEMPT);
+	return k->flags == (LS_KIND_USER | LS_UTYPE_HOLD) || query__is_preempt(k->flags);
 }
 
 static bool key_wanted(const struct query *q, const struct agg_key *k)
@@ -879,10 +884,12 @@ struct hold_val {
 	uint64_t total_ns;
 };
 
+/* A kernel lock's address, and a user lock's in a shared mapping, name it for every process. */
 static struct hold_key hold_key_of(const struct agg_key *k, uint32_t utype, uint32_t stack)
 {
+	bool global = k->object || !(k->flags & LS_KIND_USER);
 	struct hold_key hk = { .lock = k->lock, .object = k->object,
-			       .pid = k->object ? 0 : k->pid, .stack = stack, .utype = utype };
+			       .pid = global ? 0 : k->pid, .stack = stack, .utype = utype };
 	return hk;
 }
 
@@ -896,7 +903,7 @@ static struct htab *build_holds(const struct htab *tab, const struct query *q)
 	while (holds && !htab__next(tab, &iter, &kp, &vp)) {
 		const struct agg_key *k = kp;
 		const struct agg_val *v = vp;
-		uint32_t utype = k->flags & ~LS_KIND_USER;
+		uint32_t utype = query__is_preempt(k->flags) ? LS_UTYPE_PREEMPT : LS_UTYPE_HOLD;
 		struct hold_key hk;
 		struct hold_val *n;
 
@@ -1017,7 +1024,7 @@ static cJSON *row_json(const struct query_ctx *ctx, const struct query *q, const
 		cJSON_AddItemToObject(o, "owner", party_json(ctx, &r->owner, q->max_stack));
 		if (user)
 			cJSON_AddItemToObject(o, "releaser", party_json(ctx, &r->releaser, q->max_stack));
-		if (user && !r->many_locks && holds)
+		if (!r->many_locks && holds)
 			cJSON_AddItemToObject(o, "holder_preempted", preempted_json(holds, &r->rep));
 	}
 	if (q->holders && user && !r->many_locks && holds) {

@@ -62,6 +62,8 @@ int query__from_json(const cJSON *req, struct query *q, char *err, size_t err_le
 /* Parses "rwsem,mutex:R,..." into a type mask; -EINVAL names the bad entry in @err. */
 int query__parse_types(const char *list, uint32_t *mask, char *err, size_t err_len);
 int query__type_index(uint32_t flags);
+/* Flags of a holder-preempted event (user LS_UTYPE_PREEMPT or LS_KIND_KPREEMPT), not a wait. */
+bool query__is_preempt(uint32_t flags);
 /*
  * The type of a futex wait (LS_UTYPE_*, without LS_KIND_USER) from how it waited: see the
  * README's "User-space locks" for the heuristic.

@@ -433,7 +433,7 @@ static int preempt_findings(const struct htab *tab, double secs, const struct sn
 		struct preempt_val *pv;
 		int created = 0;
 
-		if (k->flags != (LS_KIND_USER | LS_UTYPE_PREEMPT) || (sn->pid && k->pid != sn->pid))
+		if (!query__is_preempt(k->flags) || (sn->pid && k->pid != sn->pid))
 			continue;
 		if (!(pv = htab__upsert(by, &pk, &created, NULL)))
 			continue;
@@ -459,6 +459,14 @@ static int preempt_findings(const struct htab *tab, double secs, const struct sn
 		cJSON_AddNullToObject(f, "stack");
 		cJSON_AddNullToObject(f, "peer");
 		cJSON_AddItemToObject(f, "lock", query__lock_json(ctx, &v[i]->rep));
+		if (v[i]->rep.flags & LS_KIND_KPREEMPT) {
+			int type = query__type_index(v[i]->rep.flags & ~LS_KIND_KPREEMPT);
+
+			cJSON_AddStringToObject(f, "lock_kind", "kernel");
+			cJSON_AddStringToObject(f, "lock_type", ls_lock_types[type].name);
+		} else {
+			cJSON_AddStringToObject(f, "lock_kind", "user");
+		}
 		ev = cJSON_CreateObject();
 		cJSON_AddNumberToObject(ev, "preemptions", v[i]->count);
 		cJSON_AddNumberToObject(ev, "preempted_ns", v[i]->total_ns);

@@ -194,3 +194,66 @@ def test_spin_bad_flags_and_empty(daemon):
     assert "nothing spins" in daemon.cli("spin", "-p", str(os.getpid())).stdout
     # the daemon still serves
     assert daemon.cli_json("status")["features"]["sched"]
+
+
+def perf_preempted_in(pid, func):
+    """perf recording the preempted switches (prev_state TASK_REPORT_MAX) of @pid's threads
+    with kernel stacks: the independent reference for kernel-lock holder preemption."""
+    require_tool("perf")
+    data = f"/tmp/lockscope-perf-preempt-{pid}.data"
+    p = subprocess.Popen(["perf", "record", "-q", "-o", data, "-e", "sched:sched_switch",
+                          "--filter", "prev_state == 256", "-g", "-p", str(pid)],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(1)  # perf attaches before the workload starts writing
+    return p, data
+
+
+def perf_preempted_result(p, data, func):
+    """{tid: preempted switches whose kernel stack passes through @func}."""
+    p.send_signal(signal.SIGINT)
+    p.wait(timeout=60)
+    out = subprocess.run(["perf", "script", "-i", data, "-F", "tid,ip,sym"], capture_output=True,
+                         text=True, timeout=120, check=True).stdout
+    counts, tid, hit = {}, None, False
+    for line in out.splitlines() + [""]:
+        if not line.strip():  # a blank line ends each sample
+            if tid is not None and hit:
+                counts[tid] = counts.get(tid, 0) + 1
+            tid, hit = None, False
+        elif tid is None:
+            tid = int(line.split()[0])
+        elif func in line:
+            hit = True
+    os.unlink(data)
+    return counts
+
+
+def test_kernel_holder_preemption(daemon):
+    """Writers on one memfd queue on its inode rwsem; CPU hogs make the copy loop's
+    cond_resched() switch a holder out while the others sleep on the rwsem. Each
+    preemption lockscope counts is one perf sees (a preempted switch inside
+    shmem_file_write_iter, where the rwsem is held), and most of perf's are lockscope's."""
+    w = Workload("file_writers", "--seconds", "3")
+    perf, data = perf_preempted_in(w.pid, "shmem_file_write_iter")
+    try:
+        w.go()
+    finally:
+        w.wait()
+        ref = perf_preempted_result(perf, data, "shmem_file_write_iter")
+    top = daemon.cli_json("top", "-p", str(w.pid), "-o", "--kind", "kernel", "-w", "all", "-Y", "rwsem:W")
+    fs = [f for f in findings(daemon, w.pid, "holder_preempted") if f["lock_kind"] == "kernel"]
+    row = top["rows"][0]
+    hp = row["holder_preempted"]
+    counted = sum(f["evidence"]["preemptions"] for f in fs)
+    print("lockscope", hp, "per holder", {f["tid"]: f["evidence"]["preemptions"] for f in fs}, "perf", ref)
+    assert fs and all(f["lock"]["addr"] == row["lock"]["addr"] and f["lock_type"] == "rwsem:W"
+                      and f["comm"].startswith("writer-") for f in fs)
+    assert counted == hp["count"] and hp["total_ns"] > 0
+    assert hp["count"] >= 20, "the hogs preempt holders many times a second"
+    for f in fs:
+        assert f["evidence"]["preemptions"] <= ref.get(f["tid"], 0)
+    assert hp["count"] >= 0.8 * sum(ref.values())
+    text = daemon.cli("top", "-p", str(w.pid), "-o", "--kind", "kernel", "-w", "all", "-Y", "rwsem:W").stdout
+    assert re.search(r"rwsem:W .* \d+x \d", text), text
+    text = daemon.cli("spin", "-p", str(w.pid)).stdout
+    assert "holding rwsem:W 0xffff" in text, text
