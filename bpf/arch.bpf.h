@@ -11,8 +11,16 @@
 
 #if defined(__TARGET_ARCH_x86)
 enum ls_syscall_nr {
+	LS_SYS_POLL		= 7,
+	LS_SYS_SELECT		= 23,
 	LS_SYS_SCHED_YIELD	= 24,
+	LS_SYS_NANOSLEEP	= 35,
 	LS_SYS_FUTEX		= 202,
+	LS_SYS_CLOCK_NANOSLEEP	= 230,
+	LS_SYS_EPOLL_WAIT	= 232,
+	LS_SYS_PSELECT6		= 270,
+	LS_SYS_PPOLL		= 271,
+	LS_SYS_EPOLL_PWAIT	= 281,
 };
 /*
  * @regs is bpf_task_pt_regs()'s BTF pointer: a direct load (the verifier makes it a
@@ -25,9 +33,18 @@ enum ls_syscall_nr {
  */
 #define LS_USER_MODE(regs)	((*(volatile __u64 *)&(regs)->cs & 3) == 3)
 #elif defined(__TARGET_ARCH_arm64)
+/* arm64 has no poll, select or epoll_wait: only their p* forms */
 enum ls_syscall_nr {
-	LS_SYS_SCHED_YIELD	= 124,
+	LS_SYS_POLL		= -1,
+	LS_SYS_SELECT		= -2,
+	LS_SYS_EPOLL_WAIT	= -3,
+	LS_SYS_EPOLL_PWAIT	= 22,
+	LS_SYS_PSELECT6		= 72,
+	LS_SYS_PPOLL		= 73,
 	LS_SYS_FUTEX		= 98,
+	LS_SYS_NANOSLEEP	= 101,
+	LS_SYS_CLOCK_NANOSLEEP	= 115,
+	LS_SYS_SCHED_YIELD	= 124,
 };
 #define LS_SYSCALL_NR(regs)	BPF_CORE_READ((struct user_pt_regs *)(regs), syscallno)
 /* PSTATE.M[3:0] is 0 (EL0t) for user mode */
@@ -35,7 +52,8 @@ enum ls_syscall_nr {
 #else
 #error "lockscope reads syscall registers: only x86 and arm64 are supported"
 #endif
-#define LS_SYS_FUTEX_WAITV	449	/* the same number on every architecture */
+#define LS_SYS_EPOLL_PWAIT2	441	/* these two have the same number on every architecture */
+#define LS_SYS_FUTEX_WAITV	449
 
 /*
  * Spin-wait instructions. A spin loop is the hint followed by a load, a test and a

@@ -68,7 +68,7 @@ enum ls_counter {
 	LS_CNT_HOLD_THROTTLED,	/* holder samples skipped: the CPU's stack dump budget was spent */
 	LS_CNT_UDUMPS,		/* user stack dumps written (also each CPU's dump id sequence) */
 	LS_CNT_UDUMP_SHORT,	/* dumps whose window stopped early at an unmapped page */
-	LS_CNT_SPIN_SAMPLES,	/* cpu-clock samples that found a thread in a spin loop */
+	LS_CNT_SPIN_SAMPLES,	/* cpu-clock samples that found a thread in a spin loop or busy poll */
 	LS_CNT_SPIN_UNSTACKED,	/* spin samples without a stack: the CPU's dump budget was spent */
 	LS_CNT_YIELD_SITES,	/* yield storm sites recorded */
 	LS_CNT_RESUMES,		/* resumes after a stop reported */

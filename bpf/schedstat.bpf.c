@@ -135,20 +135,48 @@ static __always_inline bool is_yield(struct task_struct *t)
 	return t->mm && LS_SYSCALL_NR((struct pt_regs *)bpf_task_pt_regs(t)) == LS_SYS_SCHED_YIELD;
 }
 
+/* A timespec/timeval argument that says "return at once": present and all zero. */
+static __always_inline bool zero_time(__u64 uptr)
+{
+	__u64 t[2];
+
+	return uptr && !bpf_probe_read_user(t, sizeof(t), (void *)uptr) && !t[0] && !t[1];
+}
+
+/* @t, going to sleep, sleeps for zero time: nanosleep(0), a relative clock_nanosleep(0). */
+static __always_inline bool is_zero_sleep(struct task_struct *t)
+{
+	struct pt_regs *regs;
+	long nr;
+
+	if (!t->mm)
+		return false;
+	regs = (struct pt_regs *)bpf_task_pt_regs(t);
+	nr = LS_SYSCALL_NR(regs);
+	if (nr == LS_SYS_NANOSLEEP)
+		return zero_time(PT_REGS_PARM1_CORE_SYSCALL(regs));
+	if (nr == LS_SYS_CLOCK_NANOSLEEP)
+		return !PT_REGS_PARM2_CORE_SYSCALL(regs) && zero_time(PT_REGS_PARM3_CORE_SYSCALL(regs));
+	return false;
+}
+
 /*
- * The current thread calls sched_yield(): counted into its storm. The storm's second
+ * The current thread calls sched_yield() (or sleeps for zero time, @via): counted into
+ * its storm. The storm's second
  * yield and every SCHED_YIELD_STACK_EVERY-th carry the site's stack.
  */
-static __always_inline void yield_count(struct sched_thread *st, struct task_struct *t, __u64 now)
+static __always_inline void yield_count(struct sched_thread *st, struct task_struct *t, __u64 now,
+					__u32 via)
 {
 	struct sched_yield_rec *r;
 	__u64 dump;
 	void *rb;
 
-	if (now - st->last_yield_ns > SCHED_STORM_GAP_NS) {
+	if (now - st->last_yield_ns > SCHED_STORM_GAP_NS || st->storm_via != via) {
 		st->storm_start_ns = now;
 		st->storm_yields = 0;
 		st->storm_spin_ns = 0;
+		st->storm_via = via;
 	}
 	st->yields++;
 	st->storm_yields++;
@@ -184,7 +212,7 @@ static __always_inline void yielded(struct sched_thread *st, struct task_struct 
 	struct sched_peer *p;
 
 	if (!yield_at_entry)
-		yield_count(st, prev, now);
+		yield_count(st, prev, now, LS_POLL_NONE);
 	st->yield_spin_ns += oncpu;
 	st->storm_spin_ns += oncpu;
 	nst = next->pid ? bpf_map_lookup_elem(&threads, &key.peer) : NULL;
@@ -329,6 +357,10 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 			st->flags &= ~(SCHED_TF_PREEMPTED | SCHED_TF_YIELDED);
 			if (stopping(prev, prev_state))
 				stopped(st, prev, now);
+			else if (is_zero_sleep(prev)) {	/* a yield by another name */
+				yield_count(st, prev, now, LS_POLL_SLEEP);
+				st->storm_spin_ns += oncpu;
+			}
 		} else {
 			st->involuntary++;
 			st->state = SCHED_T_RUNNABLE;
@@ -367,7 +399,7 @@ int BPF_PROG(sched_entry, bool preempt)
 	t = bpf_get_current_task_btf();
 	if (!is_yield(t) || !ls_tgid_wanted(t->tgid) || !(st = thread_get(t)))
 		return 0;
-	yield_count(st, t, bpf_ktime_get_ns());
+	yield_count(st, t, bpf_ktime_get_ns(), LS_POLL_NONE);
 	return 0;
 }
 
@@ -399,9 +431,38 @@ int BPF_PROG(sched_wakeup_new, struct task_struct *p)
 }
 
 /*
- * cpu-clock sampling, every CPU, always on at a low rate: counts the thread's samples and
- * those whose code is a spin loop, the thread's spin share. A spinning sample takes the
- * user stack (the loop's caller) within the CPU's dump budget.
+ * The wait @t is in, when it is one that returns at once: poll, select and epoll with a
+ * zero timeout. A loop of these spins in the kernel without ever leaving
+ * the CPU, so the scheduler hooks never see it; only a sample does. LS_POLL_NONE else.
+ */
+static __always_inline __u32 busy_poll(struct task_struct *t)
+{
+	struct pt_regs *regs = (struct pt_regs *)bpf_task_pt_regs(t);
+	long nr = LS_SYSCALL_NR(regs);
+
+	switch (nr) {
+	case LS_SYS_POLL:		/* poll(fds, nfds, int timeout_ms) */
+		return (int)PT_REGS_PARM3_CORE_SYSCALL(regs) == 0 ? LS_POLL_POLL : LS_POLL_NONE;
+	case LS_SYS_PPOLL:		/* ppoll(fds, nfds, const struct timespec *tsp, ...) */
+		return zero_time(PT_REGS_PARM3_CORE_SYSCALL(regs)) ? LS_POLL_POLL : LS_POLL_NONE;
+	case LS_SYS_SELECT:		/* select(n, r, w, e, struct timeval *tvp) */
+	case LS_SYS_PSELECT6:		/* pselect6(n, r, w, e, struct timespec *tsp, ...) */
+		return zero_time(PT_REGS_PARM5_CORE_SYSCALL(regs)) ? LS_POLL_SELECT : LS_POLL_NONE;
+	case LS_SYS_EPOLL_WAIT:		/* epoll_wait(epfd, events, maxevents, int timeout_ms) */
+	case LS_SYS_EPOLL_PWAIT:
+		return (int)PT_REGS_PARM4_CORE_SYSCALL(regs) == 0 ? LS_POLL_EPOLL : LS_POLL_NONE;
+	case LS_SYS_EPOLL_PWAIT2:	/* epoll_pwait2(epfd, events, maxevents, struct timespec *) */
+		return zero_time(PT_REGS_PARM4_CORE_SYSCALL(regs)) ? LS_POLL_EPOLL : LS_POLL_NONE;
+	default:	/* zero sleeps do switch out (the timer slack): sched_switch counts them */
+		return LS_POLL_NONE;
+	}
+}
+
+/*
+ * cpu-clock sampling, every CPU, always on at a low rate: counts the thread's samples,
+ * those whose user code is a spin loop (its spin share) and those inside a wait that
+ * returns at once (its busy-poll share). Either kind takes the user stack (the loop's
+ * caller) within the CPU's dump budget.
  */
 SEC("perf_event")
 int cpu_sample(struct bpf_perf_event_data *ctx)
@@ -411,15 +472,27 @@ int cpu_sample(struct bpf_perf_event_data *ctx)
 	__u64 ip = PT_REGS_IP(&ctx->regs), dump = 0;
 	struct sched_spin_rec *r;
 	struct sched_thread *st;
+	__u32 flags, poll;
 	void *rb;
 
 	if (!t->pid || !ls_tgid_wanted(t->tgid) || !(st = thread_get(t)))
 		return 0;
 	st->samples++;
-	/* user spin loops only: a kernel spinlock's waits are klock's, timed exactly */
-	if (!user || !ls_spinning_at(ip))
-		return 0;
-	st->spin_samples++;
+	if (user) {
+		/* user spin loops only: a kernel spinlock's waits are klock's, timed exactly */
+		if (!ls_spinning_at(ip))
+			return 0;
+		st->spin_samples++;
+		flags = 0;
+	} else {
+		/* in the kernel on behalf of a process: in a wait that returns at once? */
+		if (!t->mm || (poll = busy_poll(t)) == LS_POLL_NONE)
+			return 0;
+		st->poll_samples++;
+		st->poll_nr = poll;
+		ip = PT_REGS_IP_CORE((struct pt_regs *)bpf_task_pt_regs(t));
+		flags = SCHED_RF_POLL;
+	}
 	ls_count(LS_CNT_SPIN_SAMPLES);
 	if (!t->mm || !sample_cpu_stack(bpf_ktime_get_ns()) || !(dump = ustack_dump())) {
 		ls_count(LS_CNT_SPIN_UNSTACKED);
@@ -432,7 +505,7 @@ int cpu_sample(struct bpf_perf_event_data *ctx)
 	r->tid = t->pid;
 	r->ip = ip;
 	r->stack_dump = dump;
-	r->rec_flags = SCHED_RF_DUMP;
+	r->rec_flags = SCHED_RF_DUMP | flags;
 	r->pad = 0;
 	__builtin_memcpy(r->comm, t->comm, sizeof(r->comm));
 	ls_submit(rb, r);

@@ -40,7 +40,8 @@ struct sched_thread {
 	__u64 last_ns;		/* when state began */
 	/*
 	 * Yield spinning: sched_yield() calls, all of them where the kernel has the
-	 * sched_entry_tp tracepoint (6.16+), else those that switched to another thread.
+	 * sched_entry_tp tracepoint (6.16+), else those that switched to another thread;
+	 * and zero sleeps (nanosleep(0)), which always switch.
 	 */
 	__u64 yields;
 	__u64 yield_spin_ns;	/* on CPU from each switch-in to a yield that switched */
@@ -48,9 +49,13 @@ struct sched_thread {
 	__u64 storm_yields;
 	__u64 storm_spin_ns;
 	__u64 last_yield_ns;
-	/* cpu-clock samples that found the thread on CPU, and those in a spin loop */
+	/*
+	 * cpu-clock samples that found the thread on CPU, those in a spin loop, and those
+	 * inside a wait that returns at once (busy polling: zero-timeout poll/epoll/select)
+	 */
 	__u64 samples;
 	__u64 spin_samples;
+	__u64 poll_samples;
 	/*
 	 * Event count (sched_events()) at the starts of the last two baseline periods: the
 	 * thread's own rate before a stop, for burst detection.
@@ -60,8 +65,23 @@ struct sched_thread {
 	__u32 tgid;
 	__u32 state;		/* enum sched_tstate */
 	__u32 flags;		/* enum sched_thread_flags */
+	__u32 poll_nr;		/* the syscall of its last busy-poll sample (enum ls_poll_call) */
+	/*
+	 * What the current storm calls: sched_yield (LS_POLL_NONE) or a zero sleep
+	 * (LS_POLL_SLEEP), which with the default 50 us timer slack does switch out
+	 */
+	__u32 storm_via;
 	__u32 pad;
 	char comm[LS_COMM_LEN];
+};
+
+/* The waits that return at once when their timeout is zero, as poll_nr names them. */
+enum ls_poll_call {
+	LS_POLL_NONE,
+	LS_POLL_POLL,		/* poll(2), ppoll(2) */
+	LS_POLL_SELECT,		/* select(2), pselect6(2) */
+	LS_POLL_EPOLL,		/* epoll_wait(2), epoll_pwait(2), epoll_pwait2(2) */
+	LS_POLL_SLEEP,		/* nanosleep(2), relative clock_nanosleep(2): storm_via only */
 };
 
 /* A thread a sched_yield() storm yielded to: the one it is probably waiting for. */
@@ -95,6 +115,7 @@ struct sched_stop {
 /* Records the scheduler component writes; stack dumps precede the record naming them. */
 enum sched_rec_flags {
 	SCHED_RF_DUMP		= 1U << 0,	/* stack_dump names a dump to unwind */
+	SCHED_RF_POLL		= 1U << 1,	/* sched_spin_rec: a busy-poll sample, not PAUSE */
 };
 
 /* The site of a yield storm: written on the storm's second yield, then every so often. */
@@ -108,12 +129,15 @@ struct sched_yield_rec {
 	char comm[LS_COMM_LEN];
 };
 
-/* A cpu-clock sample that found a thread in a user spin loop, with its stack. */
+/*
+ * A cpu-clock sample that found a thread in a user spin loop, or busy polling
+ * (SCHED_RF_POLL), with its user stack.
+ */
 struct sched_spin_rec {
 	struct ls_rec_hdr hdr;
 	__u32 pid;
 	__u32 tid;
-	__u64 ip;		/* the sampled instruction pointer */
+	__u64 ip;		/* the sampled user instruction pointer (busy poll: after the syscall) */
 	__u64 stack_dump;
 	__u32 rec_flags;
 	__u32 pad;

@@ -309,7 +309,13 @@ void render_spin(FILE *f, const cJSON *resp)
 			snprintf(peer, sizeof(peer), "-");
 		fprintf(f, "%-17s %8.0f %8.0f  %-16s %12s %11s   %s\n", kind, num(fd, "pid"),
 			num(fd, "tid"), str(fd, "comm", "?"), rate, cpu, peer);
-		if (!strcmp(kind, "yield_spin")) {
+		if (!strcmp(kind, "yield_spin") && !strcmp(str(ev, "via", ""), "futex")) {
+			fprintf(f, "\t%.0f FUTEX_WAIT calls returned at once in %.2f s of precise scanning\n",
+				num(ev, "nonblocking"), num(ev, "precise_s"));
+		} else if (!strcmp(kind, "yield_spin") && cJSON_GetObjectItemCaseSensitive(fd, "share")) {
+			fprintf(f, "\t%.0f of %.0f samples inside %s with a zero timeout\n",
+				num(ev, "poll_samples"), num(ev, "samples"), str(ev, "via", "?"));
+		} else if (!strcmp(kind, "yield_spin")) {
 			fprintf(f, "\t%.0f yields in %.2f s%s\n", num(ev, "storm_yields"), num(ev, "storm_s"),
 				cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ev, "active")) ? ", still going" : "");
 		} else if (!strcmp(kind, "pause_spin")) {

@@ -695,8 +695,10 @@ static void scan_free(struct engine *e, struct scan *s)
 {
 	if (!s)
 		return;
-	if (s->precise)
+	if (s->precise) {
 		collector__precise_del(e->coll, s->pid);
+		spin__precise_ran(e->spin, s->pid, ls_now_ns() - s->start_ns);
+	}
 	agg__free(s->agg);
 	free(s);
 }

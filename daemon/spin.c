@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 #include <errno.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -25,6 +26,7 @@ struct yield_site {
 struct sample_key {
 	uint32_t tid;
 	uint32_t stack;
+	uint32_t poll;		/* a busy-poll sample (SCHED_RF_POLL), else a PAUSE loop's */
 };
 
 struct resume {
@@ -35,6 +37,7 @@ struct resume {
 struct spin {
 	struct htab *sites;		/* tid -> struct yield_site, the latest */
 	struct htab *samples;		/* struct sample_key -> uint64_t spin samples with a stack */
+	struct htab *precise;		/* pid -> uint64_t ns its precise scans ran */
 	struct resume resumes[SPIN_RESUMES_KEPT];	/* a ring, newest at head - 1 */
 	unsigned int head, nr_resumes;
 };
@@ -47,7 +50,8 @@ int spin__new(struct spin **out)
 		return -ENOMEM;
 	s->sites = htab__new(sizeof(uint32_t), sizeof(struct yield_site), SPIN_MAX_SITES);
 	s->samples = htab__new(sizeof(struct sample_key), sizeof(uint64_t), SPIN_MAX_SAMPLE_STACKS);
-	if (!s->sites || !s->samples) {
+	s->precise = htab__new(sizeof(uint32_t), sizeof(uint64_t), SPIN_MAX_SITES);
+	if (!s->sites || !s->samples || !s->precise) {
 		spin__free(s);
 		return -ENOMEM;
 	}
@@ -61,6 +65,7 @@ void spin__free(struct spin *s)
 		return;
 	htab__free(s->sites);
 	htab__free(s->samples);
+	htab__free(s->precise);
 	free(s);
 }
 
@@ -86,11 +91,19 @@ void spin__yield_site(struct spin *s, const struct sched_yield_rec *r, uint32_t 
 
 void spin__sample(struct spin *s, const struct sched_spin_rec *r, uint32_t stack)
 {
-	struct sample_key k = { .tid = r->tid, .stack = stack };
+	struct sample_key k = { .tid = r->tid, .stack = stack, .poll = !!(r->rec_flags & SCHED_RF_POLL) };
 	uint64_t *n = upsert(s->samples, &k);
 
 	if (n)
 		(*n)++;
+}
+
+void spin__precise_ran(struct spin *s, uint32_t pid, uint64_t ns)
+{
+	uint64_t *t = upsert(s->precise, &pid);
+
+	if (t)
+		*t += ns;
 }
 
 void spin__resume(struct spin *s, const struct sched_resume_rec *r, uint32_t stack)
@@ -259,6 +272,18 @@ static void yield_findings(struct spin *s, const struct snapshot *sn, const stru
 		cJSON_AddNumberToObject(ev, "yields_total", st->yields);
 		cJSON_AddNumberToObject(ev, "yield_spin_ns_total", st->yield_spin_ns);
 		cJSON_AddBoolToObject(ev, "every_yield", sn->every_yield);
+		if (st->storm_via == LS_POLL_SLEEP) {	/* sleeps: nothing ran in its place */
+			cJSON_AddStringToObject(ev, "via", "nanosleep");
+			cJSON_AddNullToObject(f, "peer");
+			cJSON_AddItemToObject(f, "evidence", ev);
+			cJSON_AddStringToObject(f, "hint",
+				"a zero-length sleep in a loop: each one still switches out and back "
+				"(the timer slack) and burns the CPU on the round trip; wait on a futex, "
+				"condition variable or eventfd instead");
+			cJSON_AddItemToArray(arr, f);
+			continue;
+		}
+		cJSON_AddStringToObject(ev, "via", "sched_yield");
 		cJSON_AddItemToObject(f, "peer", peer_json(sn, t->tid, ev));
 		cJSON_AddItemToObject(f, "evidence", ev);
 		cJSON_AddStringToObject(f, "hint", stack_in(f, "libuv") || stack_in(f, "uv__async") ?
@@ -283,8 +308,8 @@ static int cmp_picks(const void *a, const void *b)
 }
 
 /* The thread's spin stacks, most sampled first, each with its share of all the thread's samples. */
-static uint32_t spin_stacks(struct spin *s, uint32_t tid, double share, const struct query_ctx *ctx,
-			    int max_stack, cJSON *ev)
+static uint32_t spin_stacks(struct spin *s, uint32_t tid, bool poll, double share,
+			    const struct query_ctx *ctx, int max_stack, cJSON *ev)
 {
 	struct stack_pick *picks = NULL;
 	size_t nr = 0, cap = 0, iter = 0, i;
@@ -297,7 +322,7 @@ static uint32_t spin_stacks(struct spin *s, uint32_t tid, double share, const st
 	while (!htab__next(s->samples, &iter, &kp, &vp)) {
 		const struct sample_key *k = kp;
 
-		if (k->tid != tid)
+		if (k->tid != tid || k->poll != poll)
 			continue;
 		if (ls_vec_reserve(&picks, &cap, nr, sizeof(*picks)))
 			break;
@@ -319,39 +344,149 @@ static uint32_t spin_stacks(struct spin *s, uint32_t tid, double share, const st
 	return top;
 }
 
-static void pause_findings(struct spin *s, const struct snapshot *sn, const struct query_ctx *ctx,
-			   int max_stack, cJSON *arr)
+/* What the busy-poll samples of a thread were last in, by enum ls_poll_call. */
+static const char *const poll_calls[] = {
+	[LS_POLL_NONE] = "unknown",
+	[LS_POLL_POLL] = "poll",
+	[LS_POLL_SELECT] = "select",
+	[LS_POLL_EPOLL] = "epoll_wait",
+	[LS_POLL_SLEEP] = "nanosleep",
+};
+
+/*
+ * Threads whose cpu-clock samples say they spin: in a PAUSE loop (pause_spin), or in
+ * waits that return at once (busy polling, a yield_spin of another call: it has a share,
+ * not a rate, since only samples see it).
+ */
+static void sample_findings(struct spin *s, const struct snapshot *sn, const struct query_ctx *ctx,
+			    int max_stack, bool poll, cJSON *arr)
 {
 	size_t i;
 
 	for (i = 0; i < sn->nr_threads; i++) {
 		const struct thread *t = &sn->threads[i];
 		const struct sched_thread *st = &t->st;
-		double share = st->samples ? (double)st->spin_samples / st->samples : 0;
+		uint64_t hits = poll ? st->poll_samples : st->spin_samples;
+		double share = st->samples ? (double)hits / st->samples : 0;
+		const char *call = poll_calls[st->poll_nr < sizeof(poll_calls) / sizeof(poll_calls[0]) ?
+					      st->poll_nr : LS_POLL_NONE];
+		char hint[256];
 		cJSON *f, *ev;
 		uint32_t top;
 
-		if ((sn->pid && st->tgid != sn->pid) || st->spin_samples < SPIN_PAUSE_MIN_SAMPLES ||
+		if ((sn->pid && st->tgid != sn->pid) || hits < SPIN_PAUSE_MIN_SAMPLES ||
 		    share < SPIN_PAUSE_MIN_SHARE)
 			continue;
-		f = finding_new("pause_spin", st->tgid, t->tid, st->comm);
+		f = finding_new(poll ? "yield_spin" : "pause_spin", st->tgid, t->tid, st->comm);
 		cJSON_AddNumberToObject(f, "share", share);
 		/* the thread's on-CPU time, in the share its samples say it spun */
 		cJSON_AddNumberToObject(f, "cpu_ns", (double)st->oncpu_ns * share);
 		ev = cJSON_CreateObject();
+		if (poll)
+			cJSON_AddStringToObject(ev, "via", call);
 		cJSON_AddNumberToObject(ev, "samples", st->samples);
-		cJSON_AddNumberToObject(ev, "spin_samples", st->spin_samples);
+		cJSON_AddNumberToObject(ev, poll ? "poll_samples" : "spin_samples", hits);
 		cJSON_AddNumberToObject(ev, "oncpu_ns", st->oncpu_ns);
-		top = spin_stacks(s, t->tid, share, ctx, max_stack, ev);
+		top = spin_stacks(s, t->tid, poll, share, ctx, max_stack, ev);
 		query__add_stack(f, ctx, top, max_stack, true);
 		cJSON_AddNullToObject(f, "peer");
 		cJSON_AddItemToObject(f, "evidence", ev);
-		cJSON_AddStringToObject(f, "hint",
-			"a spin-wait loop (PAUSE) burns CPU a preempted lock holder may need: spin "
-			"briefly, then block (an adaptive mutex or a futex), and keep spinning threads "
-			"no more than CPUs");
+		if (poll)
+			snprintf(hint, sizeof(hint), "busy polling: %s with a zero timeout in a loop returns "
+				 "at once and burns the CPU; block with a timeout (or on an eventfd, futex "
+				 "or condition variable) until there is work", call);
+		else
+			snprintf(hint, sizeof(hint), "a spin-wait loop (PAUSE) burns CPU a preempted lock "
+				 "holder may need: spin briefly, then block (an adaptive mutex or a futex), "
+				 "and keep spinning threads no more than CPUs");
+		cJSON_AddStringToObject(f, "hint", hint);
 		cJSON_AddItemToArray(arr, f);
 	}
+}
+
+struct futex_spin {
+	struct agg_key rep;	/* the key with most calls */
+	uint64_t rep_calls, calls;
+	char comm[LS_COMM_LEN];
+};
+
+static int cmp_futex_spins(const void *a, const void *b)
+{
+	const struct futex_spin *x = *(const struct futex_spin **)a, *y = *(const struct futex_spin **)b;
+
+	return x->calls < y->calls ? 1 : x->calls > y->calls ? -1 : 0;
+}
+
+/*
+ * Threads calling FUTEX_WAIT on words that had already changed (EAGAIN): a loop that
+ * spins through the kernel. Only precise scans see calls that do not sleep, so the rate
+ * is over the time the process's precise scans ran.
+ */
+static int futex_findings(struct spin *s, const struct htab *tab, const struct snapshot *sn,
+			  const struct query_ctx *ctx, int max_stack, cJSON *arr)
+{
+	struct htab *by = htab__new(sizeof(uint32_t), sizeof(struct futex_spin), SIZE_MAX);
+	struct futex_spin **v = NULL;
+	size_t iter = 0, nr = 0, i;
+	const void *kp;
+	void *vp;
+
+	if (!by)
+		return -ENOMEM;
+	while (tab && !htab__next(tab, &iter, &kp, &vp)) {
+		const struct agg_key *k = kp;
+		const struct agg_val *av = vp;
+		struct futex_spin *fs;
+		int created = 0;
+
+		if (!(k->flags & LS_KIND_USER) || !av->nonblocking || (sn->pid && k->pid != sn->pid))
+			continue;
+		if (!(fs = htab__upsert(by, &k->tid, &created, NULL)))
+			continue;
+		if (created)
+			memcpy(fs->comm, av->comm, sizeof(fs->comm));
+		/* the caller with most calls, among those with a stack if any has one */
+		if (created || (k->stack > LS_STACK_MISSING) > (fs->rep.stack > LS_STACK_MISSING) ||
+		    ((k->stack > LS_STACK_MISSING) == (fs->rep.stack > LS_STACK_MISSING) &&
+		     av->nonblocking > fs->rep_calls)) {
+			fs->rep = *k;
+			fs->rep_calls = av->nonblocking;
+		}
+		fs->calls += av->nonblocking;
+	}
+	v = calloc(htab__count(by) + 1, sizeof(*v));
+	for (iter = 0; v && !htab__next(by, &iter, &kp, &vp);)
+		v[nr++] = vp;
+	if (v)
+		qsort(v, nr, sizeof(*v), cmp_futex_spins);
+	for (i = 0; i < nr; i++) {
+		const uint64_t *ns = htab__find(s->precise, &v[i]->rep.pid);
+		double secs = ns ? (double)*ns / NSEC_PER_SEC : 0;
+		double rate = secs > 0 ? v[i]->calls / secs : 0;
+		cJSON *f, *ev;
+
+		if (v[i]->calls < SPIN_YIELD_MIN || rate < SPIN_YIELD_MIN_RATE)
+			continue;
+		f = finding_new("yield_spin", v[i]->rep.pid, v[i]->rep.tid, v[i]->comm);
+		cJSON_AddNumberToObject(f, "rate_per_s", rate);
+		cJSON_AddNullToObject(f, "cpu_ns");
+		query__add_stack(f, ctx, v[i]->rep.stack, max_stack, true);
+		cJSON_AddNullToObject(f, "peer");
+		cJSON_AddItemToObject(f, "lock", query__lock_json(ctx, &v[i]->rep));
+		ev = cJSON_CreateObject();
+		cJSON_AddStringToObject(ev, "via", "futex");
+		cJSON_AddNumberToObject(ev, "nonblocking", v[i]->calls);
+		cJSON_AddNumberToObject(ev, "precise_s", secs);
+		cJSON_AddItemToObject(f, "evidence", ev);
+		cJSON_AddStringToObject(f, "hint",
+			"FUTEX_WAIT keeps returning EAGAIN: the word changes between the load and the "
+			"wait, so the loop spins through the kernel; wait for the value last seen, "
+			"and re-check the condition once before waiting again");
+		cJSON_AddItemToArray(arr, f);
+	}
+	free(v);
+	htab__free(by);
+	return 0;
 }
 
 static void burst_findings(struct spin *s, const struct snapshot *sn, const struct query_ctx *ctx,
@@ -507,13 +642,17 @@ int spin__json(struct spin *s, const struct collector *c, const struct htab *tab
 	cJSON_AddBoolToObject(src, "yield", true);
 	cJSON_AddBoolToObject(src, "every_yield", feat->yield_entry);
 	cJSON_AddBoolToObject(src, "pause_sampling", feat->spin_sampling);
+	cJSON_AddBoolToObject(src, "busy_poll_sampling", feat->spin_sampling);
+	cJSON_AddBoolToObject(src, "futex_eagain", feat->precise);
 	cJSON_AddBoolToObject(src, "stops", true);
 	cJSON_AddBoolToObject(src, "holder_preemption", feat->ulock);
 	arr = cJSON_AddArrayToObject(o, "findings");
 	yield_findings(s, &sn, ctx, max_stack, clock_ns(CLOCK_MONOTONIC), arr);
-	pause_findings(s, &sn, ctx, max_stack, arr);
+	sample_findings(s, &sn, ctx, max_stack, true, arr);
+	ret = futex_findings(s, tab, &sn, ctx, max_stack, arr);
+	sample_findings(s, &sn, ctx, max_stack, false, arr);
 	burst_findings(s, &sn, ctx, max_stack, arr);
-	ret = preempt_findings(tab, secs, &sn, ctx, arr);
+	ret = ret ?: preempt_findings(tab, secs, &sn, ctx, arr);
 	if (ret)
 		*err = "out of memory";
 cleanup:

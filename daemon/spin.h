@@ -31,7 +31,7 @@ struct spin;
  */
 #define SPIN_YIELD_MIN		100	/* yields in the storm */
 #define SPIN_YIELD_MIN_RATE	100.0	/* and per second */
-#define SPIN_PAUSE_MIN_SAMPLES	20	/* spin samples of the thread */
+#define SPIN_PAUSE_MIN_SAMPLES	20	/* spin (or busy-poll) samples of the thread */
 #define SPIN_PAUSE_MIN_SHARE	0.05	/* and their share of its samples */
 #define SPIN_BURST_MIN_EVENTS	100	/* events in the window after the resume */
 #define SPIN_BURST_FACTOR	5.0	/* and times the thread's own rate before the stop */
@@ -44,10 +44,16 @@ void spin__free(struct spin *s);
 void spin__yield_site(struct spin *s, const struct sched_yield_rec *r, uint32_t stack);
 void spin__sample(struct spin *s, const struct sched_spin_rec *r, uint32_t stack);
 void spin__resume(struct spin *s, const struct sched_resume_rec *r, uint32_t stack);
+/*
+ * A precise scan of @pid ran @ns: futex waits that returned at once (EAGAIN) are counted
+ * only then, and their rate is over that time.
+ */
+void spin__precise_ran(struct spin *s, uint32_t pid, uint64_t ns);
 
 /*
  * The findings for @pid (0: every process) into @o's "findings", worst first; holder
- * preemptions are read from @tab, an aggregation table covering @secs seconds.
+ * preemptions and futex waits that returned at once are read from @tab, an aggregation
+ * table covering @secs seconds.
  * -EOPNOTSUPP with *err set when the scheduler component is off.
  */
 int spin__json(struct spin *s, const struct collector *c, const struct htab *tab, double secs,
