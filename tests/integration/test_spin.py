@@ -89,20 +89,35 @@ def fast_sampler():
 
 
 @pytest.mark.parametrize("lock", ["ttas", "pthread"])
+def host_steal_s():
+    """Time the hypervisor ran something else on this VM's CPUs (/proc/stat, USER_HZ)."""
+    with open("/proc/stat") as f:
+        fields = f.readline().split()
+    return int(fields[8]) / os.sysconf("SC_CLK_TCK") if len(fields) > 8 else 0.0
+
+
 def test_pause_spin_share(fast_sampler, lock):
     w = Workload("spin_locks", "--lock", lock, "--threads", "3", "--seconds", "3")
     try:
+        steal0 = host_steal_s()
         w.go()
         own = json.loads(w.proc.stdout.readline())   # its threads are parked from here on
+        steal = host_steal_s() - steal0
         fs = {f["tid"]: f for f in findings(fast_sampler, w.pid, "pause_spin")}
         for t in own["threads"]:
             f = fs[t["tid"]]
             print(lock, t["tid"], "own", round(t["share"], 3), "lockscope", round(f["share"], 3),
-                  f["evidence"]["samples"])
+                  f["evidence"]["samples"], "host steal", steal)
             assert t["share"] > 0.2 and f["share"] > 0.2, "the workload spins and is seen to"
-            # pthread_spin_lock: lockscope's share ran up to 0.12 above the workload's own in
-            # 1 CI run of 3 (the cause is open, see issue 4); the TTAS lock stays within 0.07
-            if lock == "ttas":
+            # The workload's own measure is its thread CPU clock, which leaves out steal time
+            # (PARAVIRT_TIME_ACCOUNTING); cpu-clock samples do not: a sample that fires as a
+            # vCPU comes back lands where it was parked, and KVM parks vCPUs that spin on
+            # PAUSE (pause-loop exiting). glibc's loop is all PAUSE and two loads: that is
+            # the suspected cause of the one CI run where its share read 0.12 high (without
+            # steal it reads 0.02-0.06 low, from the lock-decl retry outside the loop). The
+            # TTAS lock stays within 0.07 regardless; the pthread lock is compared where the
+            # host stole < 50 ms of CPU during the run.
+            if lock == "ttas" or steal < 0.05:
                 assert abs(f["share"] - t["share"]) <= 0.1
             assert f["comm"] == "spinner" and f["cpu_ns"] > 0
             st = frames(f)
