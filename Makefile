@@ -57,7 +57,7 @@ WORKLOADS := $(patsubst tests/workloads/%.c,$(OUTPUT)/workloads/%,$(WORKLOAD_SRC
 .DELETE_ON_ERROR:
 .SECONDARY:
 
-all: $(OUTPUT)/lockscoped $(OUTPUT)/lockscope $(WORKLOADS)
+all: $(OUTPUT)/lockscoped $(OUTPUT)/lockscope $(OUTPUT)/lockscoped.service $(WORKLOADS)
 
 help:
 	@echo "make [all]          build daemon, CLI and workloads into $(OUTPUT)/"
@@ -72,7 +72,7 @@ deps:
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 		make gcc clang llvm libbpf-dev bpftool libelf-dev libdw-dev zlib1g-dev pkg-config \
 		libcjson-dev libcmocka-dev python3 python3-pytest python3-jsonschema linux-perf \
-		util-linux procps qemu-system-x86 busybox-static cpio libuv1-dev
+		util-linux procps qemu-system-x86 busybox-static cpio libuv1-dev systemd
 	@# blazesym needs a recent Rust; Debian's cargo is the fallback when rustup's is absent
 	command -v $(CARGO) >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cargo
 
@@ -176,9 +176,18 @@ install: all
 	install -m 0755 $(OUTPUT)/lockscoped $(DESTDIR)$(PREFIX)/sbin/lockscoped
 	install -d $(DESTDIR)$(PREFIX)/share/lockscope/schemas
 	install -m 0644 schemas/*.json $(DESTDIR)$(PREFIX)/share/lockscope/schemas/
-	install -d $(DESTDIR)/lib/systemd/system
-	sed 's|@SBINDIR@|$(PREFIX)/sbin|' deploy/systemd/lockscoped.service.in > $(OUTPUT)/lockscoped.service
+	install -m 0644 README.md $(DESTDIR)$(PREFIX)/share/lockscope/README.md
+	install -d $(DESTDIR)/lib/systemd/system $(DESTDIR)/usr/lib/sysusers.d
 	install -m 0644 $(OUTPUT)/lockscoped.service $(DESTDIR)/lib/systemd/system/lockscoped.service
+	install -m 0644 deploy/systemd/lockscope.sysusers $(DESTDIR)/usr/lib/sysusers.d/lockscope.conf
+	@test -n "$(DESTDIR)" || ! command -v systemd-sysusers >/dev/null || systemd-sysusers lockscope.conf
+
+# The unit with this install's paths; MEMORY_MAX is the footprint the README measures, doubled
+MEMORY_MAX ?= 256M
+$(OUTPUT)/lockscoped.service: deploy/systemd/lockscoped.service.in Makefile | $(OUTPUT)
+	$(call msg,GEN,$@)
+	$(Q)sed -e 's|@SBINDIR@|$(PREFIX)/sbin|' -e 's|@DOCDIR@|$(PREFIX)/share/lockscope|' \
+		-e 's|@MEMORY_MAX@|$(MEMORY_MAX)|' $< > $@
 
 clean:
 	rm -rf $(OUTPUT)

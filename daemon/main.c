@@ -13,13 +13,15 @@
 #include "engine.h"
 #include "log.h"
 #include "loop.h"
+#include "notify.h"
 #include "server.h"
 
 struct daemon {
 	struct loop *loop;
 	struct engine *engine;
 	struct server *server;
-	int sigfd, timerfd;
+	struct notify *notify;
+	int sigfd, timerfd, watchdogfd;
 };
 
 enum {
@@ -105,7 +107,18 @@ static void on_signal(void *ctx, uint32_t events)
 	if (read(d->sigfd, &si, sizeof(si)) != sizeof(si))
 		return;
 	pr_info("signal %u: detaching and exiting\n", si.ssi_signo);
+	notify__send(d->notify, "STOPPING=1\nSTATUS=detaching");
 	loop__stop(d->loop);
+}
+
+/* From the main loop, so that a loop that hangs stops the pings and systemd restarts us. */
+static void on_watchdog(void *ctx, uint32_t events)
+{
+	struct daemon *d = ctx;
+
+	(void)events;
+	ls_timerfd_ack(d->watchdogfd);
+	notify__send(d->notify, "WATCHDOG=1");
 }
 
 static void on_tick(void *ctx, uint32_t events)
@@ -162,7 +175,7 @@ static int setup_signals(struct daemon *d)
 
 int main(int argc, char **argv)
 {
-	struct daemon d = { .sigfd = -1, .timerfd = -1 };
+	struct daemon d = { .sigfd = -1, .timerfd = -1, .watchdogfd = -1 };
 	struct server_opts so = { .path = LS_DEFAULT_SOCKET, .group = LS_SOCKET_GROUP, .mode = 0660,
 				  .on_request = on_request, .on_gone = on_gone, .ctx = &d };
 	struct engine_opts eo;
@@ -171,8 +184,13 @@ int main(int argc, char **argv)
 	engine_opts__init(&eo);
 	if (parse_args(argc, argv, &eo, &so.path))
 		return 2;
+	if ((err = notify__new(&d.notify))) {
+		pr_err("NOTIFY_SOCKET: %s (a path or an @abstract name)\n", strerror(-err));
+		goto cleanup;
+	}
 	if ((err = setup_signals(&d)))
 		goto cleanup;
+	notify__send(d.notify, "STATUS=loading and attaching the BPF programs");
 	d.loop = loop__new();
 	if (!d.loop) {
 		err = -ENOMEM;
@@ -199,14 +217,27 @@ int main(int argc, char **argv)
 		pr_err("cannot set up the event loop: %s\n", strerror(-err));
 		goto cleanup;
 	}
+	if (notify__watchdog_ms(d.notify) &&
+	    ((d.watchdogfd = ls_timerfd(notify__watchdog_ms(d.notify))) < 0 ||
+	     !loop__add(d.loop, d.watchdogfd, EPOLLIN, on_watchdog, &d))) {
+		err = d.watchdogfd < 0 ? d.watchdogfd : -errno;
+		pr_err("cannot set up the watchdog timer: %s\n", strerror(-err));
+		goto cleanup;
+	}
 	pr_info("lockscoped %s: attached, serving %s\n", LS_VERSION, so.path);
+	notify__send(d.notify, "READY=1\nSTATUS=attached, serving %s", so.path);
 	err = loop__run(d.loop);
 cleanup:
+	if (err)
+		notify__send(d.notify, "STATUS=failed: %s\nERRNO=%d", strerror(-err), -err);
 	server__free(d.server);
 	engine__free(d.engine);
 	loop__free(d.loop);
 	if (d.timerfd >= 0)
 		close(d.timerfd);
+	if (d.watchdogfd >= 0)
+		close(d.watchdogfd);
+	notify__free(d.notify);
 	if (d.sigfd >= 0)
 		close(d.sigfd);
 	return err ? 1 : 0;

@@ -344,6 +344,25 @@ static uint32_t spin_stacks(struct spin *s, uint32_t tid, bool poll, double shar
 	return top;
 }
 
+/*
+ * The values of @h as an array of pointers sorted by @cmp (which compares two pointers);
+ * NULL (and *nr 0) when out of memory. Free with free().
+ */
+static void **sorted_values(const struct htab *h, int (*cmp)(const void *, const void *), size_t *nr)
+{
+	void **v = calloc(htab__count(h) + 1, sizeof(*v));
+	size_t iter = 0;
+	const void *kp;
+	void *vp;
+
+	*nr = 0;
+	while (v && !htab__next(h, &iter, &kp, &vp))
+		v[(*nr)++] = vp;
+	if (v)
+		qsort(v, *nr, sizeof(*v), cmp);
+	return v;
+}
+
 /* What the busy-poll samples of a thread were last in, by enum ls_poll_call. */
 static const char *const poll_calls[] = {
 	[LS_POLL_NONE] = "unknown",
@@ -454,11 +473,7 @@ static int futex_findings(struct spin *s, const struct htab *tab, const struct s
 		}
 		fs->calls += av->nonblocking;
 	}
-	v = calloc(htab__count(by) + 1, sizeof(*v));
-	for (iter = 0; v && !htab__next(by, &iter, &kp, &vp);)
-		v[nr++] = vp;
-	if (v)
-		qsort(v, nr, sizeof(*v), cmp_futex_spins);
+	v = (void *)sorted_values(by, cmp_futex_spins, &nr);
 	for (i = 0; i < nr; i++) {
 		const uint64_t *ns = htab__find(s->precise, &v[i]->rep.pid);
 		double secs = ns ? (double)*ns / NSEC_PER_SEC : 0;
@@ -581,11 +596,7 @@ static int preempt_findings(const struct htab *tab, double secs, const struct sn
 		if (av->st.max_ns > pv->max_ns)
 			pv->max_ns = av->st.max_ns;
 	}
-	v = calloc(htab__count(by) + 1, sizeof(*v));
-	for (iter = 0; v && !htab__next(by, &iter, &kp, &vp);)
-		v[nr++] = vp;
-	if (v)
-		qsort(v, nr, sizeof(*v), cmp_preempts);
+	v = (void *)sorted_values(by, cmp_preempts, &nr);
 	for (i = 0; i < nr; i++) {
 		cJSON *f = finding_new("holder_preempted", v[i]->rep.pid, v[i]->rep.tid, v[i]->comm), *ev;
 
