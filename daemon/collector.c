@@ -186,6 +186,17 @@ static __u64 dump_burst_ns(const struct collector_opts *o, __u32 bytes, __u64 co
 	}										\
 } while (0)
 
+/*
+ * CO-RE against the kernel's own BTF only. Every type the programs read is vmlinux's; the
+ * ones they probe for and may not find (PREEMPT_RT's rwbase_rt) would otherwise send
+ * libbpf through the module BTFs, and listing those (BPF_BTF_GET_NEXT_ID) needs
+ * CAP_SYS_ADMIN: with this, CAP_BPF and CAP_PERFMON are enough.
+ */
+static const struct bpf_object_open_opts open_opts = {
+	.sz = sizeof(struct bpf_object_open_opts),
+	.btf_custom_path = "/sys/kernel/btf/vmlinux",
+};
+
 static bool variant_usable(const struct collector *c, const struct klock_variant *v)
 {
 	if (v->needs_tp_btf && (!c->feat.tp_btf || c->opts.force_tp))
@@ -230,7 +241,7 @@ static int load_variant(struct collector *c, const struct klock_variant *v)
 {
 	int err;
 
-	c->skel = klock_bpf__open();
+	c->skel = klock_bpf__open_opts(&open_opts);
 	if (!c->skel)
 		return -errno;
 	err = configure(c, v);
@@ -296,7 +307,7 @@ static int load_ulock(struct collector *c)
 	struct ulock_bpf *u;
 	int err;
 
-	u = c->uskel = ulock_bpf__open();
+	u = c->uskel = ulock_bpf__open_opts(&open_opts);
 	if (!u)
 		return -errno;
 	SET_SHARED_RODATA(u->rodata, o);
@@ -368,7 +379,7 @@ static int load_sched(struct collector *c)
 	struct schedstat_bpf *s;
 	int err;
 
-	s = c->sskel = schedstat_bpf__open();
+	s = c->sskel = schedstat_bpf__open_opts(&open_opts);
 	if (!s)
 		return -errno;
 	SET_SHARED_RODATA(s->rodata, o);

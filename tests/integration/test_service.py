@@ -146,3 +146,31 @@ def test_sd_notify_watchdog_for_another_pid_and_bad_socket():
     assert p.returncode != 0
     lines = [l for l in p.stderr.splitlines() if l.strip()]
     assert len(lines) == 1 and "NOTIFY_SOCKET" in lines[0], p.stderr
+
+
+def test_capability_bounding_set_is_enough():
+    """The daemon, limited to the unit's CapabilityBoundingSet, loads and attaches every
+    program it attaches as full root: the set in the unit is what it needs."""
+    require_bpf()
+    require_tool("setpriv")
+    caps = re.search(r"^CapabilityBoundingSet=(.*)$", built_unit(), re.M).group(1).split()
+    bounding = "-all," + ",".join("+" + c.lower().removeprefix("cap_") for c in caps)
+    tmp = tempfile.mkdtemp(prefix="lockscope-caps-")
+    sock = os.path.join(tmp, "ls.sock")
+    log = open(os.path.join(tmp, "daemon.log"), "w+")
+    ns = NotifySocket()
+    proc = subprocess.Popen(["setpriv", f"--bounding-set={bounding}", "--inh-caps=-all", LOCKSCOPED,
+                             "--socket", sock], stdout=log, stderr=log,
+                            env=dict(os.environ, NOTIFY_SOCKET=ns.addr))
+    d = Daemon(sock, proc, log)
+    try:
+        ns.wait_for("READY")
+        st = d.call({"cmd": "status"})
+        attached = {p["name"] for p in st["programs"] if p["attached"]}
+        print(bounding, sorted(attached))
+        for prog in ("contention_begin_btf_owner_stack", "contention_end_btf", "ulock_switch",
+                     "ulock_waking", "ulock_hold_sample", "sched_switch", "cpu_sample"):
+            assert prog in attached, (prog, attached)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
