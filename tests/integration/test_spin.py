@@ -317,7 +317,8 @@ def test_zero_sleep_storm(daemon):
 def test_futex_eagain_storm(daemon):
     """FUTEX_WAIT on a word that already changed returns EAGAIN without sleeping: only the
     precise mode sees such calls. A precise scan over the whole run counts every one of
-    them (the workload's own count, exactly) and `spin` reports the storm after it."""
+    them (the workload's own count, less the records counted as dropped) and `spin` reports
+    the storm after it."""
     w = Workload("busy_poll", "--mode", "futex", "--seconds", "1.5")
     scan = subprocess.Popen([os.path.join(ROOT, "build", "lockscope"), "--socket", daemon.sock,
                              "scan", "-p", str(w.pid), "--precise", "-d", "3", "--json"],
@@ -330,6 +331,11 @@ def test_futex_eagain_storm(daemon):
     print(own, [(f["rate_per_s"], f["evidence"]) for f in fs])
     assert len(fs) == 1
     f = fs[0]
-    assert f["evidence"]["via"] == "futex" and f["evidence"]["nonblocking"] == own["calls"]
-    assert f["rate_per_s"] >= 100 and f["lock"]["uaddr"]
+    # every call is counted, or counted as dropped (a ring filled at ~600k calls/s)
+    dropped = sum(daemon.cli_json("status")["dropped"].values())
+    missing = own["calls"] - f["evidence"]["nonblocking"]
+    print("missing", missing, "dropped", dropped)
+    assert f["evidence"]["via"] == "futex" and 0 <= missing <= dropped
+    assert missing <= 0.01 * own["calls"]
+    assert f["rate_per_s"] >= 100 and f["lock"]["addr"] and "busy_poll" in (f["lock"]["name"] or "")
     assert "poller" in [s for s, _ in frames(f)]
