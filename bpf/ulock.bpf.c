@@ -318,6 +318,25 @@ static __always_inline void futex_block(void *ctx, struct task_struct *prev)
 }
 
 /*
+ * Holder @tid was switched out holding the lock at @addr (@kind, @flags as the record
+ * carries them): the preemption runs until its next switch-in (futex_resume).
+ */
+static __always_inline bool preempt_begin(__u32 tid, __u64 addr, __u32 kind, __u32 flags)
+{
+	struct ulock_pending *e = thread_slot(tid, true);
+
+	if (!e) {
+		ls_count(LS_DROP_USLOT_FULL);
+		return false;
+	}
+	e->preempt_ns = bpf_ktime_get_ns();
+	e->preempt_uaddr = addr;
+	e->preempt_kind = kind;
+	e->preempt_flags = flags;
+	return true;
+}
+
+/*
  * @prev, switched out involuntarily, is a noted holder: if the lock word still names it
  * and says others wait, the waiters now also wait for its turn in the run queue. Runs in
  * @prev's context, where its memory is readable.
@@ -325,7 +344,6 @@ static __always_inline void futex_block(void *ctx, struct task_struct *prev)
 static __always_inline bool holder_preempted(struct task_struct *prev)
 {
 	__u32 tid = prev->pid, words[3], owner;
-	struct ulock_pending *e;
 	struct holder *h;
 	bool waiters;
 
@@ -339,18 +357,7 @@ static __always_inline bool holder_preempted(struct task_struct *prev)
 		owner = words[ULOCK_MUTEX_OWNER_OFF / sizeof(__u32)];
 		waiters = words[0] == ULOCK_LOCKED_WAITERS;
 	}
-	if (owner != tid || !waiters)
-		return false;
-	e = thread_slot(tid, true);
-	if (!e) {
-		ls_count(LS_DROP_USLOT_FULL);
-		return false;
-	}
-	e->preempt_ns = bpf_ktime_get_ns();
-	e->preempt_uaddr = h->uaddr;
-	e->preempt_kind = h->kind;
-	e->preempt_flags = h->rec_flags;
-	return true;
+	return owner == tid && waiters && preempt_begin(tid, h->uaddr, h->kind, h->rec_flags);
 }
 
 /*
@@ -364,22 +371,12 @@ static __always_inline bool holder_preempted(struct task_struct *prev)
 static __always_inline void kholder_preempted(struct task_struct *prev)
 {
 	__u32 tid = prev->pid;
-	struct ulock_pending *e;
 	struct kholder *h;
 	bool waiters;
 
 	h = bpf_map_lookup_elem(&kholders, &tid);
-	if (!h || !enabled || kowner_read(h->lock, h->lcb_flags, &waiters) != prev)
-		return;
-	e = thread_slot(tid, true);
-	if (!e) {
-		ls_count(LS_DROP_USLOT_FULL);
-		return;
-	}
-	e->preempt_ns = bpf_ktime_get_ns();
-	e->preempt_uaddr = h->lock;
-	e->preempt_kind = ULOCK_HOLDER_KERNEL;
-	e->preempt_flags = h->lcb_flags;
+	if (h && enabled && kowner_read(h->lock, h->lcb_flags, &waiters) == prev)
+		preempt_begin(tid, h->lock, ULOCK_HOLDER_KERNEL, h->lcb_flags);
 }
 
 static __always_inline void emit_preempt(struct ulock_pending *e, struct task_struct *t)
