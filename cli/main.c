@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
 /* lockscope: the command-line client of lockscoped. */
 #include <errno.h>
+#include <grp.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include "client.h"
 #include "engine.h"
@@ -409,7 +411,7 @@ static int scan_embedded(struct cli *c)
 	cJSON_DeleteItemFromObject(top, "precise");
 	cJSON_DeleteItemFromObject(top, "window");
 	cJSON_AddStringToObject(top, "window", "all");
-	resp = engine__handle(em.engine, 0, top);
+	resp = engine__handle(em.engine, 0, NULL, top);
 	cJSON_Delete(top);
 	if (resp) {
 		cJSON_ReplaceItemInObject(resp, "cmd", cJSON_CreateString("scan"));
@@ -429,6 +431,17 @@ cleanup:
 
 static int no_daemon(const struct cli *c, int err)
 {
+	struct stat st;
+	struct group *gr;
+
+	/* the daemon is there: the socket's mode keeps us out, so name the group it allows */
+	if (err == -EACCES && !stat(c->socket, &st)) {
+		gr = getgrgid(st.st_gid);
+		fprintf(stderr, "lockscope: permission denied on %s: join group %s ('sudo usermod -aG %s "
+			"$USER', then log in again) or run as root\n", c->socket,
+			gr ? gr->gr_name : LS_SOCKET_GROUP, gr ? gr->gr_name : LS_SOCKET_GROUP);
+		return 1;
+	}
 	fprintf(stderr, "lockscope: cannot reach lockscoped at %s: %s. Start it with "
 		"'sudo systemctl start lockscoped' (or 'sudo lockscoped &'), or pass --socket%s\n",
 		c->socket, strerror(-err),

@@ -33,9 +33,15 @@ static const char *str(const cJSON *o, const char *name, const char *def)
 	return cJSON_IsString(v) ? v->valuestring : def;
 }
 
+/* A null address is a kernel one the daemon hides from this user (expose-kernel-addresses). */
+static const char *addr_text(const cJSON *o)
+{
+	return cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(o, "addr")) ? "[hidden]" : str(o, "addr", "?");
+}
+
 static void frame_text(const cJSON *fr, char *buf, size_t len)
 {
-	const char *sym = str(fr, "sym", NULL), *addr = str(fr, "addr", "?");
+	const char *sym = str(fr, "sym", NULL), *addr = addr_text(fr);
 	const char *module = str(fr, "module", NULL);
 
 	if (sym && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(fr, "inlined")))
@@ -69,7 +75,7 @@ static void lock_text(const cJSON *row, char *buf, size_t len)
 		snprintf(buf, len, "%18s  %s", "-", "(many)");
 		return;
 	}
-	snprintf(buf, len, "%18s  %s", str(lock, "addr", "?"), str(lock, "name", ""));
+	snprintf(buf, len, "%18s  %s", addr_text(lock), str(lock, "name", ""));
 }
 
 static void party_text(const cJSON *row, const char *role, char *buf, size_t len)

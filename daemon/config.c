@@ -36,6 +36,8 @@ const struct ls_setting ls_settings[] = {
 	  "spin-loop samples/s per CPU (cpu-clock); 0: no PAUSE-spin detection" },
 	{ "max-keys", OPT(max_keys), 1024, 1U << 26, "aggregation keys per time slot" },
 	{ "max-stacks", OPT(max_stacks), 1024, 1U << 26, "distinct stacks the daemon keeps" },
+	{ "expose-kernel-addresses", OPT(expose_kernel_addrs), 0, 1,
+	  "1: raw kernel addresses to every client; 0: only to clients with CAP_SYSLOG" },
 };
 const int ls_nr_settings = sizeof(ls_settings) / sizeof(ls_settings[0]);
 

@@ -17,6 +17,7 @@
 #include "log.h"
 #include "query.h"
 #include "schedstat.h"
+#include "server.h"
 #include "spin.h"
 #include "stacks.h"
 #include "threads.h"
@@ -83,6 +84,7 @@ struct scan {
 	struct query q;
 	uint64_t counters0[LS_CNT_MAX];
 	bool precise;		/* the pid is in the collector's precise set */
+	bool kernel_addrs;	/* the client may see raw kernel addresses */
 };
 
 /*
@@ -940,10 +942,26 @@ static cJSON *handle_status(struct engine *e)
 	return o;
 }
 
-static cJSON *rows_response(struct engine *e, const char *cmd, struct agg *agg, const struct query *q,
-			    uint64_t now, const uint64_t *counters0)
+/*
+ * Raw kernel addresses go to clients with CAP_SYSLOG (kptr_restrict=1's rule), to every
+ * client when expose-kernel-addresses is set, and in-process (no @peer) to the user who
+ * loaded the programs.
+ */
+static bool kernel_addrs_allowed(const struct engine *e, const struct ls_peer *peer)
 {
-	struct query_ctx qc = { .stacks = e->stacks, .ksyms = e->ksyms, .usyms = e->usyms };
+	return !peer || peer->cap_syslog || e->opts.expose_kernel_addrs;
+}
+
+static struct query_ctx query_ctx(const struct engine *e, bool kernel_addrs)
+{
+	return (struct query_ctx){ .stacks = e->stacks, .ksyms = e->ksyms, .usyms = e->usyms,
+				   .hide_kernel_addrs = !kernel_addrs };
+}
+
+static cJSON *rows_response(struct engine *e, const char *cmd, struct agg *agg, const struct query *q,
+			    uint64_t now, const uint64_t *counters0, bool kernel_addrs)
+{
+	struct query_ctx qc = query_ctx(e, kernel_addrs);
 	uint64_t start;
 	struct htab *t = agg__window(agg, q->window, now, &start);
 	cJSON *o, *rows;
@@ -980,7 +998,48 @@ static cJSON *precise_error(int err, uint32_t pid)
 	return engine__error("precise mode for pid %u: %s", pid, strerror(-err));
 }
 
-static cJSON *handle_scan(struct engine *e, uint64_t client, const cJSON *req, struct query *q)
+/* /proc/PID/status's "Uid:" or "Gid:" line: real, effective, saved and filesystem ids. */
+static int proc_ids(uint32_t pid, const char *field, unsigned int ids[4])
+{
+	char path[64], line[256];
+	size_t len = strlen(field);
+	int ret = -ENOENT;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%u/status", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	while (ret && fgets(line, sizeof(line), f))
+		if (!strncmp(line, field, len) &&
+		    sscanf(line + len, "%u %u %u %u", &ids[0], &ids[1], &ids[2], &ids[3]) == 4)
+			ret = 0;
+	fclose(f);
+	return ret;
+}
+
+/*
+ * ptrace's rule (__ptrace_may_access): CAP_SYS_PTRACE, or the target's real, effective
+ * and saved uids and gids are all the peer's. A scan observes a process closely (its
+ * futex calls one by one in precise mode), so it needs what a debugger would.
+ */
+static bool peer_may_scan(const struct ls_peer *peer, uint32_t pid)
+{
+	unsigned int uid[4], gid[4];
+	int i;
+
+	if (!peer || peer->cap_sys_ptrace)
+		return true;
+	if (proc_ids(pid, "Uid:", uid) || proc_ids(pid, "Gid:", gid))
+		return false;
+	for (i = 0; i < 3; i++)
+		if (uid[i] != peer->uid || gid[i] != peer->gid)
+			return false;
+	return true;
+}
+
+static cJSON *handle_scan(struct engine *e, uint64_t client, const struct ls_peer *peer,
+			  const cJSON *req, struct query *q)
 {
 	const cJSON *d = cJSON_GetObjectItemCaseSensitive(req, "duration_ms");
 	const cJSON *precise = cJSON_GetObjectItemCaseSensitive(req, "precise");
@@ -996,10 +1055,14 @@ static cJSON *handle_scan(struct engine *e, uint64_t client, const cJSON *req, s
 		return engine__error("'precise' must be true or false");
 	if (!pid_alive(q->pid))
 		return engine__error("no process with pid %u", q->pid);
+	if (!peer_may_scan(peer, q->pid))
+		return engine__error("permission denied: pid %u belongs to another user; scan your own "
+				     "processes, or run as root or with CAP_SYS_PTRACE", q->pid);
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return engine__error("out of memory");
 	s->client = client;
+	s->kernel_addrs = kernel_addrs_allowed(e, peer);
 	s->pid = q->pid;
 	s->start_ns = ls_now_ns();
 	s->deadline_ns = s->start_ns + (uint64_t)d->valuedouble * NSEC_PER_MSEC;
@@ -1053,9 +1116,9 @@ static cJSON *handle_threads(struct engine *e, const cJSON *req)
 }
 
 /* `lockscope spin`: yield storms, spin loops, bursts after stops and preempted holders. */
-static cJSON *handle_spin(struct engine *e, const cJSON *req)
+static cJSON *handle_spin(struct engine *e, const struct ls_peer *peer, const cJSON *req)
 {
-	struct query_ctx qc = { .stacks = e->stacks, .ksyms = e->ksyms, .usyms = e->usyms };
+	struct query_ctx qc = query_ctx(e, kernel_addrs_allowed(e, peer));
 	uint64_t pid = 0, max_stack = LS_QUERY_DEF_MAX_STACK, now, start;
 	const char *why = NULL;
 	struct htab *t;
@@ -1084,7 +1147,7 @@ static cJSON *handle_spin(struct engine *e, const cJSON *req)
 	return o;
 }
 
-cJSON *engine__handle(struct engine *e, uint64_t client, const cJSON *req)
+cJSON *engine__handle(struct engine *e, uint64_t client, const struct ls_peer *peer, const cJSON *req)
 {
 	const cJSON *cmd = cJSON_GetObjectItemCaseSensitive(req, "cmd");
 	char err[256] = "";
@@ -1099,21 +1162,21 @@ cJSON *engine__handle(struct engine *e, uint64_t client, const cJSON *req)
 	if (!strcmp(cmd->valuestring, "threads"))
 		return handle_threads(e, req);
 	if (!strcmp(cmd->valuestring, "spin"))
-		return handle_spin(e, req);
+		return handle_spin(e, peer, req);
 	query__init(&q);
 	if (strcmp(cmd->valuestring, "top") && strcmp(cmd->valuestring, "scan"))
 		return engine__error("unknown cmd '%s' (one of: status, top, scan, threads, spin)", cmd->valuestring);
 	if (query__from_json(req, &q, err, sizeof(err)))
 		return engine__error("%s", err);
 	if (!strcmp(cmd->valuestring, "scan"))
-		return handle_scan(e, client, req, &q);
+		return handle_scan(e, client, peer, req, &q);
 	engine__consume(e);
-	return rows_response(e, "top", e->agg, &q, ls_now_ns(), NULL);
+	return rows_response(e, "top", e->agg, &q, ls_now_ns(), NULL, kernel_addrs_allowed(e, peer));
 }
 
 static void finish_scan(struct engine *e, struct scan *s, uint64_t now, bool exited)
 {
-	cJSON *resp = rows_response(e, "scan", s->agg, &s->q, now, s->counters0);
+	cJSON *resp = rows_response(e, "scan", s->agg, &s->q, now, s->counters0, s->kernel_addrs);
 
 	cJSON_AddBoolToObject(resp, "process_exited", exited);
 	cJSON_AddBoolToObject(resp, "precise", s->precise);

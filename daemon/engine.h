@@ -25,6 +25,7 @@ struct engine_opts {
 	bool windows;			/* rolling windows (the daemon) or since-start only */
 	const char *kallsyms;		/* NULL: /proc/kallsyms */
 	uint32_t precise_pid;		/* time this process's futex calls from the syscalls */
+	uint32_t expose_kernel_addrs;	/* 1: raw kernel addresses to every client */
 };
 
 /* Sends a deferred response (a scan that finished) to @client; takes @resp. */
@@ -43,7 +44,9 @@ void engine__tick(struct engine *e);
  * Handles one request from @client. Returns the response, or NULL when the response is
  * deferred (a scan: it comes later through the reply callback).
  */
-cJSON *engine__handle(struct engine *e, uint64_t client, const cJSON *req);
+struct ls_peer;
+/* @peer: who asks over the socket; NULL in-process (the user who loaded the programs). */
+cJSON *engine__handle(struct engine *e, uint64_t client, const struct ls_peer *peer, const cJSON *req);
 void engine__client_gone(struct engine *e, uint64_t client);
 /* Builds {"schema_version":..,"error":msg}. */
 cJSON *engine__error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

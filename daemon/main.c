@@ -138,11 +138,11 @@ static void on_rings(void *ctx, uint32_t events)
 	engine__consume(d->engine);
 }
 
-static cJSON *on_request(void *ctx, uint64_t client, const cJSON *req)
+static cJSON *on_request(void *ctx, uint64_t client, const struct ls_peer *peer, const cJSON *req)
 {
 	struct daemon *d = ctx;
 
-	return engine__handle(d->engine, client, req);
+	return engine__handle(d->engine, client, peer, req);
 }
 
 static void on_gone(void *ctx, uint64_t client)

@@ -624,6 +624,7 @@ static void add_hex(cJSON *obj, const char *name, uint64_t v)
  * build id. A user frame without a symbol is named module+file offset.
  */
 struct frame_info {
+	bool kernel;
 	uint64_t addr;
 	const char *sym;
 	uint64_t offset;
@@ -647,7 +648,8 @@ static void frame_info(const struct query_ctx *ctx, const uint64_t *ips, uint32_
 
 	memset(fi, 0, sizeof(*fi));
 	fi->addr = ip;
-	if (usyms__is_user(ip)) {
+	fi->kernel = !usyms__is_user(ip);
+	if (!fi->kernel) {
 		if (!ctx->usyms || !usyms__frame(ctx->usyms, ip - back, &uf))
 			return;
 		fi->addr = uf.addr + back;
@@ -679,6 +681,8 @@ static void frame_name(const struct query_ctx *ctx, const uint64_t *ips, uint32_
 		snprintf(buf, len, "%s+0x%" PRIx64, fi.sym, fi.offset);
 	else if (fi.module)
 		snprintf(buf, len, "%s+0x%" PRIx64, fi.module, fi.addr);
+	else if (fi.kernel && ctx->hide_kernel_addrs)
+		snprintf(buf, len, "[unknown]");
 	else
 		snprintf(buf, len, "0x%" PRIx64, fi.addr);
 }
@@ -691,11 +695,21 @@ static void add_str_or_null(cJSON *o, const char *name, const char *v)
 		cJSON_AddNullToObject(o, name);
 }
 
-static cJSON *frame_json(const struct frame_info *fi, const char *sym, bool inlined)
+/* An address, or null where it is a kernel one the client may not see. */
+static void add_addr(cJSON *obj, const struct query_ctx *ctx, uint64_t v, bool kernel)
+{
+	if (kernel && ctx->hide_kernel_addrs)
+		cJSON_AddNullToObject(obj, "addr");
+	else
+		add_hex(obj, "addr", v);
+}
+
+static cJSON *frame_json(const struct query_ctx *ctx, const struct frame_info *fi, const char *sym,
+			 bool inlined)
 {
 	cJSON *f = cJSON_CreateObject();
 
-	add_hex(f, "addr", fi->addr);
+	add_addr(f, ctx, fi->addr, fi->kernel);
 	add_str_or_null(f, "sym", sym);
 	/* an inlined function has no offset of its own: its code is inside sym's */
 	if (sym && !inlined)
@@ -723,8 +737,8 @@ static cJSON *stack_json(const struct query_ctx *ctx, uint32_t id, int max)
 
 		frame_info(ctx, ips, i, &fi);
 		for (j = 0; j < fi.nr_inlined; j++)
-			cJSON_AddItemToArray(arr, frame_json(&fi, fi.inlined[j], true));
-		cJSON_AddItemToArray(arr, frame_json(&fi, fi.sym, false));
+			cJSON_AddItemToArray(arr, frame_json(ctx, &fi, fi.inlined[j], true));
+		cJSON_AddItemToArray(arr, frame_json(ctx, &fi, fi.sym, false));
 	}
 	return arr;
 }
@@ -812,7 +826,7 @@ cJSON *query__lock_json(const struct query_ctx *ctx, const struct agg_key *k)
 	if (k->flags & LS_KIND_USER)
 		return ulock_json(ctx, k);
 	lock = cJSON_CreateObject();
-	add_hex(lock, "addr", k->lock);
+	add_addr(lock, ctx, k->lock, true);
 	if (k->name != LS_NAME_NONE && k->name < sizeof(lock_names) / sizeof(lock_names[0])) {
 		cJSON_AddStringToObject(lock, "name", lock_names[k->name]);
 		return lock;

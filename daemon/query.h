@@ -42,6 +42,7 @@ struct query_ctx {
 	const struct stacks *stacks;
 	const struct ksyms *ksyms;	/* NULL: addresses only */
 	struct usyms *usyms;		/* NULL: user frames as codes */
+	bool hide_kernel_addrs;		/* kernel frames and locks by name only (null addr) */
 };
 
 /* type_mask is a uint32_t: room for this many lock types */

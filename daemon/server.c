@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <linux/capability.h>
 #include <unistd.h>
 #include "engine.h"
 #include "log.h"
@@ -24,6 +26,7 @@ struct client {
 	struct client *next;
 	struct server *srv;
 	uint64_t id;
+	struct ls_peer peer;
 	int fd;
 	struct watch *watch;
 	char in[MAX_REQUEST_BYTES];
@@ -126,7 +129,7 @@ static void handle_line(struct client *c, char *line)
 		resp = engine__error("malformed JSON request near byte %ld; send one JSON object per line",
 				     (long)(cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() - line : 0));
 	} else {
-		resp = s->opts.on_request(s->opts.ctx, c->id, req);
+		resp = s->opts.on_request(s->opts.ctx, c->id, &c->peer, req);
 		cJSON_Delete(req);
 	}
 	if (resp)
@@ -175,39 +178,58 @@ static void client_event(void *ctx, uint32_t events)
 		client_read(c);
 }
 
-/* Root, the socket's group, or a supplementary member of it (read from /proc). */
-static bool peer_allowed(const struct server *s, const struct ucred *cr)
+/*
+ * The peer's supplementary groups and effective capabilities, from /proc/PID/status. The
+ * pid is SO_PEERCRED's, taken at connect(): the process is blocked in or past connect()
+ * and still holds the socket, so the pid names it while we look.
+ */
+static int peer_status(struct ls_peer *p, gid_t group, bool *in_group)
 {
 	char path[64], line[1024];
-	bool ok = false;
+	unsigned long long caps;
 	FILE *f;
 
-	if (cr->uid == 0)
-		return true;
-	if (!s->have_group)
-		return false;
-	if (cr->gid == s->gid)
-		return true;
-	snprintf(path, sizeof(path), "/proc/%d/status", cr->pid);
+	snprintf(path, sizeof(path), "/proc/%d/status", p->pid);
 	f = fopen(path, "re");
 	if (!f)
-		return false;
-	while (!ok && fgets(line, sizeof(line), f)) {
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
 		char *tok, *save = NULL;
 
+		if (sscanf(line, "CapEff: %llx", &caps) == 1) {
+			p->cap_sys_ptrace = caps & (1ULL << CAP_SYS_PTRACE);
+			p->cap_syslog = caps & (1ULL << CAP_SYSLOG);
+		}
 		if (strncmp(line, "Groups:", 7))
 			continue;
 		for (tok = strtok_r(line + 7, " \t\n", &save); tok; tok = strtok_r(NULL, " \t\n", &save))
-			if ((gid_t)atol(tok) == s->gid)
-				ok = true;
+			if ((gid_t)atol(tok) == group)
+				*in_group = true;
 	}
 	fclose(f);
-	return ok;
+	return 0;
 }
 
-static void refuse(int fd, const char *why)
+/* Root, the socket's group, or a supplementary member of it. */
+static bool peer_allowed(const struct server *s, struct ls_peer *p)
 {
-	cJSON *resp = engine__error("%s", why);
+	bool in_group = s->have_group && p->gid == s->gid;
+
+	if (peer_status(p, s->have_group ? s->gid : (gid_t)-1, &in_group))
+		return false;
+	return p->uid == 0 || (s->have_group && in_group);
+}
+
+static void __attribute__((format(printf, 2, 3))) refuse(int fd, const char *fmt, ...)
+{
+	char why[256];
+	cJSON *resp;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	resp = engine__error("%s", why);
 	char *text = cJSON_PrintUnformatted(resp);
 
 	if (text) {
@@ -223,6 +245,7 @@ static void accept_one(void *ctx, uint32_t events)
 	struct server *s = ctx;
 	struct ucred cr;
 	socklen_t len = sizeof(cr);
+	struct ls_peer peer = {};
 	struct client *c;
 	int fd;
 
@@ -230,10 +253,12 @@ static void accept_one(void *ctx, uint32_t events)
 	fd = accept4(s->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 	if (fd < 0)
 		return;
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) || !peer_allowed(s, &cr)) {
-		pr_info("refused client uid %d pid %d: not root nor in group %s\n", cr.uid, cr.pid,
+	if (!getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len))
+		peer = (struct ls_peer){ .pid = cr.pid, .uid = cr.uid, .gid = cr.gid };
+	if (!peer.pid || !peer_allowed(s, &peer)) {
+		pr_info("refused client uid %d pid %d: not root nor in group %s\n", peer.uid, peer.pid,
 			s->opts.group);
-		refuse(fd, "permission denied: run as root or join group " LS_SOCKET_GROUP);
+		refuse(fd, "permission denied: run as root or join group %s", s->opts.group);
 		return;
 	}
 	if (s->nr_clients >= MAX_CLIENTS) {
@@ -247,6 +272,7 @@ static void accept_one(void *ctx, uint32_t events)
 	}
 	c->srv = s;
 	c->fd = fd;
+	c->peer = peer;
 	c->id = ++s->next_id;
 	c->watch = loop__add(s->loop, fd, EPOLLIN, client_event, c);
 	if (!c->watch) {

@@ -7,6 +7,7 @@
 #ifndef __LS_SERVER_H
 #define __LS_SERVER_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <cjson/cJSON.h>
@@ -17,8 +18,22 @@
 struct server;
 struct loop;
 
+/*
+ * Who is asking, as SO_PEERCRED and the peer's /proc/PID/status said when it connected.
+ * The capabilities decide what the engine shows and does for it: ptrace's rule for scans,
+ * kptr_restrict's for kernel addresses.
+ */
+struct ls_peer {
+	pid_t pid;
+	uid_t uid;
+	gid_t gid;
+	bool cap_sys_ptrace;	/* may scan another user's process */
+	bool cap_syslog;	/* may see raw kernel addresses */
+};
+
 /* Returns the response (the server frees it), or NULL when it will come later. */
-typedef cJSON *(*server_request_fn)(void *ctx, uint64_t client, const cJSON *req);
+typedef cJSON *(*server_request_fn)(void *ctx, uint64_t client, const struct ls_peer *peer,
+				    const cJSON *req);
 typedef void (*server_gone_fn)(void *ctx, uint64_t client);
 
 struct server_opts {
