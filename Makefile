@@ -53,7 +53,7 @@ WORKLOADS := $(patsubst tests/workloads/%.c,$(OUTPUT)/workloads/%,$(WORKLOAD_SRC
 	     $(OUTPUT)/workloads/mutex_server_nofp $(OUTPUT)/workloads/mutex_server_nocfi \
 	     $(OUTPUT)/workloads/tokio_tick
 
-.PHONY: all clean deps test unit-test integration-test install demo help
+.PHONY: all clean config deps test unit-test integration-test install demo help
 .DELETE_ON_ERROR:
 .SECONDARY:
 
@@ -65,6 +65,7 @@ help:
 	@echo "make test           unit tests, then integration tests with real BPF (root)"
 	@echo "make demo           start lockscoped on a contention demo and show lockscope top"
 	@echo "make install        install into DESTDIR/PREFIX"
+	@echo "make config         regenerate deploy/lockscoped.conf from the daemon's settings table"
 	@echo "options: V=1 WERROR=0 OUTPUT=dir VMLINUX_BTF=path CLANG=clang-16"
 
 deps:
@@ -180,6 +181,10 @@ install: all
 	install -d $(DESTDIR)/lib/systemd/system $(DESTDIR)/usr/lib/sysusers.d
 	install -m 0644 $(OUTPUT)/lockscoped.service $(DESTDIR)/lib/systemd/system/lockscoped.service
 	install -m 0644 deploy/systemd/lockscope.sysusers $(DESTDIR)/usr/lib/sysusers.d/lockscope.conf
+	install -d $(DESTDIR)/etc/lockscope
+	@# an edited config is the admin's: never overwritten
+	test -e $(DESTDIR)/etc/lockscope/lockscoped.conf || \
+		install -m 0644 deploy/lockscoped.conf $(DESTDIR)/etc/lockscope/lockscoped.conf
 	@test -n "$(DESTDIR)" || ! command -v systemd-sysusers >/dev/null || systemd-sysusers lockscope.conf
 
 # The unit with this install's paths; MEMORY_MAX is the footprint the README measures, doubled
@@ -188,6 +193,15 @@ $(OUTPUT)/lockscoped.service: deploy/systemd/lockscoped.service.in Makefile | $(
 	$(call msg,GEN,$@)
 	$(Q)sed -e 's|@SBINDIR@|$(PREFIX)/sbin|' -e 's|@DOCDIR@|$(PREFIX)/share/lockscope|' \
 		-e 's|@MEMORY_MAX@|$(MEMORY_MAX)|' $< > $@
+
+# The shipped config: every key commented out at its default, from the daemon's own table
+# (test_config.py fails when this file and the table disagree).
+config: $(OUTPUT)/lockscoped
+	$(call msg,GEN,deploy/lockscoped.conf)
+	$(Q){ echo "# /etc/lockscope/lockscoped.conf: lockscoped's settings. Every key is shown commented out"; \
+	      echo "# at its default; uncomment to change. Command-line --KEY=VALUE options win over this"; \
+	      echo "# file. 'systemctl reload lockscoped' (SIGHUP) applies the keys marked (reload)."; \
+	      $(OUTPUT)/lockscoped --dump-config | sed -e '1,2d' -e 's/^\([a-z]\)/#\1/'; } > deploy/lockscoped.conf
 
 clean:
 	rm -rf $(OUTPUT)

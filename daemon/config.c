@@ -7,39 +7,82 @@
 #include <string.h>
 #include "config.h"
 #include "lockscope.h"
+#include "server.h"
 #include "ustack.h"
 
-#define OPT(field) offsetof(struct engine_opts, field)
+#define ENG(field) offsetof(struct ls_config, engine.field)
+#define CFG(field) offsetof(struct ls_config, field)
+#define U32(key, off, lo, hi, fl, sec, help) { key, LS_SET_U32, off, lo, hi, fl, sec, help }
+#define STR(key, off, fl, sec, help) { key, LS_SET_STR, off, 0, 0, fl, sec, help }
 
 const struct ls_setting ls_settings[] = {
-	{ "max-threads", OPT(collector.max_threads), 64, 1U << 22, "sleeping waits open at once (BPF map)" },
-	{ "stack-entries", OPT(collector.stack_entries), 64, 1U << 22, "distinct kernel stacks (BPF stack map)" },
-	{ "max-locks", OPT(collector.max_locks), 64, 1U << 22, "stack sampler buckets (power of 2)" },
-	{ "owner-stacks", OPT(collector.owner_stacks), 16, 1U << 20, "owner stacks in flight" },
-	{ "max-stack", OPT(collector.max_stack), 1, LS_MAX_STACK_DEPTH, "frames kept per stack" },
-	{ "ringbuf-kb", OPT(collector.ringbuf_bytes), 4, 1U << 20, "ring buffer per CPU, KiB (power of 2)" },
-	{ "stack-rate", OPT(collector.stack_rate), 0, 1000000, "stacks/s per lock per CPU before sampling; 0: none" },
-	{ "cpu-stack-rate", OPT(collector.cpu_stack_rate), 1, 1000000, "stacks/s per CPU, all locks" },
-	{ "user-locks", OPT(collector.user_locks), 0, 1, "1: futex waits (sched_switch); 0: kernel locks only" },
-	{ "user-threads", OPT(collector.uthreads), 64, 1U << 22, "threads in a futex wait at once (BPF map)" },
-	{ "user-stack-entries", OPT(collector.ustack_entries), 64, 1U << 22, "distinct user stacks (BPF stack map)" },
-	{ "max-holders", OPT(collector.max_holders), 16, 1U << 20, "lock holders noted for sampling and the preemption check (user and kernel each)" },
-	{ "hold-freq", OPT(collector.hold_freq), 0, 10000, "holder samples/s per CPU; 0: no holder stacks" },
-	{ "user-stack-bytes", OPT(collector.ustack_bytes), 0, LS_USTACK_MAX_BYTES,
-	  "user stack copied per dump for DWARF unwinding (multiple of 8, >= 1024); 0: frame pointers" },
-	{ "user-dump-rate", OPT(collector.udump_rate), 1, 1000000, "user stack dumps/s per CPU, all locks" },
-	{ "sched-threads", OPT(collector.sched_threads), 0, 1U << 22,
-	  "threads with per-thread switch counts (BPF map); 0: off" },
-	{ "spin-stack-bytes", OPT(collector.spin_stack_bytes), LS_USTACK_MIN_BYTES, LS_USTACK_MAX_BYTES,
-	  "user stack copied per yield-site, spin-sample and burst dump (multiple of 8)" },
-	{ "spin-freq", OPT(collector.spin_freq), 0, 10000,
-	  "spin-loop samples/s per CPU (cpu-clock); 0: no PAUSE-spin detection" },
-	{ "max-keys", OPT(max_keys), 1024, 1U << 26, "aggregation keys per time slot" },
-	{ "max-stacks", OPT(max_stacks), 1024, 1U << 26, "distinct stacks the daemon keeps" },
-	{ "expose-kernel-addresses", OPT(expose_kernel_addrs), 0, 1,
-	  "1: raw kernel addresses to every client; 0: only to clients with CAP_SYSLOG" },
+	STR("socket", CFG(socket), LS_SET_ABSPATH, "access", "the Unix socket lockscope connects to"),
+	STR("socket-group", CFG(socket_group), LS_SET_RELOAD, "access",
+	    "the socket's group (mode 0660): its members may query; root always may"),
+	U32("expose-kernel-addresses", ENG(expose_kernel_addrs), 0, 1, LS_SET_RELOAD, "access",
+	    "1: raw kernel addresses to every client; 0: only to clients with CAP_SYSLOG"),
+
+	U32("user-locks", ENG(collector.user_locks), 0, 1, 0, "sources",
+	    "1: futex waits (sched_switch); 0: kernel locks only"),
+	U32("sched-threads", ENG(collector.sched_threads), 0, 1U << 22, 0, "sources",
+	    "threads with per-thread switch counts (BPF map); 0: no scheduling or spin source"),
+	U32("spin-freq", ENG(collector.spin_freq), 0, 10000, 0, "sources",
+	    "spin-loop samples/s per CPU (cpu-clock); 0: no PAUSE-spin or busy-poll detection"),
+	U32("hold-freq", ENG(collector.hold_freq), 0, 10000, 0, "sources",
+	    "holder samples/s per CPU; 0: no holder stacks"),
+
+	U32("stack-rate", ENG(collector.stack_rate), 0, 1000000, 0, "sampling",
+	    "stacks/s per lock per CPU before sampling; 0: none"),
+	U32("cpu-stack-rate", ENG(collector.cpu_stack_rate), 1, 1000000, 0, "sampling",
+	    "stacks/s per CPU, all locks"),
+	U32("user-dump-rate", ENG(collector.udump_rate), 1, 1000000, 0, "sampling",
+	    "user stack dumps/s per CPU, all locks"),
+	U32("user-stack-bytes", ENG(collector.ustack_bytes), 0, LS_USTACK_MAX_BYTES, LS_SET_WINDOW, "sampling",
+	    "user stack copied per dump for DWARF unwinding (multiple of 8, >= 1024); 0: frame pointers"),
+	U32("spin-stack-bytes", ENG(collector.spin_stack_bytes), LS_USTACK_MIN_BYTES, LS_USTACK_MAX_BYTES,
+	    LS_SET_WINDOW, "sampling", "user stack copied per yield-site, spin-sample and burst dump (multiple of 8)"),
+	U32("max-stack", ENG(collector.max_stack), 1, LS_MAX_STACK_DEPTH, 0, "sampling", "frames kept per stack"),
+
+	U32("max-threads", ENG(collector.max_threads), 64, 1U << 22, 0, "maps",
+	    "sleeping kernel-lock waits open at once (BPF map)"),
+	U32("stack-entries", ENG(collector.stack_entries), 64, 1U << 22, 0, "maps",
+	    "distinct kernel stacks (BPF stack map)"),
+	U32("max-locks", ENG(collector.max_locks), 64, 1U << 22, LS_SET_POW2, "maps",
+	    "stack sampler buckets (power of 2)"),
+	U32("owner-stacks", ENG(collector.owner_stacks), 16, 1U << 20, 0, "maps", "owner stacks in flight"),
+	U32("ringbuf-kb", ENG(collector.ringbuf_bytes), 4, 1U << 20, LS_SET_POW2 | LS_SET_KIB, "maps",
+	    "ring buffer per CPU, KiB (power of 2)"),
+	U32("user-threads", ENG(collector.uthreads), 64, 1U << 22, 0, "maps",
+	    "threads in a futex wait at once (BPF map)"),
+	U32("user-stack-entries", ENG(collector.ustack_entries), 64, 1U << 22, 0, "maps",
+	    "distinct user stacks (BPF stack map)"),
+	U32("max-holders", ENG(collector.max_holders), 16, 1U << 20, 0, "maps",
+	    "lock holders noted for sampling and the preemption check (user and kernel each)"),
+	U32("max-keys", ENG(max_keys), 1024, 1U << 26, 0, "maps", "aggregation keys per time slot"),
+	U32("max-stacks", ENG(max_stacks), 1024, 1U << 26, 0, "maps", "distinct stacks the daemon keeps"),
+
+	U32("yield-min", ENG(spin.yield_min), 1, UINT32_MAX, LS_SET_RELOAD, "thresholds",
+	    "yields (or EAGAIN futex waits) in a storm before it is a yield_spin finding"),
+	U32("yield-min-rate", ENG(spin.yield_min_rate), 1, UINT32_MAX, LS_SET_RELOAD, "thresholds",
+	    "and their rate, per second"),
+	U32("pause-min-samples", ENG(spin.pause_min_samples), 1, UINT32_MAX, LS_SET_RELOAD, "thresholds",
+	    "spin-loop (or busy-poll) samples of a thread before it is a finding"),
+	U32("pause-min-share", ENG(spin.pause_min_share_pct), 1, 100, LS_SET_RELOAD, "thresholds",
+	    "and their share of the thread's samples, percent"),
+	U32("burst-min-events", ENG(spin.burst_min_events), 1, UINT32_MAX, LS_SET_RELOAD, "thresholds",
+	    "events in the 10 ms after a resume before it is a burst finding"),
+	U32("burst-factor", ENG(spin.burst_factor), 1, 1000, LS_SET_RELOAD, "thresholds",
+	    "and times the thread's own rate before the stop"),
 };
 const int ls_nr_settings = sizeof(ls_settings) / sizeof(ls_settings[0]);
+
+void ls_config__init(struct ls_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	engine_opts__init(&c->engine);
+	snprintf(c->socket, sizeof(c->socket), "%s", LS_DEFAULT_SOCKET);
+	snprintf(c->socket_group, sizeof(c->socket_group), "%s", LS_SOCKET_GROUP);
+}
 
 const struct ls_setting *ls_setting_find(const char *key)
 {
@@ -51,7 +94,33 @@ const struct ls_setting *ls_setting_find(const char *key)
 	return NULL;
 }
 
-int ls_setting_apply(struct engine_opts *o, const char *key, const char *value, char *err, size_t len)
+static uint32_t *u32_field(const struct ls_config *c, const struct ls_setting *s)
+{
+	return (uint32_t *)((char *)c + s->offset);
+}
+
+static char *str_field(const struct ls_config *c, const struct ls_setting *s)
+{
+	return (char *)c + s->offset;
+}
+
+static int apply_str(struct ls_config *c, const struct ls_setting *s, const char *value, char *err,
+		     size_t len)
+{
+	if (!*value || strlen(value) >= LS_CONFIG_STR_MAX) {
+		snprintf(err, len, "%s: '%s' is not a string of 1 to %d characters", s->key, value,
+			 LS_CONFIG_STR_MAX - 1);
+		return -EINVAL;
+	}
+	if ((s->flags & LS_SET_ABSPATH) && value[0] != '/') {
+		snprintf(err, len, "%s: '%s' is not an absolute path", s->key, value);
+		return -EINVAL;
+	}
+	snprintf(str_field(c, s), LS_CONFIG_STR_MAX, "%s", value);
+	return 0;
+}
+
+int ls_setting_apply(struct ls_config *c, const char *key, const char *value, char *err, size_t len)
 {
 	const struct ls_setting *s = ls_setting_find(key);
 	unsigned long long v;
@@ -61,26 +130,75 @@ int ls_setting_apply(struct engine_opts *o, const char *key, const char *value, 
 		snprintf(err, len, "unknown setting '%s' (see lockscoped --help)", key);
 		return -EINVAL;
 	}
+	if (s->type == LS_SET_STR)
+		return apply_str(c, s, value, err, len);
 	errno = 0;
 	v = strtoull(value, &end, 10);
 	if (errno || end == value || *end || v < s->min || v > s->max || value[0] == '-') {
 		snprintf(err, len, "%s: '%s' is not an integer from %u to %u", key, value, s->min, s->max);
 		return -EINVAL;
 	}
-	if ((!strcmp(key, "ringbuf-kb") || !strcmp(key, "max-locks")) && (v & (v - 1))) {
+	if ((s->flags & LS_SET_POW2) && (v & (v - 1))) {
 		snprintf(err, len, "%s: '%s' is not a power of two", key, value);
 		return -EINVAL;
 	}
-	if ((!strcmp(key, "user-stack-bytes") || !strcmp(key, "spin-stack-bytes")) && v &&
-	    (v < LS_USTACK_MIN_BYTES || v % 8)) {
+	if ((s->flags & LS_SET_WINDOW) && v && (v < LS_USTACK_MIN_BYTES || v % 8)) {
 		snprintf(err, len, "%s: '%s' is neither 0 nor a multiple of 8 from %u to %u", key, value,
 			 LS_USTACK_MIN_BYTES, LS_USTACK_MAX_BYTES);
 		return -EINVAL;
 	}
-	if (!strcmp(key, "ringbuf-kb"))
+	if (s->flags & LS_SET_KIB)
 		v *= 1024;
-	*(uint32_t *)((char *)o + s->offset) = (uint32_t)v;
+	*u32_field(c, s) = (uint32_t)v;
 	return 0;
+}
+
+void ls_setting_format(const struct ls_config *c, const struct ls_setting *s, char *buf, size_t len)
+{
+	uint32_t v;
+
+	if (s->type == LS_SET_STR) {
+		snprintf(buf, len, "%s", str_field(c, s));
+		return;
+	}
+	v = *u32_field(c, s);
+	snprintf(buf, len, "%u", s->flags & LS_SET_KIB ? v / 1024 : v);
+}
+
+void ls_setting_copy(struct ls_config *dst, const struct ls_config *src, const struct ls_setting *s)
+{
+	if (s->type == LS_SET_STR)
+		memcpy(str_field(dst, s), str_field(src, s), LS_CONFIG_STR_MAX);
+	else
+		*u32_field(dst, s) = *u32_field(src, s);
+}
+
+bool ls_setting_equal(const struct ls_config *a, const struct ls_config *b, const struct ls_setting *s)
+{
+	if (s->type == LS_SET_STR)
+		return !strcmp(str_field(a, s), str_field(b, s));
+	return *u32_field(a, s) == *u32_field(b, s);
+}
+
+void ls_config_dump(const struct ls_config *c, FILE *f)
+{
+	const char *section = NULL;
+	char val[LS_CONFIG_STR_MAX];
+	int i;
+
+	fprintf(f, "# lockscoped.conf: KEY = VALUE, '#' starts a comment. Every key with its value in\n"
+		   "# force; (reload) marks the keys SIGHUP applies, the others need a restart.\n");
+	for (i = 0; i < ls_nr_settings; i++) {
+		const struct ls_setting *s = &ls_settings[i];
+
+		if (!section || strcmp(section, s->section))
+			fprintf(f, "\n# ---- %s ----\n", section = s->section);
+		ls_setting_format(c, s, val, sizeof(val));
+		fprintf(f, "# %s%s", s->help, s->flags & LS_SET_RELOAD ? " (reload)" : "");
+		if (s->type == LS_SET_U32)
+			fprintf(f, " [%u..%u]", s->min, s->max);
+		fprintf(f, "\n%s = %s\n", s->key, val);
+	}
 }
 
 static char *trim(char *s)
@@ -95,9 +213,9 @@ static char *trim(char *s)
 	return s;
 }
 
-int ls_config_load(struct engine_opts *o, const char *path, char *err, size_t len)
+int ls_config_load(struct ls_config *c, const char *path, char *err, size_t len)
 {
-	struct engine_opts tmp = *o;
+	struct ls_config tmp = *c;
 	char line[512], msg[256];
 	int lineno = 0, ret = 0;
 	FILE *f = fopen(path, "re");
@@ -131,6 +249,6 @@ int ls_config_load(struct engine_opts *o, const char *path, char *err, size_t le
 	fclose(f);
 	/* all or nothing: a bad file leaves the settings in force untouched */
 	if (!ret)
-		*o = tmp;
+		*c = tmp;
 	return ret;
 }

@@ -1,30 +1,68 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * lockscoped's settings: one table names every numeric setting once, with its default,
- * range and the field it fills, for both the command line (--KEY=VALUE) and the config
- * file (KEY = VALUE lines).
+ * lockscoped's settings: one table names every setting once, with its type, range and the
+ * field it fills, for both the command line (--KEY=VALUE) and the config file (KEY = VALUE
+ * lines, /etc/lockscope/lockscoped.conf). The defaults are struct ls_config's after
+ * ls_config__init(); `lockscoped --dump-config` prints them.
  */
 #ifndef __LS_CONFIG_H
 #define __LS_CONFIG_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include "engine.h"
+
+#define LS_DEFAULT_CONFIG "/etc/lockscope/lockscoped.conf"
+#define LS_CONFIG_STR_MAX 108		/* a Unix socket path's room */
+
+struct ls_config {
+	struct engine_opts engine;
+	char socket[LS_CONFIG_STR_MAX];		/* the Unix socket served */
+	char socket_group[LS_CONFIG_STR_MAX];	/* its group: members may query */
+};
+
+enum ls_setting_type {
+	LS_SET_U32,
+	LS_SET_STR,
+};
+
+enum ls_setting_flags {
+	LS_SET_RELOAD	= 1 << 0,	/* SIGHUP applies it; the others need a restart */
+	LS_SET_POW2	= 1 << 1,	/* a power of two */
+	LS_SET_KIB	= 1 << 2,	/* given in KiB, kept in bytes */
+	LS_SET_WINDOW	= 1 << 3,	/* 0, or a stack window: a multiple of 8 from LS_USTACK_MIN_BYTES */
+	LS_SET_ABSPATH	= 1 << 4,	/* an absolute path */
+};
 
 struct ls_setting {
 	const char *key;
-	size_t offset;		/* of a uint32_t in struct engine_opts */
-	uint32_t min, max;
+	enum ls_setting_type type;
+	size_t offset;		/* in struct ls_config: a uint32_t or a char[LS_CONFIG_STR_MAX] */
+	uint32_t min, max;	/* LS_SET_U32 */
+	unsigned int flags;	/* enum ls_setting_flags */
+	const char *section;	/* where --help and --dump-config list it */
 	const char *help;
 };
 
 extern const struct ls_setting ls_settings[];
 extern const int ls_nr_settings;
 
+void ls_config__init(struct ls_config *c);
 const struct ls_setting *ls_setting_find(const char *key);
 /* Sets @key from @value; on error fills @err with a line saying what is accepted. */
-int ls_setting_apply(struct engine_opts *o, const char *key, const char *value, char *err, size_t len);
-/* Reads KEY = VALUE lines ('#' comments); errors name the file and line. */
-int ls_config_load(struct engine_opts *o, const char *path, char *err, size_t len);
+int ls_setting_apply(struct ls_config *c, const char *key, const char *value, char *err, size_t len);
+/* @s's value in @c as the config file spells it ("256" for ringbuf-kb, not bytes). */
+void ls_setting_format(const struct ls_config *c, const struct ls_setting *s, char *buf, size_t len);
+void ls_setting_copy(struct ls_config *dst, const struct ls_config *src, const struct ls_setting *s);
+bool ls_setting_equal(const struct ls_config *a, const struct ls_config *b, const struct ls_setting *s);
+/*
+ * Reads KEY = VALUE lines ('#' comments) into @c, all or nothing: on error @c is
+ * untouched and @err names the file, line and key.
+ */
+int ls_config_load(struct ls_config *c, const char *path, char *err, size_t len);
+/* Every setting as a commented config file: what --dump-config prints. */
+void ls_config_dump(const struct ls_config *c, FILE *f);
 
 #endif

@@ -100,6 +100,7 @@ struct parked {
 
 struct engine {
 	struct engine_opts opts;
+	cJSON *config;			/* the daemon's config in force, for status */
 	struct collector *coll;
 	struct ksyms *ksyms;
 	struct stacks *stacks;
@@ -168,6 +169,11 @@ void engine_opts__init(struct engine_opts *o)
 	o->max_keys = 200000;
 	o->max_stacks = 100000;
 	o->windows = true;
+	o->spin = (struct spin_thresholds){
+		.yield_min = SPIN_DEF_YIELD_MIN, .yield_min_rate = SPIN_DEF_YIELD_MIN_RATE,
+		.pause_min_samples = SPIN_DEF_PAUSE_MIN_SAMPLES, .pause_min_share_pct = SPIN_DEF_PAUSE_MIN_SHARE_PCT,
+		.burst_min_events = SPIN_DEF_BURST_MIN_EVENTS, .burst_factor = SPIN_DEF_BURST_FACTOR,
+	};
 }
 
 cJSON *engine__error(const char *fmt, ...)
@@ -711,6 +717,7 @@ void engine__free(struct engine *e)
 
 	if (!e)
 		return;
+	cJSON_Delete(e->config);
 	for (s = e->scans; s; s = n) {
 		n = s->next;
 		scan_free(e, s);
@@ -868,6 +875,18 @@ static cJSON *unwind_json(struct engine *e, const uint64_t *cnt)
 	return u;
 }
 
+void engine__reconfigure(struct engine *e, const struct engine_opts *opts)
+{
+	e->opts.expose_kernel_addrs = opts->expose_kernel_addrs;
+	e->opts.spin = opts->spin;
+}
+
+void engine__set_config(struct engine *e, cJSON *config)
+{
+	cJSON_Delete(e->config);
+	e->config = config;
+}
+
 static cJSON *handle_status(struct engine *e)
 {
 	const struct collector_features *f = collector__features(e->coll);
@@ -939,6 +958,8 @@ static cJSON *handle_status(struct engine *e)
 	cJSON_AddNumberToObject(agg, "mem_bytes", agg__mem_bytes(e->agg) + stacks__mem_bytes(e->stacks) +
 				usyms__mem_bytes(e->usyms));
 	cJSON_AddNumberToObject(o, "rings", collector__nr_rings(e->coll));
+	if (e->config)
+		cJSON_AddItemToObject(o, "config", cJSON_Duplicate(e->config, true));
 	return o;
 }
 
@@ -1137,7 +1158,7 @@ static cJSON *handle_spin(struct engine *e, const struct ls_peer *peer, const cJ
 		return engine__error("out of memory building the window");
 	o = response("spin");
 	cJSON_AddItemToObject(o, "window", window_json(ls_window_name(LS_WIN_ALL), start, now));
-	ret = spin__json(e->spin, e->coll, t, (double)(now - start) / NSEC_PER_SEC, &qc, pid, max_stack,
+	ret = spin__json(e->spin, e->coll, t, (double)(now - start) / NSEC_PER_SEC, &qc, &e->opts.spin, pid, max_stack,
 			 o, &why);
 	htab__free(t);
 	if (ret) {

@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <cjson/cJSON.h>
 #include "collector.h"
+#include "spin.h"
 
 #define LS_SCHEMA_VERSION 1
 #define LS_VERSION "0.1.0"
@@ -26,6 +27,7 @@ struct engine_opts {
 	const char *kallsyms;		/* NULL: /proc/kallsyms */
 	uint32_t precise_pid;		/* time this process's futex calls from the syscalls */
 	uint32_t expose_kernel_addrs;	/* 1: raw kernel addresses to every client */
+	struct spin_thresholds spin;	/* when spin figures become findings */
 };
 
 /* Sends a deferred response (a scan that finished) to @client; takes @resp. */
@@ -47,6 +49,10 @@ void engine__tick(struct engine *e);
 struct ls_peer;
 /* @peer: who asks over the socket; NULL in-process (the user who loaded the programs). */
 cJSON *engine__handle(struct engine *e, uint64_t client, const struct ls_peer *peer, const cJSON *req);
+/* Takes the settings that change without reattaching: thresholds, address exposure. */
+void engine__reconfigure(struct engine *e, const struct engine_opts *opts);
+/* The config in force as `status` shows it (takes @config). */
+void engine__set_config(struct engine *e, cJSON *config);
 void engine__client_gone(struct engine *e, uint64_t client);
 /* Builds {"schema_version":..,"error":msg}. */
 cJSON *engine__error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

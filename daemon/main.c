@@ -16,18 +16,34 @@
 #include "notify.h"
 #include "server.h"
 
+/* A --KEY=VALUE from the command line: it wins over the file, at start and on reload. */
+struct override {
+	const char *key, *value;
+};
+
+#define MAX_OVERRIDES 64
+
 struct daemon {
 	struct loop *loop;
 	struct engine *engine;
 	struct server *server;
 	struct notify *notify;
 	int sigfd, timerfd, watchdogfd;
+	struct ls_config cfg;		/* in force */
+	const char *config_path;	/* NULL: none (the default file is absent) */
+	bool config_explicit;		/* given with -c: it must exist */
+	struct override overrides[MAX_OVERRIDES];
+	int nr_overrides;
+	unsigned int reloads;
+	char reload_error[320];		/* the last rejected reload, "" if none */
+	bool dump_config;
 };
 
 enum {
 	OPT_SETTING = 0x100,	/* --KEY=VALUE for any entry of ls_settings */
 	OPT_FORCE_TP,
 	OPT_NO_OWNER_STACK,
+	OPT_DUMP_CONFIG,
 };
 
 static void usage(FILE *f)
@@ -37,54 +53,80 @@ static void usage(FILE *f)
 	fprintf(f,
 		"Usage: lockscoped [OPTION]...\n"
 		"Trace kernel lock contention with BPF and serve it to `lockscope` over a Unix socket.\n\n"
-		"  -s, --socket PATH      socket to serve (default " LS_DEFAULT_SOCKET ")\n"
-		"  -c, --config FILE      read KEY = VALUE settings from FILE\n"
+		"  -s, --socket PATH      socket to serve (default " LS_DEFAULT_SOCKET "); same as --socket=PATH\n"
+		"  -c, --config FILE      read KEY = VALUE settings from FILE (default " LS_DEFAULT_CONFIG
+		" if it exists);\n"
+		"                         SIGHUP reads it again; --KEY=VALUE options win over it\n"
+		"      --dump-config      print every setting as a config file, with the values in force, and exit\n"
 		"      --force-tp         use classic tracepoints even where tp_btf works\n"
 		"      --no-owner-stack   never take lock owners' stacks\n"
 		"  -v, --verbose          debug logging, libbpf's included\n"
 		"  -h, --help             this text\n\n"
 		"Settings (--KEY=VALUE or in the config file):\n");
-	for (i = 0; i < ls_nr_settings; i++)
-		fprintf(f, "      --%-16s %s [%u..%u]\n", ls_settings[i].key, ls_settings[i].help,
-			ls_settings[i].min, ls_settings[i].max);
+	for (i = 0; i < ls_nr_settings; i++) {
+		const struct ls_setting *st = &ls_settings[i];
+
+		fprintf(f, "      --%-22s %s", st->key, st->help);
+		if (st->type == LS_SET_U32)
+			fprintf(f, " [%u..%u]", st->min, st->max);
+		fprintf(f, "%s\n", st->flags & LS_SET_RELOAD ? " (SIGHUP reloads)" : "");
+	}
 	fprintf(f, "\nExamples:\n"
 		"  lockscoped                                  # serve " LS_DEFAULT_SOCKET "\n"
 		"  lockscoped --socket /tmp/ls.sock --stack-rate=50\n");
 }
 
-static int parse_args(int argc, char **argv, struct engine_opts *eo, const char **socket_path)
+static int add_override(struct daemon *d, const char *key, const char *value)
 {
-	struct option longopts[32] = {
-		{ "socket", required_argument, NULL, 's' },
+	char err[256];
+	struct ls_config scratch;
+
+	ls_config__init(&scratch);
+	/* checked now, so a bad option fails at once rather than after the file is read */
+	if (ls_setting_apply(&scratch, key, value, err, sizeof(err))) {
+		fprintf(stderr, "lockscoped: --%s\n", err);
+		return -EINVAL;
+	}
+	if (d->nr_overrides == MAX_OVERRIDES) {
+		fprintf(stderr, "lockscoped: more than %d settings on the command line\n", MAX_OVERRIDES);
+		return -E2BIG;
+	}
+	d->overrides[d->nr_overrides++] = (struct override){ key, value };
+	return 0;
+}
+
+static int parse_args(int argc, char **argv, struct daemon *d)
+{
+	struct option longopts[64] = {
 		{ "config", required_argument, NULL, 'c' },
 		{ "force-tp", no_argument, NULL, OPT_FORCE_TP },
 		{ "no-owner-stack", no_argument, NULL, OPT_NO_OWNER_STACK },
+		{ "dump-config", no_argument, NULL, OPT_DUMP_CONFIG },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 	};
 	int nfixed = 6, i, c, idx;
-	char err[256];
 
 	for (i = 0; i < ls_nr_settings; i++)
 		longopts[nfixed + i] = (struct option){ ls_settings[i].key, required_argument, NULL, OPT_SETTING };
 	while ((c = getopt_long(argc, argv, "s:c:vh", longopts, &idx)) != -1) {
 		switch (c) {
-		case 's': *socket_path = optarg; break;
-		case 'c':
-			if (ls_config_load(eo, optarg, err, sizeof(err))) {
-				fprintf(stderr, "lockscoped: %s\n", err);
+		case 's':
+			if (add_override(d, "socket", optarg))
 				return -EINVAL;
-			}
 			break;
-		case OPT_FORCE_TP: eo->collector.force_tp = true; break;
-		case OPT_NO_OWNER_STACK: eo->collector.no_owner_stack = true; break;
+		case 'c':
+			d->config_path = optarg;
+			d->config_explicit = true;
+			break;
+		case OPT_FORCE_TP: d->cfg.engine.collector.force_tp = true; break;
+		case OPT_NO_OWNER_STACK: d->cfg.engine.collector.no_owner_stack = true; break;
+		case OPT_DUMP_CONFIG: d->dump_config = true; break;
 		case 'v': ls_log_max = LS_LOG_DEBUG; break;
 		case 'h': usage(stdout); exit(0);
 		case OPT_SETTING:
-			if (ls_setting_apply(eo, longopts[idx].name, optarg, err, sizeof(err))) {
-				fprintf(stderr, "lockscoped: --%s\n", err);
+			if (add_override(d, longopts[idx].name, optarg))
 				return -EINVAL;
-			}
 			break;
 		default:
 			fprintf(stderr, "lockscoped: see --help for the options\n");
@@ -95,7 +137,105 @@ static int parse_args(int argc, char **argv, struct engine_opts *eo, const char 
 		fprintf(stderr, "lockscoped: unexpected argument '%s'; see --help\n", argv[optind]);
 		return -EINVAL;
 	}
+	if (!d->config_path && !access(LS_DEFAULT_CONFIG, F_OK))
+		d->config_path = LS_DEFAULT_CONFIG;
 	return 0;
+}
+
+/*
+ * The settings as they would be now: @base (the flags' choices), the file, then the
+ * command line's --KEY=VALUE. All or nothing: on error @out is untouched.
+ */
+static int read_config(const struct daemon *d, const struct ls_config *base, struct ls_config *out,
+		       char *err, size_t len)
+{
+	struct ls_config c = *base;
+	int i, ret;
+
+	if (d->config_path && (ret = ls_config_load(&c, d->config_path, err, len)))
+		return ret;
+	for (i = 0; i < d->nr_overrides; i++)
+		if ((ret = ls_setting_apply(&c, d->overrides[i].key, d->overrides[i].value, err, len)))
+			return ret;
+	*out = c;
+	return 0;
+}
+
+/* The config in force, for `lockscope status`: where it came from and every value. */
+static cJSON *config_json(const struct daemon *d, const struct ls_config *pending)
+{
+	cJSON *o = cJSON_CreateObject(), *set, *restart;
+	char val[LS_CONFIG_STR_MAX];
+	int i;
+
+	if (d->config_path)
+		cJSON_AddStringToObject(o, "path", d->config_path);
+	else
+		cJSON_AddNullToObject(o, "path");
+	cJSON_AddNumberToObject(o, "reloads", d->reloads);
+	if (d->reload_error[0])
+		cJSON_AddStringToObject(o, "reload_error", d->reload_error);
+	else
+		cJSON_AddNullToObject(o, "reload_error");
+	restart = cJSON_AddArrayToObject(o, "pending_restart");
+	set = cJSON_AddObjectToObject(o, "settings");
+	for (i = 0; i < ls_nr_settings; i++) {
+		const struct ls_setting *s = &ls_settings[i];
+
+		ls_setting_format(&d->cfg, s, val, sizeof(val));
+		if (s->type == LS_SET_STR)
+			cJSON_AddStringToObject(set, s->key, val);
+		else
+			cJSON_AddNumberToObject(set, s->key, strtod(val, NULL));
+		if (pending && !ls_setting_equal(&d->cfg, pending, s))
+			cJSON_AddItemToArray(restart, cJSON_CreateString(s->key));
+	}
+	return o;
+}
+
+/*
+ * SIGHUP: read the file again. What can change without reattaching changes now; the rest
+ * is logged and listed as pending a restart. A bad file changes nothing.
+ */
+static void reload(struct daemon *d)
+{
+	struct ls_config base = d->cfg, next;
+	char val[LS_CONFIG_STR_MAX], now[LS_CONFIG_STR_MAX];
+	int i, err;
+
+	/* the flags' choices stay; every setting starts from its default */
+	ls_config__init(&base);
+	base.engine.collector.force_tp = d->cfg.engine.collector.force_tp;
+	base.engine.collector.no_owner_stack = d->cfg.engine.collector.no_owner_stack;
+	notify__send(d->notify, "RELOADING=1\nSTATUS=reloading %s", d->config_path ? d->config_path : "(no file)");
+	if (read_config(d, &base, &next, d->reload_error, sizeof(d->reload_error))) {
+		pr_err("reload: %s; the running config stays\n", d->reload_error);
+		engine__set_config(d->engine, config_json(d, NULL));
+		notify__send(d->notify, "READY=1\nSTATUS=attached, serving %s (reload rejected: %s)",
+			     d->cfg.socket, d->reload_error);
+		return;
+	}
+	d->reload_error[0] = 0;
+	d->reloads++;
+	for (i = 0; i < ls_nr_settings; i++) {
+		const struct ls_setting *s = &ls_settings[i];
+
+		if (ls_setting_equal(&d->cfg, &next, s))
+			continue;
+		ls_setting_format(&d->cfg, s, now, sizeof(now));
+		ls_setting_format(&next, s, val, sizeof(val));
+		if (!(s->flags & LS_SET_RELOAD)) {
+			pr_warn("reload: %s = %s needs a restart; %s stays in force\n", s->key, val, now);
+			continue;
+		}
+		pr_info("reload: %s = %s (was %s)\n", s->key, val, now);
+		ls_setting_copy(&d->cfg, &next, s);
+	}
+	engine__reconfigure(d->engine, &d->cfg.engine);
+	if ((err = server__set_group(d->server, d->cfg.socket_group)))
+		pr_warn("reload: socket-group %s: %s\n", d->cfg.socket_group, strerror(-err));
+	engine__set_config(d->engine, config_json(d, &next));
+	notify__send(d->notify, "READY=1\nSTATUS=attached, serving %s (config reloaded)", d->cfg.socket);
 }
 
 static void on_signal(void *ctx, uint32_t events)
@@ -106,6 +246,10 @@ static void on_signal(void *ctx, uint32_t events)
 	(void)events;
 	if (read(d->sigfd, &si, sizeof(si)) != sizeof(si))
 		return;
+	if (si.ssi_signo == SIGHUP) {
+		reload(d);
+		return;
+	}
 	pr_info("signal %u: detaching and exiting\n", si.ssi_signo);
 	notify__send(d->notify, "STOPPING=1\nSTATUS=detaching");
 	loop__stop(d->loop);
@@ -166,6 +310,7 @@ static int setup_signals(struct daemon *d)
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGINT);
 	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGHUP);
 	if (sigprocmask(SIG_BLOCK, &mask, NULL))
 		return -errno;
 	signal(SIGPIPE, SIG_IGN);
@@ -176,14 +321,23 @@ static int setup_signals(struct daemon *d)
 int main(int argc, char **argv)
 {
 	struct daemon d = { .sigfd = -1, .timerfd = -1, .watchdogfd = -1 };
-	struct server_opts so = { .path = LS_DEFAULT_SOCKET, .group = LS_SOCKET_GROUP, .mode = 0660,
-				  .on_request = on_request, .on_gone = on_gone, .ctx = &d };
-	struct engine_opts eo;
+	struct server_opts so = { .mode = 0660, .on_request = on_request, .on_gone = on_gone, .ctx = &d };
+	char msg[320];
 	int err;
 
-	engine_opts__init(&eo);
-	if (parse_args(argc, argv, &eo, &so.path))
+	ls_config__init(&d.cfg);
+	if (parse_args(argc, argv, &d))
 		return 2;
+	if (read_config(&d, &d.cfg, &d.cfg, msg, sizeof(msg))) {
+		fprintf(stderr, "lockscoped: %s\n", msg);
+		return 2;
+	}
+	if (d.dump_config) {
+		ls_config_dump(&d.cfg, stdout);
+		return 0;
+	}
+	so.path = d.cfg.socket;
+	so.group = d.cfg.socket_group;
 	if ((err = notify__new(&d.notify))) {
 		pr_err("NOTIFY_SOCKET: %s (a path or an @abstract name)\n", strerror(-err));
 		goto cleanup;
@@ -196,7 +350,7 @@ int main(int argc, char **argv)
 		err = -ENOMEM;
 		goto cleanup;
 	}
-	err = engine__new(&eo, on_reply, &d, &d.engine);
+	err = engine__new(&d.cfg.engine, on_reply, &d, &d.engine);
 	if (err) {
 		pr_err("cannot start the BPF collector: %s%s\n", strerror(-err),
 		       err == -EPERM ? " (run as root or with CAP_BPF and CAP_PERFMON)" : "");
@@ -224,7 +378,9 @@ int main(int argc, char **argv)
 		pr_err("cannot set up the watchdog timer: %s\n", strerror(-err));
 		goto cleanup;
 	}
-	pr_info("lockscoped %s: attached, serving %s\n", LS_VERSION, so.path);
+	engine__set_config(d.engine, config_json(&d, NULL));
+	pr_info("lockscoped %s: attached, serving %s%s%s\n", LS_VERSION, so.path,
+		d.config_path ? ", config " : "", d.config_path ? d.config_path : "");
 	notify__send(d.notify, "READY=1\nSTATUS=attached, serving %s", so.path);
 	err = loop__run(d.loop);
 cleanup:

@@ -323,8 +323,26 @@ static int set_owner(struct server *s)
 		s->have_group = true;
 		if (chown(s->path, 0, gr->gr_gid))
 			return -errno;
+	} else if (s->opts.group) {
+		pr_warn("no group %s: only root may query (create it: systemd-sysusers, or groupadd %s)\n",
+			s->opts.group, s->opts.group);
 	}
 	return chmod(s->path, s->opts.mode) ? -errno : 0;
+}
+
+int server__set_group(struct server *s, const char *group)
+{
+	struct group *gr = getgrnam(group);
+
+	if (!gr)
+		return -ENOENT;
+	if (s->have_group && gr->gr_gid == s->gid)
+		return 0;
+	if (chown(s->path, 0, gr->gr_gid))
+		return -errno;
+	s->gid = gr->gr_gid;
+	s->have_group = true;
+	return 0;
 }
 
 int server__new(const struct server_opts *opts, struct loop *loop, struct server **out)

@@ -48,6 +48,8 @@ struct server_opts {
 int server__new(const struct server_opts *opts, struct loop *loop, struct server **out);
 /* Sends a deferred response; drops it when the client has gone. Takes @resp. */
 void server__reply(struct server *s, uint64_t client, cJSON *resp);
+/* Gives the socket to @group (a SIGHUP's new socket-group); -ENOENT if there is none. */
+int server__set_group(struct server *s, const char *group);
 void server__free(struct server *s);
 
 #endif

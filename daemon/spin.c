@@ -133,6 +133,7 @@ struct peer {
 /* Everything a query reads from the BPF maps, once. */
 struct snapshot {
 	uint32_t pid;
+	const struct spin_thresholds *th;
 	struct thread *threads;
 	size_t nr_threads, cap_threads;
 	struct htab *by_tid;		/* tid -> index in threads */
@@ -257,8 +258,8 @@ static void yield_findings(struct spin *s, const struct snapshot *sn, const stru
 		double rate = secs > 0 ? st->storm_yields / secs : 0;
 		cJSON *f, *ev;
 
-		if ((sn->pid && st->tgid != sn->pid) || st->storm_yields < SPIN_YIELD_MIN ||
-		    rate < SPIN_YIELD_MIN_RATE)
+		if ((sn->pid && st->tgid != sn->pid) || st->storm_yields < sn->th->yield_min ||
+		    rate < sn->th->yield_min_rate)
 			continue;
 		f = finding_new("yield_spin", st->tgid, t->tid, st->comm);
 		cJSON_AddNumberToObject(f, "rate_per_s", rate);
@@ -393,8 +394,8 @@ static void sample_findings(struct spin *s, const struct snapshot *sn, const str
 		cJSON *f, *ev;
 		uint32_t top;
 
-		if ((sn->pid && st->tgid != sn->pid) || hits < SPIN_PAUSE_MIN_SAMPLES ||
-		    share < SPIN_PAUSE_MIN_SHARE)
+		if ((sn->pid && st->tgid != sn->pid) || hits < sn->th->pause_min_samples ||
+		    share * 100 < sn->th->pause_min_share_pct)
 			continue;
 		f = finding_new(poll ? "yield_spin" : "pause_spin", st->tgid, t->tid, st->comm);
 		cJSON_AddNumberToObject(f, "share", share);
@@ -480,7 +481,7 @@ static int futex_findings(struct spin *s, const struct htab *tab, const struct s
 		double rate = secs > 0 ? v[i]->calls / secs : 0;
 		cJSON *f, *ev;
 
-		if (v[i]->calls < SPIN_YIELD_MIN || rate < SPIN_YIELD_MIN_RATE)
+		if (v[i]->calls < sn->th->yield_min || rate < sn->th->yield_min_rate)
 			continue;
 		f = finding_new("yield_spin", v[i]->rep.pid, v[i]->rep.tid, v[i]->comm);
 		cJSON_AddNumberToObject(f, "rate_per_s", rate);
@@ -518,8 +519,8 @@ static void burst_findings(struct spin *s, const struct snapshot *sn, const stru
 		double base = r->base_ns ? (double)r->base_events * SCHED_BURST_WINDOW_NS / r->base_ns : 0;
 		cJSON *f, *ev;
 
-		if ((sn->pid && r->pid != sn->pid) || r->window_events < SPIN_BURST_MIN_EVENTS ||
-		    r->window_events < SPIN_BURST_FACTOR * (base > 1 ? base : 1))
+		if ((sn->pid && r->pid != sn->pid) || r->window_events < sn->th->burst_min_events ||
+		    r->window_events < sn->th->burst_factor * (base > 1 ? base : 1))
 			continue;
 		f = finding_new("burst", r->pid, r->tid, r->comm);
 		cJSON_AddNumberToObject(f, "rate_per_s", r->window_events / window_s);
@@ -631,10 +632,11 @@ static int preempt_findings(const struct htab *tab, double secs, const struct sn
 }
 
 int spin__json(struct spin *s, const struct collector *c, const struct htab *tab, double secs,
-	       const struct query_ctx *ctx, uint32_t pid, int max_stack, cJSON *o, const char **err)
+	       const struct query_ctx *ctx, const struct spin_thresholds *th, uint32_t pid, int max_stack,
+	       cJSON *o, const char **err)
 {
 	const struct collector_features *feat = collector__features(c);
-	struct snapshot sn = { .pid = pid, .every_yield = feat->yield_entry };
+	struct snapshot sn = { .pid = pid, .th = th, .every_yield = feat->yield_entry };
 	cJSON *arr, *src;
 	int ret = -ENOMEM;
 

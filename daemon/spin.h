@@ -25,16 +25,26 @@ struct query_ctx;
 struct spin;
 
 /*
- * When a thread's figures become a finding. A storm of yields on its own is no problem
- * (a yield that runs the waited-for thread is cheap); hundreds per second are. The same
- * for spin samples: a share of a few percent is the mutexes' adaptive spinning.
+ * When a thread's figures become a finding (settings of the same names; the defaults
+ * below). A storm of yields on its own is no problem (a yield that runs the waited-for
+ * thread is cheap); hundreds per second are. The same for spin samples: a share of a few
+ * percent is the mutexes' adaptive spinning.
  */
-#define SPIN_YIELD_MIN		100	/* yields in the storm */
-#define SPIN_YIELD_MIN_RATE	100.0	/* and per second */
-#define SPIN_PAUSE_MIN_SAMPLES	20	/* spin (or busy-poll) samples of the thread */
-#define SPIN_PAUSE_MIN_SHARE	0.05	/* and their share of its samples */
-#define SPIN_BURST_MIN_EVENTS	100	/* events in the window after the resume */
-#define SPIN_BURST_FACTOR	5.0	/* and times the thread's own rate before the stop */
+struct spin_thresholds {
+	uint32_t yield_min;		/* yields in the storm */
+	uint32_t yield_min_rate;	/* and per second */
+	uint32_t pause_min_samples;	/* spin (or busy-poll) samples of the thread */
+	uint32_t pause_min_share_pct;	/* and their share of its samples, percent */
+	uint32_t burst_min_events;	/* events in the window after the resume */
+	uint32_t burst_factor;		/* and times the thread's own rate before the stop */
+};
+
+#define SPIN_DEF_YIELD_MIN		100
+#define SPIN_DEF_YIELD_MIN_RATE		100
+#define SPIN_DEF_PAUSE_MIN_SAMPLES	20
+#define SPIN_DEF_PAUSE_MIN_SHARE_PCT	5
+#define SPIN_DEF_BURST_MIN_EVENTS	100
+#define SPIN_DEF_BURST_FACTOR		5
 #define SPIN_RESUMES_KEPT	64	/* the last stops reported, newest first */
 
 int spin__new(struct spin **out);
@@ -57,6 +67,7 @@ void spin__precise_ran(struct spin *s, uint32_t pid, uint64_t ns);
  * -EOPNOTSUPP with *err set when the scheduler component is off.
  */
 int spin__json(struct spin *s, const struct collector *c, const struct htab *tab, double secs,
-	       const struct query_ctx *ctx, uint32_t pid, int max_stack, cJSON *o, const char **err);
+	       const struct query_ctx *ctx, const struct spin_thresholds *th, uint32_t pid, int max_stack,
+	       cJSON *o, const char **err);
 
 #endif

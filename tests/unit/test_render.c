@@ -153,46 +153,78 @@ static void test_empty_table_says_so(void **state)
 
 static void test_settings_apply(void **state)
 {
-	struct engine_opts o;
+	struct ls_config c;
 	char err[256];
 
 	(void)state;
-	engine_opts__init(&o);
-	assert_int_equal(ls_setting_apply(&o, "stack-rate", "50", err, sizeof(err)), 0);
-	assert_int_equal(o.collector.stack_rate, 50);
-	assert_int_equal(ls_setting_apply(&o, "ringbuf-kb", "512", err, sizeof(err)), 0);
-	assert_int_equal(o.collector.ringbuf_bytes, 512 * 1024);
-	assert_int_equal(ls_setting_apply(&o, "ringbuf-kb", "300", err, sizeof(err)), -22);
+	ls_config__init(&c);
+	assert_int_equal(ls_setting_apply(&c, "stack-rate", "50", err, sizeof(err)), 0);
+	assert_int_equal(c.engine.collector.stack_rate, 50);
+	assert_int_equal(ls_setting_apply(&c, "ringbuf-kb", "512", err, sizeof(err)), 0);
+	assert_int_equal(c.engine.collector.ringbuf_bytes, 512 * 1024);
+	assert_int_equal(ls_setting_apply(&c, "ringbuf-kb", "300", err, sizeof(err)), -22);
 	assert_string_equal(err, "ringbuf-kb: '300' is not a power of two");
-	assert_int_equal(ls_setting_apply(&o, "max-stack", "0", err, sizeof(err)), -22);
+	assert_int_equal(ls_setting_apply(&c, "max-stack", "0", err, sizeof(err)), -22);
 	assert_string_equal(err, "max-stack: '0' is not an integer from 1 to 127");
-	assert_int_equal(ls_setting_apply(&o, "max-stack", "-1", err, sizeof(err)), -22);
-	assert_int_equal(ls_setting_apply(&o, "colour", "1", err, sizeof(err)), -22);
+	assert_int_equal(ls_setting_apply(&c, "max-stack", "-1", err, sizeof(err)), -22);
+	assert_int_equal(ls_setting_apply(&c, "colour", "1", err, sizeof(err)), -22);
 	assert_string_equal(err, "unknown setting 'colour' (see lockscoped --help)");
+	assert_int_equal(ls_setting_apply(&c, "socket", "run/ls.sock", err, sizeof(err)), -22);
+	assert_string_equal(err, "socket: 'run/ls.sock' is not an absolute path");
+	assert_int_equal(ls_setting_apply(&c, "socket-group", "ops", err, sizeof(err)), 0);
+	assert_string_equal(c.socket_group, "ops");
+	assert_int_equal(ls_setting_apply(&c, "pause-min-share", "101", err, sizeof(err)), -22);
+	assert_int_equal(ls_setting_apply(&c, "pause-min-share", "20", err, sizeof(err)), 0);
+	assert_int_equal(c.engine.spin.pause_min_share_pct, 20);
 }
 
 static void test_config_file_all_or_nothing(void **state)
 {
 	char path[] = "/tmp/ls-conf-XXXXXX", err[256];
-	struct engine_opts o;
+	struct ls_config c;
 	FILE *f;
 	int fd;
 
 	(void)state;
-	engine_opts__init(&o);
+	ls_config__init(&c);
 	fd = mkstemp(path);
 	f = fdopen(fd, "w");
 	fprintf(f, "# lockscoped.conf\nstack-rate = 10\n\nmax-keys=5000   # per slot\nmax-stack = 999\n");
 	fclose(f);
-	assert_int_equal(ls_config_load(&o, path, err, sizeof(err)), -22);
+	assert_int_equal(ls_config_load(&c, path, err, sizeof(err)), -22);
 	assert_non_null(strstr(err, ":5: max-stack: '999' is not an integer from 1 to 127"));
-	assert_int_equal(o.collector.stack_rate, 200);	/* untouched: the file was rejected */
+	assert_int_equal(c.engine.collector.stack_rate, 200);	/* untouched: the file was rejected */
 	f = fopen(path, "w");
-	fprintf(f, "stack-rate = 10\nmax-keys=5000   # per slot\n");
+	fprintf(f, "stack-rate = 10\nmax-keys=5000   # per slot\nsocket = /tmp/x.sock\n");
 	fclose(f);
-	assert_int_equal(ls_config_load(&o, path, err, sizeof(err)), 0);
-	assert_int_equal(o.collector.stack_rate, 10);
-	assert_int_equal(o.max_keys, 5000);
+	assert_int_equal(ls_config_load(&c, path, err, sizeof(err)), 0);
+	assert_int_equal(c.engine.collector.stack_rate, 10);
+	assert_int_equal(c.engine.max_keys, 5000);
+	assert_string_equal(c.socket, "/tmp/x.sock");
+	unlink(path);
+}
+
+/* What --dump-config prints reads back as the same settings. */
+static void test_config_dump_round_trip(void **state)
+{
+	char path[] = "/tmp/ls-conf-XXXXXX", err[256];
+	struct ls_config c, back;
+	int i, fd;
+	FILE *f;
+
+	(void)state;
+	ls_config__init(&c);
+	assert_int_equal(ls_setting_apply(&c, "ringbuf-kb", "1024", err, sizeof(err)), 0);
+	assert_int_equal(ls_setting_apply(&c, "socket-group", "ops", err, sizeof(err)), 0);
+	assert_int_equal(ls_setting_apply(&c, "burst-factor", "9", err, sizeof(err)), 0);
+	fd = mkstemp(path);
+	f = fdopen(fd, "w");
+	ls_config_dump(&c, f);
+	fclose(f);
+	ls_config__init(&back);
+	assert_int_equal(ls_config_load(&back, path, err, sizeof(err)), 0);
+	for (i = 0; i < ls_nr_settings; i++)
+		assert_true(ls_setting_equal(&c, &back, &ls_settings[i]));
 	unlink(path);
 }
 
@@ -207,6 +239,7 @@ int main(void)
 		cmocka_unit_test(test_empty_table_says_so),
 		cmocka_unit_test(test_settings_apply),
 		cmocka_unit_test(test_config_file_all_or_nothing),
+		cmocka_unit_test(test_config_dump_round_trip),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
