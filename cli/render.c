@@ -216,6 +216,41 @@ void render_rows(FILE *f, const cJSON *resp, const struct render_opts *o)
 	print_drops(f, cJSON_GetObjectItemCaseSensitive(resp, "dropped"));
 }
 
+/* The daemon's own cost, what it cannot do here and why, and the config in force. */
+static void render_self(FILE *f, const cJSON *resp)
+{
+	const cJSON *self = cJSON_GetObjectItemCaseSensitive(resp, "self");
+	const cJSON *rates = cJSON_GetObjectItemCaseSensitive(self, "per_s");
+	const cJSON *syms = cJSON_GetObjectItemCaseSensitive(self, "user_symbols");
+	const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(resp, "config"), *p, *r;
+
+	fprintf(f, "daemon: %.2f%% of a CPU, %.1f MiB RSS, %.0f records/s (kernel waits %.0f/s, futex waits "
+		"%.0f/s, holder samples %.0f/s, spin samples %.0f/s)\n", num(self, "cpu_pct"),
+		num(self, "rss_bytes") / (1 << 20), num(rates, "records"), num(rates, "kernel_waits"),
+		num(rates, "futex_waits"), num(rates, "holder_samples"), num(rates, "spin_samples"));
+	fprintf(f, "symbols: %.0f kernel; user frames %.0f symbolized, %.0f from cache, %.0f unresolved\n",
+		num(self, "kernel_symbols"), num(syms, "symbolized"), num(syms, "cache_hits"),
+		num(syms, "unresolved"));
+	cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(resp, "probes"))
+		if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(p, "ok")))
+			fprintf(f, "missing: %s: %s; off: %s\n", str(p, "name", "?"), str(p, "detail", ""),
+				str(p, "disables", ""));
+	cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(resp, "degraded"))
+		fprintf(f, "degraded: %s: %s\n", str(r, "component", "?"), str(r, "reason", ""));
+	if (!cJSON_IsObject(cfg))
+		return;
+	fprintf(f, "config: %s, %.0f reloads", str(cfg, "path", "(no file: defaults and flags)"),
+		num(cfg, "reloads"));
+	if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(cfg, "reload_error")))
+		fprintf(f, "; last reload rejected: %s", str(cfg, "reload_error", ""));
+	if (cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(cfg, "pending_restart"))) {
+		fprintf(f, "; restart to apply:");
+		cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(cfg, "pending_restart"))
+			fprintf(f, " %s", r->valuestring);
+	}
+	fputc('\n', f);
+}
+
 void render_status(FILE *f, const cJSON *resp)
 {
 	const cJSON *feat = cJSON_GetObjectItemCaseSensitive(resp, "features");
@@ -248,6 +283,7 @@ void render_status(FILE *f, const cJSON *resp)
 		"%.0f/s per CPU), %.0f distinct\n", 100 * num(st, "share"), num(st, "sampled_out"),
 		num(st, "stack_rate"), num(st, "cpu_stack_rate"), num(st, "interned"));
 	fprintf(f, "aggregator: %.0f keys, %.1f MiB\n", num(agg, "keys"), num(agg, "mem_bytes") / (1 << 20));
+	render_self(f, resp);
 	fprintf(f, "\ndropped:\n");
 	cJSON_ArrayForEach(d, cJSON_GetObjectItemCaseSensitive(resp, "dropped"))
 		fprintf(f, "  %-20s %.0f\n", d->string, d->valuedouble);

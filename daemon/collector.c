@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 #include <errno.h>
+#include <stdarg.h>
 #include <linux/perf_event.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #include "klock.h"
 #include "klock.skel.h"
 #include "log.h"
+#include "probe.h"
 #include "ulock.h"
 #include "ustack.h"
 #include "ulock.skel.h"
@@ -78,7 +80,27 @@ struct collector {
 	int *ring_fds;
 	int nr_rings;
 	int nr_cpus;
+	struct ls_probes probes;
+	struct collector_note notes[COLLECTOR_NOTES_MAX];
+	int nr_notes;
 };
+
+/* A component turned off at load or attach: logged once and kept for status. */
+static void __attribute__((format(printf, 3, 4)))
+degrade(struct collector *c, const char *component, const char *fmt, ...)
+{
+	struct collector_note *n;
+	va_list ap;
+
+	if (c->nr_notes == COLLECTOR_NOTES_MAX)
+		return;
+	n = &c->notes[c->nr_notes++];
+	snprintf(n->component, sizeof(n->component), "%s", component);
+	va_start(ap, fmt);
+	vsnprintf(n->reason, sizeof(n->reason), fmt, ap);
+	va_end(ap);
+	pr_warn("%s: %s\n", component, n->reason);
+}
 
 static const char *const counter_names[LS_CNT_MAX] = {
 	[LS_CNT_BEGIN] = "begin",
@@ -137,18 +159,11 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list 
 	return vfprintf(stderr, fmt, args);
 }
 
-static void probe_features(struct collector_features *f)
+static void probe_features(struct collector *c)
 {
-	struct btf *btf = btf__load_vmlinux_btf();
-
-	if (!btf) {
-		pr_warn("no kernel BTF: falling back to classic tracepoints, no owner stacks\n");
-		return;
-	}
-	f->tp_btf = btf__find_by_name_kind(btf, "btf_trace_contention_begin", BTF_KIND_TYPEDEF) > 0;
-	f->task_from_pid = btf__find_by_name_kind(btf, "bpf_task_from_pid", BTF_KIND_FUNC) > 0;
-	f->yield_entry = btf__find_by_name_kind(btf, "btf_trace_sched_entry_tp", BTF_KIND_TYPEDEF) > 0;
-	btf__free(btf);
+	c->feat.tp_btf = ls_probe_ok(&c->probes, LS_PROBE_TP_BTF);
+	c->feat.task_from_pid = ls_probe_ok(&c->probes, LS_PROBE_TASK_FROM_PID);
+	c->feat.yield_entry = ls_probe_ok(&c->probes, LS_PROBE_SCHED_ENTRY);
 }
 
 /*
@@ -331,20 +346,6 @@ static int load_ulock(struct collector *c)
 	return ulock_bpf__load(u);
 }
 
-static bool tracepoint_exists(const char *category, const char *name)
-{
-	static const char *const roots[] = { "/sys/kernel/tracing", "/sys/kernel/debug/tracing" };
-	char path[256];
-	size_t i;
-
-	for (i = 0; i < sizeof(roots) / sizeof(roots[0]); i++) {
-		snprintf(path, sizeof(path), "%s/events/%s/%s/id", roots[i], category, name);
-		if (!access(path, F_OK))
-			return true;
-	}
-	return false;
-}
-
 static void setup_ulock(struct collector *c)
 {
 	int err;
@@ -352,14 +353,13 @@ static void setup_ulock(struct collector *c)
 	if (!c->opts.user_locks)
 		return;
 	if (!c->feat.tp_btf) {
-		pr_warn("ulock: no BTF-enabled tracepoints: user-space locks are not traced\n");
+		degrade(c, "ulock", "no BTF-enabled tracepoints: user-space locks are not traced");
 		return;
 	}
-	c->feat.precise = tracepoint_exists("syscalls", "sys_enter_futex") &&
-			  tracepoint_exists("syscalls", "sys_enter_futex_waitv");
+	c->feat.precise = ls_probe_ok(&c->probes, LS_PROBE_SYSCALL_TP);
 	err = load_ulock(c);
 	if (err) {
-		pr_warn("ulock: cannot load (%s): user-space locks are not traced\n", strerror(-err));
+		degrade(c, "ulock", "cannot load (%s): user-space locks are not traced", strerror(-err));
 		ulock_bpf__destroy(c->uskel);
 		c->uskel = NULL;
 		c->feat.precise = false;
@@ -406,12 +406,12 @@ static void setup_sched(struct collector *c)
 	if (!c->opts.sched_threads)
 		return;
 	if (!c->feat.tp_btf) {
-		pr_warn("sched: no BTF-enabled tracepoints: per-thread scheduling is off\n");
+		degrade(c, "sched", "no BTF-enabled tracepoints: per-thread scheduling is off");
 		return;
 	}
 	err = load_sched(c);
 	if (err) {
-		pr_warn("sched: cannot load (%s): per-thread scheduling is off\n", strerror(-err));
+		degrade(c, "sched", "cannot load (%s): per-thread scheduling is off", strerror(-err));
 		schedstat_bpf__destroy(c->sskel);
 		c->sskel = NULL;
 		return;
@@ -452,7 +452,11 @@ int collector__new(const struct collector_opts *opts, struct collector **out)
 		err = c->nr_cpus;
 		goto cleanup;
 	}
-	probe_features(&c->feat);
+	if (opts->probes)
+		c->probes = *opts->probes;
+	else
+		ls_probes_run(&c->probes);
+	probe_features(c);
 	for (i = 0; i < sizeof(klock_variants) / sizeof(klock_variants[0]); i++) {
 		const struct klock_variant *v = &klock_variants[i];
 
@@ -461,7 +465,7 @@ int collector__new(const struct collector_opts *opts, struct collector **out)
 		err = load_variant(c, v);
 		if (!err)
 			break;
-		pr_warn("klock: variant %s failed to load (%s), trying the next\n", v->name, strerror(-err));
+		degrade(c, "klock", "variant %s failed to load (%s), trying the next", v->name, strerror(-err));
 	}
 	if (err)
 		goto cleanup;
@@ -570,7 +574,7 @@ static void attach_ulock(struct collector *c)
 		return;
 	if ((err = attach_prog(c->uskel->progs.ulock_switch, &c->ulinks[0])) ||
 	    (err = attach_prog(c->uskel->progs.ulock_waking, &c->ulinks[1]))) {
-		pr_warn("ulock: cannot attach (%s): user-space locks are not traced\n", strerror(-err));
+		degrade(c, "ulock", "cannot attach (%s): user-space locks are not traced", strerror(-err));
 		c->feat.ulock = false;
 		return;
 	}
@@ -580,7 +584,7 @@ static void attach_ulock(struct collector *c)
 	err = sampler_attach(&c->hold, c->nr_cpus, c->uskel->progs.ulock_hold_sample,
 			     c->opts.hold_freq, true);
 	if (err)
-		pr_warn("ulock: no cpu-clock perf events (%s): holder stacks are off\n", strerror(-err));
+		degrade(c, "ulock", "no cpu-clock perf events (%s): holder stacks are off", strerror(-err));
 	c->feat.holder_sampling = !err;
 }
 
@@ -602,7 +606,7 @@ static void attach_sched(struct collector *c)
 		if (!bpf_program__autoload(sched_prog(c, i)))
 			continue;
 		if ((err = attach_prog(sched_prog(c, i), &c->slinks[i]))) {
-			pr_warn("sched: cannot attach (%s): per-thread scheduling is off\n", strerror(-err));
+			degrade(c, "sched", "cannot attach (%s): per-thread scheduling is off", strerror(-err));
 			c->feat.sched = false;
 		}
 	}
@@ -610,7 +614,7 @@ static void attach_sched(struct collector *c)
 		return;
 	err = sampler_attach(&c->spin, c->nr_cpus, c->sskel->progs.cpu_sample, c->opts.spin_freq, false);
 	if (err)
-		pr_warn("sched: no cpu-clock perf events (%s): spin loops are not sampled\n", strerror(-err));
+		degrade(c, "sched", "no cpu-clock perf events (%s): spin loops are not sampled", strerror(-err));
 	c->feat.spin_sampling = !err;
 }
 
@@ -893,6 +897,17 @@ int collector__progs(const struct collector *c, struct collector_prog *out, int 
 const struct collector_features *collector__features(const struct collector *c)
 {
 	return &c->feat;
+}
+
+int collector__notes(const struct collector *c, const struct collector_note **out)
+{
+	*out = c->notes;
+	return c->nr_notes;
+}
+
+const struct ls_probes *collector__probes(const struct collector *c)
+{
+	return &c->probes;
 }
 
 int collector__nr_rings(const struct collector *c)

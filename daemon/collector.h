@@ -40,8 +40,17 @@ struct collector_opts {
 	__u32 sched_threads;		/* threads with per-thread scheduling counts; 0: off */
 	__u32 spin_freq;		/* spin-loop samples/s per CPU; 0 disables */
 	__u32 spin_stack_bytes;		/* stack window of yield, spin and burst dumps */
+	const struct ls_probes *probes;	/* NULL: probe now */
 	collector_record_fn on_record;
 	void *ctx;
+};
+
+#define COLLECTOR_NOTES_MAX 16
+
+/* A component that is off although asked for, and why (also logged). */
+struct collector_note {
+	char component[16];
+	char reason[192];
 };
 
 #define COLLECTOR_PROG_MAX 16
@@ -110,6 +119,10 @@ typedef int (*collector_peer_fn)(void *ctx, const struct sched_peer_key *k, cons
 int collector__sched_peers(const struct collector *c, collector_peer_fn fn, void *ctx);
 int collector__progs(const struct collector *c, struct collector_prog *out, int max);
 const struct collector_features *collector__features(const struct collector *c);
+/* The components turned off at load or attach; returns how many. */
+int collector__notes(const struct collector *c, const struct collector_note **out);
+struct ls_probes;
+const struct ls_probes *collector__probes(const struct collector *c);
 int collector__nr_rings(const struct collector *c);
 void collector__free(struct collector *c);
 

@@ -15,6 +15,7 @@
 #include "klock.h"
 #include "ksyms.h"
 #include "log.h"
+#include "probe.h"
 #include "query.h"
 #include "schedstat.h"
 #include "server.h"
@@ -31,6 +32,23 @@
 /* A scan longer than a day is a mistake, not a scan. */
 #define SCAN_MAX_MS (24ULL * 3600 * 1000)
 #define RATE_SECONDS 10
+
+/* The figures status gives per second: each source's events, the records read, our CPU. */
+enum rate_id {
+	RATE_KERNEL_WAITS,	/* klock: kernel lock waits */
+	RATE_FUTEX_WAITS,	/* ulock: futex waits */
+	RATE_HOLDER_SAMPLES,	/* ulock: holder samples */
+	RATE_SPIN_SAMPLES,	/* schedstat: spin-loop samples */
+	RATE_RECORDS,		/* ring records the daemon read */
+	RATE_CPU_NS,		/* the daemon's own CPU time */
+	RATE_MAX,
+};
+
+static const char *const rate_names[RATE_MAX] = {
+	[RATE_KERNEL_WAITS] = "kernel_waits", [RATE_FUTEX_WAITS] = "futex_waits",
+	[RATE_HOLDER_SAMPLES] = "holder_samples", [RATE_SPIN_SAMPLES] = "spin_samples",
+	[RATE_RECORDS] = "records", [RATE_CPU_NS] = "cpu_ns",
+};
 /* how often open waits of exited threads and idle kernel stacks are swept from BPF maps */
 #define GC_INTERVAL_NS (10 * NSEC_PER_SEC)
 /*
@@ -126,10 +144,11 @@ struct engine {
 	uint64_t start_ns;
 	uint64_t bad_records;
 	uint64_t stack_read_failed;
-	/* waits per second over the last RATE_SECONDS, from counter snapshots */
-	uint64_t rate_waits[RATE_SECONDS + 1];
+	/* per-second snapshots of what status shows as rates, over the last RATE_SECONDS */
+	uint64_t rate_v[RATE_SECONDS + 1][RATE_MAX];
 	uint64_t rate_ns[RATE_SECONDS + 1];
 	int rate_head, rate_filled;
+	uint64_t records;		/* ring records consumed */
 	uint64_t last_rate_ns;
 	uint64_t last_gc_ns;
 	uint64_t now_ns;		/* at the last tick: cheap time for the record path */
@@ -759,6 +778,7 @@ int engine__consume(struct engine *e)
 		if (n < 0)
 			return n;
 		total += n;
+		e->records += n;
 		resolve_parked(e);
 		if (!e->parked)
 			break;
@@ -814,7 +834,8 @@ static cJSON *window_json(const char *name, uint64_t start, uint64_t end)
 	return w;
 }
 
-static double waits_per_s(const struct engine *e)
+/* Figure @id per second over the snapshots kept (up to RATE_SECONDS). */
+static double rate(const struct engine *e, enum rate_id id)
 {
 	int newest, oldest;
 
@@ -824,8 +845,56 @@ static double waits_per_s(const struct engine *e)
 	oldest = (e->rate_head + RATE_SECONDS + 1 - e->rate_filled) % (RATE_SECONDS + 1);
 	if (e->rate_ns[newest] <= e->rate_ns[oldest])
 		return 0;
-	return (double)(e->rate_waits[newest] - e->rate_waits[oldest]) * NSEC_PER_SEC /
+	return (double)(e->rate_v[newest][id] - e->rate_v[oldest][id]) * NSEC_PER_SEC /
 	       (e->rate_ns[newest] - e->rate_ns[oldest]);
+}
+
+static uint64_t cpu_time_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * NSEC_PER_SEC + ts.tv_nsec;
+}
+
+/* Resident set size from /proc/self/statm (pages), in bytes. */
+static uint64_t rss_bytes(void)
+{
+	unsigned long size, resident = 0;
+	FILE *f = fopen("/proc/self/statm", "re");
+
+	if (f) {
+		if (fscanf(f, "%lu %lu", &size, &resident) != 2)
+			resident = 0;
+		fclose(f);
+	}
+	return (uint64_t)resident * getpagesize();
+}
+
+/* The daemon itself: what it costs, and how well it names user frames. */
+static cJSON *self_json(const struct engine *e)
+{
+	cJSON *o = cJSON_CreateObject(), *r, *sym;
+	struct usyms_stats us;
+	int i;
+
+	r = cJSON_AddObjectToObject(o, "per_s");
+	for (i = 0; i < RATE_MAX; i++)
+		if (i != RATE_CPU_NS)
+			cJSON_AddNumberToObject(r, rate_names[i], rate(e, i));
+	/* ns of CPU per ns of wall time: a share of one CPU */
+	cJSON_AddNumberToObject(o, "cpu_pct", rate(e, RATE_CPU_NS) / NSEC_PER_SEC * 100);
+	cJSON_AddNumberToObject(o, "cpu_ns", cpu_time_ns());
+	cJSON_AddNumberToObject(o, "rss_bytes", rss_bytes());
+	cJSON_AddNumberToObject(o, "records", e->records);
+	usyms__stats(e->usyms, &us);
+	sym = cJSON_AddObjectToObject(o, "user_symbols");
+	cJSON_AddNumberToObject(sym, "symbolized", us.symbolized);
+	cJSON_AddNumberToObject(sym, "cache_hits", us.cache_hits);
+	cJSON_AddNumberToObject(sym, "unresolved", us.unresolved);
+	cJSON_AddNumberToObject(sym, "cached", us.cached);
+	cJSON_AddNumberToObject(o, "kernel_symbols", e->ksyms ? ksyms__count(e->ksyms) : 0);
+	return o;
 }
 
 static cJSON *programs_json(struct engine *e)
@@ -875,6 +944,29 @@ static cJSON *unwind_json(struct engine *e, const uint64_t *cnt)
 	return u;
 }
 
+static cJSON *degraded_json(const struct engine *e)
+{
+	const struct collector_note *notes;
+	cJSON *arr = cJSON_CreateArray();
+	int i, n = collector__notes(e->coll, &notes);
+
+	for (i = 0; i < n; i++) {
+		cJSON *o = cJSON_CreateObject();
+
+		cJSON_AddStringToObject(o, "component", notes[i].component);
+		cJSON_AddStringToObject(o, "reason", notes[i].reason);
+		cJSON_AddItemToArray(arr, o);
+	}
+	return arr;
+}
+
+int engine__degraded(const struct engine *e)
+{
+	const struct collector_note *notes;
+
+	return collector__notes(e->coll, &notes);
+}
+
 void engine__reconfigure(struct engine *e, const struct engine_opts *opts)
 {
 	e->opts.expose_kernel_addrs = opts->expose_kernel_addrs;
@@ -892,9 +984,11 @@ static cJSON *handle_status(struct engine *e)
 	const struct collector_features *f = collector__features(e->coll);
 	uint64_t cnt[LS_CNT_MAX], now = ls_now_ns();
 	cJSON *o = response("status"), *ev, *st, *feat, *wins, *agg;
+	struct usyms_stats syms;
 	int w;
 
 	collector__counters(e->coll, cnt);
+	usyms__stats(e->usyms, &syms);
 	cJSON_AddStringToObject(o, "version", LS_VERSION);
 	cJSON_AddNumberToObject(o, "pid", getpid());
 	cJSON_AddNumberToObject(o, "uptime_ns", now - e->start_ns);
@@ -911,6 +1005,9 @@ static cJSON *handle_status(struct engine *e)
 	cJSON_AddBoolToObject(feat, "sched", f->sched);
 	cJSON_AddBoolToObject(feat, "spin_sampling", f->spin_sampling);
 	cJSON_AddBoolToObject(feat, "every_yield", f->yield_entry);
+	cJSON_AddItemToObject(o, "probes", ls_probes_json(collector__probes(e->coll)));
+	cJSON_AddItemToObject(o, "degraded", degraded_json(e));
+	cJSON_AddItemToObject(o, "self", self_json(e));
 	cJSON_AddNumberToObject(o, "switch_cost_ns", threads__switch_cost_ns(e->threads));
 	cJSON_AddItemToObject(o, "programs", programs_json(e));
 	ev = cJSON_AddObjectToObject(o, "events");
@@ -918,7 +1015,7 @@ static cJSON *handle_status(struct engine *e)
 	cJSON_AddNumberToObject(ev, "waits", cnt[LS_CNT_WAIT]);
 	cJSON_AddNumberToObject(ev, "continued", cnt[LS_CNT_CONTINUED]);
 	cJSON_AddNumberToObject(ev, "nested", cnt[LS_CNT_NESTED]);
-	cJSON_AddNumberToObject(ev, "waits_per_s", waits_per_s(e));
+	cJSON_AddNumberToObject(ev, "waits_per_s", rate(e, RATE_KERNEL_WAITS));
 	cJSON_AddNumberToObject(ev, "ringbuf_wakeups", cnt[LS_CNT_RB_WAKEUPS]);
 	cJSON_AddNumberToObject(ev, "futex_waits", cnt[LS_CNT_UWAIT]);
 	cJSON_AddNumberToObject(ev, "futex_nonblocking", cnt[LS_CNT_UNONBLOCK]);
@@ -943,7 +1040,7 @@ static cJSON *handle_status(struct engine *e)
 	cJSON_AddNumberToObject(st, "owner_on_cpu", cnt[LS_CNT_OWNER_ON_CPU]);
 	cJSON_AddNumberToObject(st, "user_stacked", cnt[LS_CNT_USTACKED]);
 	cJSON_AddNumberToObject(st, "user_sampled_out", cnt[LS_CNT_USAMPLED_OUT]);
-	cJSON_AddNumberToObject(st, "user_unresolved_frames", usyms__unresolved(e->usyms));
+	cJSON_AddNumberToObject(st, "user_unresolved_frames", syms.unresolved);
 	cJSON_AddNumberToObject(st, "interned", stacks__count(e->stacks));
 	cJSON_AddNumberToObject(st, "kernel_ids_freed", e->kstacks.freed + e->ustacks.freed);
 	cJSON_AddNumberToObject(st, "stack_rate", e->opts.collector.stack_rate);
@@ -1206,7 +1303,14 @@ static void finish_scan(struct engine *e, struct scan *s, uint64_t now, bool exi
 
 static void sample_rate(struct engine *e, uint64_t now, const uint64_t *cnt)
 {
-	e->rate_waits[e->rate_head] = cnt[LS_CNT_WAIT];
+	uint64_t *v = e->rate_v[e->rate_head];
+
+	v[RATE_KERNEL_WAITS] = cnt[LS_CNT_WAIT];
+	v[RATE_FUTEX_WAITS] = cnt[LS_CNT_UWAIT];
+	v[RATE_HOLDER_SAMPLES] = cnt[LS_CNT_HOLD_SAMPLES];
+	v[RATE_SPIN_SAMPLES] = cnt[LS_CNT_SPIN_SAMPLES];
+	v[RATE_RECORDS] = e->records;
+	v[RATE_CPU_NS] = cpu_time_ns();
 	e->rate_ns[e->rate_head] = now;
 	e->rate_head = (e->rate_head + 1) % (RATE_SECONDS + 1);
 	if (e->rate_filled < RATE_SECONDS + 1)

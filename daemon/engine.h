@@ -49,6 +49,8 @@ void engine__tick(struct engine *e);
 struct ls_peer;
 /* @peer: who asks over the socket; NULL in-process (the user who loaded the programs). */
 cJSON *engine__handle(struct engine *e, uint64_t client, const struct ls_peer *peer, const cJSON *req);
+/* How many components are off although asked for (each logged, and in status). */
+int engine__degraded(const struct engine *e);
 /* Takes the settings that change without reattaching: thresholds, address exposure. */
 void engine__reconfigure(struct engine *e, const struct engine_opts *opts);
 /* The config in force as `status` shows it (takes @config). */

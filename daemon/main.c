@@ -14,6 +14,7 @@
 #include "log.h"
 #include "loop.h"
 #include "notify.h"
+#include "probe.h"
 #include "server.h"
 
 /* A --KEY=VALUE from the command line: it wins over the file, at start and on reload. */
@@ -37,6 +38,9 @@ struct daemon {
 	unsigned int reloads;
 	char reload_error[320];		/* the last rejected reload, "" if none */
 	bool dump_config;
+	bool check;		/* probe, print, exit */
+	bool strict;		/* a missing feature is fatal */
+	struct ls_probes probes;
 };
 
 enum {
@@ -44,6 +48,8 @@ enum {
 	OPT_FORCE_TP,
 	OPT_NO_OWNER_STACK,
 	OPT_DUMP_CONFIG,
+	OPT_CHECK,
+	OPT_STRICT,
 };
 
 static void usage(FILE *f)
@@ -58,6 +64,10 @@ static void usage(FILE *f)
 		" if it exists);\n"
 		"                         SIGHUP reads it again; --KEY=VALUE options win over it\n"
 		"      --dump-config      print every setting as a config file, with the values in force, and exit\n"
+		"      --check            probe the kernel's features, print what each enables, and exit\n"
+		"                         (1 if lockscoped cannot run; with --strict, if anything is missing)\n"
+		"      --strict           refuse to start when a feature is missing or a component fails,\n"
+		"                         rather than run without what needs it\n"
 		"      --force-tp         use classic tracepoints even where tp_btf works\n"
 		"      --no-owner-stack   never take lock owners' stacks\n"
 		"  -v, --verbose          debug logging, libbpf's included\n"
@@ -102,10 +112,12 @@ static int parse_args(int argc, char **argv, struct daemon *d)
 		{ "force-tp", no_argument, NULL, OPT_FORCE_TP },
 		{ "no-owner-stack", no_argument, NULL, OPT_NO_OWNER_STACK },
 		{ "dump-config", no_argument, NULL, OPT_DUMP_CONFIG },
+		{ "check", no_argument, NULL, OPT_CHECK },
+		{ "strict", no_argument, NULL, OPT_STRICT },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
 	};
-	int nfixed = 6, i, c, idx;
+	int nfixed = 8, i, c, idx;
 
 	for (i = 0; i < ls_nr_settings; i++)
 		longopts[nfixed + i] = (struct option){ ls_settings[i].key, required_argument, NULL, OPT_SETTING };
@@ -122,6 +134,8 @@ static int parse_args(int argc, char **argv, struct daemon *d)
 		case OPT_FORCE_TP: d->cfg.engine.collector.force_tp = true; break;
 		case OPT_NO_OWNER_STACK: d->cfg.engine.collector.no_owner_stack = true; break;
 		case OPT_DUMP_CONFIG: d->dump_config = true; break;
+		case OPT_CHECK: d->check = true; break;
+		case OPT_STRICT: d->strict = true; break;
 		case 'v': ls_log_max = LS_LOG_DEBUG; break;
 		case 'h': usage(stdout); exit(0);
 		case OPT_SETTING:
@@ -318,6 +332,43 @@ static int setup_signals(struct daemon *d)
 	return d->sigfd < 0 ? -errno : 0;
 }
 
+/* --check: the probe table, then whether lockscoped can run here. */
+static int check(const struct daemon *d)
+{
+	int required = ls_probes_missing(&d->probes, true), all = ls_probes_missing(&d->probes, false);
+
+	ls_probes_print(&d->probes, stdout);
+	if (required)
+		printf("lockscoped cannot run here: %d required feature(s) missing\n", required);
+	else if (all)
+		printf("lockscoped can run; %d feature(s) missing, and what needs them is off%s\n", all,
+		       d->strict ? " (--strict: refused)" : "");
+	else
+		printf("lockscoped can run with every feature\n");
+	return required || (d->strict && all) ? 1 : 0;
+}
+
+/* At start: one line per missing feature; fatal when required, or any with --strict. */
+static int report_probes(const struct daemon *d)
+{
+	int i, fatal = 0;
+
+	for (i = 0; i < LS_PROBE_MAX; i++) {
+		const struct ls_probe *p = &d->probes.p[i];
+		bool stop = p->required || d->strict;
+
+		if (p->ok)
+			continue;
+		if (stop)
+			pr_err("%s missing: %s; %s\n", p->name, p->detail, p->required ?
+			       "cannot run without it" : "refused by --strict");
+		else
+			pr_warn("%s missing: %s; off: %s\n", p->name, p->detail, p->needs);
+		fatal += stop;
+	}
+	return fatal ? -ENOTSUP : 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct daemon d = { .sigfd = -1, .timerfd = -1, .watchdogfd = -1 };
@@ -336,6 +387,12 @@ int main(int argc, char **argv)
 		ls_config_dump(&d.cfg, stdout);
 		return 0;
 	}
+	ls_probes_run(&d.probes);
+	if (d.check)
+		return check(&d);
+	if ((err = report_probes(&d)))
+		return 1;
+	d.cfg.engine.collector.probes = &d.probes;
 	so.path = d.cfg.socket;
 	so.group = d.cfg.socket_group;
 	if ((err = notify__new(&d.notify))) {
@@ -354,6 +411,12 @@ int main(int argc, char **argv)
 	if (err) {
 		pr_err("cannot start the BPF collector: %s%s\n", strerror(-err),
 		       err == -EPERM ? " (run as root or with CAP_BPF and CAP_PERFMON)" : "");
+		goto cleanup;
+	}
+	if (d.strict && engine__degraded(d.engine)) {
+		pr_err("--strict: %d component(s) failed to load or attach (above); not starting\n",
+		       engine__degraded(d.engine));
+		err = -ENOTSUP;
 		goto cleanup;
 	}
 	err = server__new(&so, d.loop, &d.server);

@@ -71,7 +71,7 @@ struct usyms {
 	uint32_t nr_mods, cap_mods;
 	struct htab *syms;		/* frame code -> struct sym_val */
 	blaze_symbolizer *symbolizer;
-	uint64_t unresolved;
+	struct usyms_stats stats;
 };
 
 static void procs_free(struct htab *procs)
@@ -505,8 +505,11 @@ bool usyms__frame(struct usyms *u, uint64_t code, struct uframe *f)
 	sv = htab__upsert(u->syms, &code, &created, NULL);
 	if (sv && created) {
 		symbolize(u, m, f->addr, sv);
+		u->stats.symbolized++;
 		if (!sv->name)
-			u->unresolved++;
+			u->stats.unresolved++;
+	} else if (sv) {
+		u->stats.cache_hits++;
 	}
 	if (sv && sv->name) {
 		f->sym = sv->name;
@@ -514,7 +517,7 @@ bool usyms__frame(struct usyms *u, uint64_t code, struct uframe *f)
 		f->inlined = (const char *const *)sv->inlined;
 		f->nr_inlined = sv->nr_inlined;
 	} else if (!sv) {
-		u->unresolved++;	/* the symbol cache is full */
+		u->stats.unresolved++;	/* the symbol cache is full */
 	}
 	return true;
 }
@@ -525,7 +528,8 @@ size_t usyms__mem_bytes(const struct usyms *u)
 	       u->cap_mods * sizeof(struct umod);
 }
 
-uint64_t usyms__unresolved(const struct usyms *u)
+void usyms__stats(const struct usyms *u, struct usyms_stats *out)
 {
-	return u->unresolved;
+	*out = u->stats;
+	out->cached = htab__count(u->syms);
 }

@@ -59,7 +59,13 @@ uint64_t usyms__maps_time(struct usyms *u, uint32_t pid);
 /* Resolves frame code @code (a user frame); false for kernel frames. */
 bool usyms__frame(struct usyms *u, uint64_t code, struct uframe *f);
 size_t usyms__mem_bytes(const struct usyms *u);
-uint64_t usyms__unresolved(const struct usyms *u);
+struct usyms_stats {
+	uint64_t symbolized;	/* frames looked up in the binaries (blazesym): cache misses */
+	uint64_t cache_hits;	/* frames answered from the cache */
+	uint64_t unresolved;	/* frames no symbol was found for (or the cache was full) */
+	uint64_t cached;	/* frames in the cache */
+};
+void usyms__stats(const struct usyms *u, struct usyms_stats *out);
 
 static inline bool usyms__is_user(uint64_t code)
 {

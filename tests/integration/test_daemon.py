@@ -9,7 +9,7 @@ import time
 import jsonschema
 import pytest
 
-from conftest import (LOCKSCOPE, LOCKSCOPED, REQUEST, RESPONSE, require_bpf, run_cli, start_daemon,
+from conftest import (Workload, LOCKSCOPE, LOCKSCOPED, REQUEST, RESPONSE, require_bpf, run_cli, start_daemon,
                       stop_daemon)
 
 
@@ -151,3 +151,27 @@ def test_schemas_reject_what_the_protocol_forbids(daemon):
     for bad in ({"cmd": "scan", "pid": 1}, {"cmd": "top", "window": "2h"}, {"window": "10s"}):
         with pytest.raises(jsonschema.ValidationError):
             REQUEST.validate(bad)
+
+
+def test_status_reports_the_daemon_itself(daemon):
+    """Events/s per source, records read, our CPU and RSS, and symbolization hits and misses."""
+    w = Workload("mutex_server", "--seconds", "2")
+    w.go()
+    w.wait()
+    st = daemon.call({"cmd": "status"})
+    me = st["self"]
+    print(me)
+    assert me["per_s"]["futex_waits"] > 100 and me["per_s"]["records"] >= me["per_s"]["futex_waits"]
+    assert me["records"] >= st["events"]["futex_waits"]
+    assert 1 << 20 < me["rss_bytes"] < 256 << 20 and me["cpu_ns"] > 0
+    assert me["kernel_symbols"] > 10000
+    daemon.cli_json("top", "--kind", "user", "-p", str(w.pid), "-w", "all", "--stacks")
+    first = daemon.call({"cmd": "status"})["self"]["user_symbols"]
+    daemon.cli_json("top", "--kind", "user", "-p", str(w.pid), "-w", "all", "--stacks")
+    again = daemon.call({"cmd": "status"})["self"]["user_symbols"]
+    print(first, again)
+    # the first query looks the frames up in the binaries, the second answers from the cache
+    assert first["symbolized"] > 0 and again["symbolized"] == first["symbolized"]
+    assert again["cache_hits"] > first["cache_hits"]
+    text = daemon.cli("status").stdout
+    assert "daemon: " in text and "% of a CPU" in text and "symbols: " in text and "config: " in text

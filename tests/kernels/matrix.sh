@@ -62,6 +62,9 @@ mount -t proc proc /proc
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
 mount -t tracefs nodev /sys/kernel/tracing
+echo "LOCKSCOPE-CHECK $(/bin/lockscoped --check | tr '\n' '|')"
+/bin/lockscoped --strict --socket /run/strict.sock 2>/tmp/strict.log
+echo "LOCKSCOPE-STRICT $? $(tr '\n' '|' </tmp/strict.log)"
 /bin/lockscoped --socket /run/ls.sock 2>/tmp/daemon.log &
 i=0
 while ! /bin/lockscope status --socket /run/ls.sock >/dev/null 2>&1; do

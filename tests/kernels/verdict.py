@@ -23,7 +23,12 @@ def main():
                    owners=sorted({r["owner"]["comm"] for r in mm if r.get("owner")}),
                    mutex_types=sorted({r["type"] for r in mutex}),
                    mutex_owners=sorted({r["owner"]["comm"] for r in mutex if r.get("owner")}),
-                   dropped={k: v for k, v in st["dropped"].items() if v})
+                   dropped={k: v for k, v in st["dropped"].items() if v},
+                   # --check's table (feature: ok|missing) and --strict's exit code and log
+                   check={f.split()[0]: f.split()[1] for f in lines["LOCKSCOPE-CHECK"].split("|")[:-2] if f.strip()},
+                   strict_rc=int(lines["LOCKSCOPE-STRICT"].split()[0]),
+                   strict_log=lines["LOCKSCOPE-STRICT"].partition(" ")[2],
+                   missing=sorted(p["name"] for p in st["probes"] if not p["ok"]))
         res["ok"] = (bool(mm) and "mmap_storm" in res["owners"] and "pipe_storm" in res["mutex_owners"]
                      and all(p["attached"] or p["on_demand"] for p in st["programs"]))
     except (KeyError, ValueError) as e:

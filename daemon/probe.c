@@ -1,0 +1,203 @@
+// SPDX-License-Identifier: GPL-2.0
+#include <errno.h>
+#include <inttypes.h>
+#include <linux/perf_event.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/btf.h>
+#include <bpf/libbpf.h>
+#include "probe.h"
+
+#define VMLINUX_BTF "/sys/kernel/btf/vmlinux"
+
+static const struct ls_probe templates[LS_PROBE_MAX] = {
+	[LS_PROBE_BPF] = { "bpf", .required = true, .needs = "everything" },
+	[LS_PROBE_BTF] = { "btf", .needs = "user locks, scheduling, spin and owner stacks (classic tracepoints only)" },
+	[LS_PROBE_LOCK_TP] = { "lock_tracepoints", .required = true, .needs = "kernel lock contention" },
+	[LS_PROBE_TP_BTF] = { "tp_btf", .needs = "user locks, scheduling and spin (classic lock tracepoints instead)" },
+	[LS_PROBE_TASK_FROM_PID] = { "task_from_pid", .needs = "owner stacks (owners are still named)" },
+	[LS_PROBE_PERF_EVENT] = { "perf_event", .needs = "holder stacks and spin-loop sampling" },
+	[LS_PROBE_SYSCALL_TP] = { "syscall_tracepoints", .needs = "precise scans (scan --precise)" },
+	[LS_PROBE_SCHED_ENTRY] = { "sched_entry", .needs = "yields that do not switch (counted only when they switch)" },
+	[LS_PROBE_KALLSYMS] = { "kallsyms", .needs = "kernel symbols (frames and locks shown as addresses)" },
+};
+
+static void __attribute__((format(printf, 3, 4)))
+set(struct ls_probes *p, enum ls_probe_id id, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(p->p[id].detail, sizeof(p->p[id].detail), fmt, ap);
+	va_end(ap);
+}
+
+bool ls_tracepoint_exists(const char *category, const char *name)
+{
+	static const char *const roots[] = { "/sys/kernel/tracing", "/sys/kernel/debug/tracing" };
+	char path[256];
+	size_t i;
+
+	for (i = 0; i < sizeof(roots) / sizeof(roots[0]); i++) {
+		snprintf(path, sizeof(path), "%s/events/%s/%s/id", roots[i], category, name);
+		if (!access(path, F_OK))
+			return true;
+	}
+	return false;
+}
+
+static void probe_bpf(struct ls_probes *p)
+{
+	int fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "ls_probe", sizeof(int), sizeof(int), 1, NULL);
+
+	p->p[LS_PROBE_BPF].ok = fd >= 0;
+	if (fd >= 0) {
+		close(fd);
+		set(p, LS_PROBE_BPF, "bpf() allowed");
+	} else {
+		set(p, LS_PROBE_BPF, "bpf(): %s; run as root or with CAP_BPF and CAP_PERFMON", strerror(errno));
+	}
+}
+
+/* The BTF types name the kernel's features: a tracepoint's btf_trace_ typedef, a kfunc. */
+static void probe_btf(struct ls_probes *p)
+{
+	struct btf *btf = btf__parse(VMLINUX_BTF, NULL);
+
+	if (!btf) {
+		set(p, LS_PROBE_BTF, "%s: %s (CONFIG_DEBUG_INFO_BTF)", VMLINUX_BTF, strerror(errno));
+		set(p, LS_PROBE_TP_BTF, "no kernel BTF");
+		set(p, LS_PROBE_TASK_FROM_PID, "no kernel BTF");
+		set(p, LS_PROBE_SCHED_ENTRY, "no kernel BTF");
+		return;
+	}
+	p->p[LS_PROBE_BTF].ok = true;
+	set(p, LS_PROBE_BTF, "%s", VMLINUX_BTF);
+	p->p[LS_PROBE_TP_BTF].ok = btf__find_by_name_kind(btf, "btf_trace_contention_begin", BTF_KIND_TYPEDEF) > 0;
+	set(p, LS_PROBE_TP_BTF, p->p[LS_PROBE_TP_BTF].ok ? "btf_trace_contention_begin" :
+	    "no btf_trace_contention_begin in the kernel's BTF");
+	p->p[LS_PROBE_TASK_FROM_PID].ok = btf__find_by_name_kind(btf, "bpf_task_from_pid", BTF_KIND_FUNC) > 0;
+	set(p, LS_PROBE_TASK_FROM_PID, p->p[LS_PROBE_TASK_FROM_PID].ok ? "bpf_task_from_pid kfunc" :
+	    "no bpf_task_from_pid kfunc (Linux 6.2+)");
+	p->p[LS_PROBE_SCHED_ENTRY].ok = btf__find_by_name_kind(btf, "btf_trace_sched_entry_tp", BTF_KIND_TYPEDEF) > 0;
+	set(p, LS_PROBE_SCHED_ENTRY, p->p[LS_PROBE_SCHED_ENTRY].ok ? "sched_entry_tp" :
+	    "no sched_entry_tp tracepoint (Linux 6.16+)");
+	/* tp_btf needs no tracefs: the BTF type is the tracepoint's presence */
+	if (p->p[LS_PROBE_TP_BTF].ok) {
+		p->p[LS_PROBE_LOCK_TP].ok = true;
+		set(p, LS_PROBE_LOCK_TP, "lock:contention_begin/end (BTF)");
+	}
+	btf__free(btf);
+}
+
+static void probe_tracepoints(struct ls_probes *p)
+{
+	if (!p->p[LS_PROBE_LOCK_TP].ok) {
+		p->p[LS_PROBE_LOCK_TP].ok = ls_tracepoint_exists("lock", "contention_begin") &&
+					    ls_tracepoint_exists("lock", "contention_end");
+		set(p, LS_PROBE_LOCK_TP, p->p[LS_PROBE_LOCK_TP].ok ? "lock:contention_begin/end (tracefs)" :
+		    "no lock:contention_begin/end (Linux 5.19+; or mount tracefs on /sys/kernel/tracing)");
+	}
+	p->p[LS_PROBE_SYSCALL_TP].ok = ls_tracepoint_exists("syscalls", "sys_enter_futex") &&
+				       ls_tracepoint_exists("syscalls", "sys_enter_futex_waitv");
+	set(p, LS_PROBE_SYSCALL_TP, p->p[LS_PROBE_SYSCALL_TP].ok ? "syscalls:sys_enter_futex, sys_enter_futex_waitv" :
+	    "no syscalls:sys_enter_futex(_waitv) (CONFIG_FTRACE_SYSCALLS, tracefs mounted)");
+}
+
+static void probe_perf_event(struct ls_probes *p)
+{
+	struct perf_event_attr attr = {
+		.type = PERF_TYPE_SOFTWARE,
+		.size = sizeof(attr),
+		.config = PERF_COUNT_SW_CPU_CLOCK,
+		.sample_freq = 1,
+		.freq = 1,
+		.disabled = 1,
+	};
+	int fd = syscall(__NR_perf_event_open, &attr, -1, 0, -1, PERF_FLAG_FD_CLOEXEC);
+
+	p->p[LS_PROBE_PERF_EVENT].ok = fd >= 0;
+	if (fd >= 0) {
+		close(fd);
+		set(p, LS_PROBE_PERF_EVENT, "cpu-clock on every CPU");
+	} else {
+		set(p, LS_PROBE_PERF_EVENT, "perf_event_open(cpu-clock, all tasks): %s (CAP_PERFMON, "
+		    "kernel.perf_event_paranoid)", strerror(errno));
+	}
+}
+
+/* kptr_restrict and a missing CAP_SYSLOG show every address as 0. */
+static void probe_kallsyms(struct ls_probes *p)
+{
+	FILE *f = fopen("/proc/kallsyms", "re");
+	uint64_t addr = 0;
+	char line[256];
+	int i;
+
+	if (!f) {
+		set(p, LS_PROBE_KALLSYMS, "/proc/kallsyms: %s", strerror(errno));
+		return;
+	}
+	for (i = 0; i < 16 && !addr && fgets(line, sizeof(line), f); i++)
+		sscanf(line, "%" SCNx64, &addr);
+	fclose(f);
+	p->p[LS_PROBE_KALLSYMS].ok = addr != 0;
+	set(p, LS_PROBE_KALLSYMS, addr ? "/proc/kallsyms with addresses" :
+	    "/proc/kallsyms shows no addresses (kernel.kptr_restrict; CAP_SYSLOG)");
+}
+
+void ls_probes_run(struct ls_probes *out)
+{
+	memcpy(out->p, templates, sizeof(templates));
+	probe_bpf(out);
+	probe_btf(out);
+	probe_tracepoints(out);
+	probe_perf_event(out);
+	probe_kallsyms(out);
+}
+
+int ls_probes_missing(const struct ls_probes *p, bool required_only)
+{
+	int i, n = 0;
+
+	for (i = 0; i < LS_PROBE_MAX; i++)
+		if (!p->p[i].ok && (p->p[i].required || !required_only))
+			n++;
+	return n;
+}
+
+void ls_probes_print(const struct ls_probes *p, FILE *f)
+{
+	int i;
+
+	for (i = 0; i < LS_PROBE_MAX; i++) {
+		const struct ls_probe *pr = &p->p[i];
+
+		if (pr->ok)
+			fprintf(f, "%-20s ok       %s\n", pr->name, pr->detail);
+		else
+			fprintf(f, "%-20s missing  %s; off: %s\n", pr->name, pr->detail, pr->needs);
+	}
+}
+
+cJSON *ls_probes_json(const struct ls_probes *p)
+{
+	cJSON *arr = cJSON_CreateArray();
+	int i;
+
+	for (i = 0; i < LS_PROBE_MAX; i++) {
+		cJSON *o = cJSON_CreateObject();
+
+		cJSON_AddStringToObject(o, "name", p->p[i].name);
+		cJSON_AddBoolToObject(o, "ok", p->p[i].ok);
+		cJSON_AddBoolToObject(o, "required", p->p[i].required);
+		cJSON_AddStringToObject(o, "detail", p->p[i].detail);
+		if (!p->p[i].ok)
+			cJSON_AddStringToObject(o, "disables", p->p[i].needs);
+		cJSON_AddItemToArray(arr, o);
+	}
+	return arr;
+}
