@@ -6,7 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include "config.h"
+#include <sys/socket.h>
 #include "lockscope.h"
+#include "metrics.h"
 #include "server.h"
 #include "ustack.h"
 
@@ -19,6 +21,8 @@ const struct ls_setting ls_settings[] = {
 	STR("socket", CFG(socket), LS_SET_ABSPATH, "access", "the Unix socket lockscope connects to"),
 	STR("socket-group", CFG(socket_group), LS_SET_RELOAD, "access",
 	    "the socket's group (mode 0660): its members may query; root always may"),
+	STR("metrics-listen", CFG(metrics_listen), LS_SET_EMPTY | LS_SET_LISTEN, "access",
+	    "ADDR:PORT to serve Prometheus metrics on (GET /metrics), e.g. 127.0.0.1:9464; empty: off"),
 	U32("expose-kernel-addresses", ENG(expose_kernel_addrs), 0, 1, LS_SET_RELOAD, "access",
 	    "1: raw kernel addresses to every client; 0: only to clients with CAP_SYSLOG"),
 
@@ -107,13 +111,20 @@ static char *str_field(const struct ls_config *c, const struct ls_setting *s)
 static int apply_str(struct ls_config *c, const struct ls_setting *s, const char *value, char *err,
 		     size_t len)
 {
-	if (!*value || strlen(value) >= LS_CONFIG_STR_MAX) {
+	struct sockaddr_storage ss;
+	unsigned int sslen;
+
+	if ((!*value && !(s->flags & LS_SET_EMPTY)) || strlen(value) >= LS_CONFIG_STR_MAX) {
 		snprintf(err, len, "%s: '%s' is not a string of 1 to %d characters", s->key, value,
 			 LS_CONFIG_STR_MAX - 1);
 		return -EINVAL;
 	}
 	if ((s->flags & LS_SET_ABSPATH) && value[0] != '/') {
 		snprintf(err, len, "%s: '%s' is not an absolute path", s->key, value);
+		return -EINVAL;
+	}
+	if ((s->flags & LS_SET_LISTEN) && *value && metrics_parse_listen(value, &ss, &sslen)) {
+		snprintf(err, len, "%s: '%s' is not ADDR:PORT (127.0.0.1:9464, [::1]:9464)", s->key, value);
 		return -EINVAL;
 	}
 	snprintf(str_field(c, s), LS_CONFIG_STR_MAX, "%s", value);

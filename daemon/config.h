@@ -21,6 +21,7 @@ struct ls_config {
 	struct engine_opts engine;
 	char socket[LS_CONFIG_STR_MAX];		/* the Unix socket served */
 	char socket_group[LS_CONFIG_STR_MAX];	/* its group: members may query */
+	char metrics_listen[LS_CONFIG_STR_MAX];	/* ADDR:PORT of the metrics listener; "": off */
 };
 
 enum ls_setting_type {
@@ -34,6 +35,8 @@ enum ls_setting_flags {
 	LS_SET_KIB	= 1 << 2,	/* given in KiB, kept in bytes */
 	LS_SET_WINDOW	= 1 << 3,	/* 0, or a stack window: a multiple of 8 from LS_USTACK_MIN_BYTES */
 	LS_SET_ABSPATH	= 1 << 4,	/* an absolute path */
+	LS_SET_EMPTY	= 1 << 5,	/* may be empty: off */
+	LS_SET_LISTEN	= 1 << 6,	/* ADDR:PORT */
 };
 
 struct ls_setting {

@@ -944,6 +944,8 @@ static cJSON *unwind_json(struct engine *e, const uint64_t *cnt)
 	return u;
 }
 
+static cJSON *handle_status(struct engine *e);
+
 static cJSON *degraded_json(const struct engine *e)
 {
 	const struct collector_note *notes;
@@ -977,6 +979,11 @@ void engine__set_config(struct engine *e, cJSON *config)
 {
 	cJSON_Delete(e->config);
 	e->config = config;
+}
+
+cJSON *engine__status(struct engine *e)
+{
+	return handle_status(e);
 }
 
 static cJSON *handle_status(struct engine *e)

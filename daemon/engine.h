@@ -49,6 +49,8 @@ void engine__tick(struct engine *e);
 struct ls_peer;
 /* @peer: who asks over the socket; NULL in-process (the user who loaded the programs). */
 cJSON *engine__handle(struct engine *e, uint64_t client, const struct ls_peer *peer, const cJSON *req);
+/* The status response: what `lockscope status` and the metrics show. */
+cJSON *engine__status(struct engine *e);
 /* How many components are off although asked for (each logged, and in status). */
 int engine__degraded(const struct engine *e);
 /* Takes the settings that change without reattaching: thresholds, address exposure. */

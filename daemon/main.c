@@ -13,7 +13,9 @@
 #include "engine.h"
 #include "log.h"
 #include "loop.h"
+#include "metrics.h"
 #include "notify.h"
+#include "prom.h"
 #include "probe.h"
 #include "server.h"
 
@@ -29,6 +31,7 @@ struct daemon {
 	struct engine *engine;
 	struct server *server;
 	struct notify *notify;
+	struct metrics *metrics;
 	int sigfd, timerfd, watchdogfd;
 	struct ls_config cfg;		/* in force */
 	const char *config_path;	/* NULL: none (the default file is absent) */
@@ -310,6 +313,16 @@ static void on_gone(void *ctx, uint64_t client)
 	engine__client_gone(d->engine, client);
 }
 
+static char *on_metrics(void *ctx, size_t *len)
+{
+	struct daemon *d = ctx;
+	cJSON *st = engine__status(d->engine);
+	char *text = prom_from_status(st, len);
+
+	cJSON_Delete(st);
+	return text;
+}
+
 static void on_reply(void *ctx, uint64_t client, cJSON *resp)
 {
 	struct daemon *d = ctx;
@@ -425,6 +438,12 @@ int main(int argc, char **argv)
 		       err == -EADDRINUSE ? " (another lockscoped is serving it)" : "");
 		goto cleanup;
 	}
+	if (d.cfg.metrics_listen[0] &&
+	    (err = metrics__new(d.cfg.metrics_listen, d.loop, on_metrics, &d, &d.metrics))) {
+		pr_err("cannot serve metrics on %s: %s%s\n", d.cfg.metrics_listen, strerror(-err),
+		       err == -EAFNOSUPPORT ? " (systemd's RestrictAddressFamilies: add AF_INET/AF_INET6)" : "");
+		goto cleanup;
+	}
 	d.timerfd = ls_timerfd(ENGINE_TICK_MS);
 	if (d.timerfd < 0 ||
 	    !loop__add(d.loop, d.sigfd, EPOLLIN, on_signal, &d) ||
@@ -449,6 +468,7 @@ int main(int argc, char **argv)
 cleanup:
 	if (err)
 		notify__send(d.notify, "STATUS=failed: %s\nERRNO=%d", strerror(-err), -err);
+	metrics__free(d.metrics);
 	server__free(d.server);
 	engine__free(d.engine);
 	loop__free(d.loop);
