@@ -65,7 +65,8 @@ mount -t tracefs nodev /sys/kernel/tracing
 echo "LOCKSCOPE-CHECK $(/bin/lockscoped --check | tr '\n' '|')"
 /bin/lockscoped --strict --socket /run/strict.sock 2>/tmp/strict.log
 echo "LOCKSCOPE-STRICT $? $(tr '\n' '|' </tmp/strict.log)"
-/bin/lockscoped --socket /run/ls.sock 2>/tmp/daemon.log &
+# emulated CPUs drain slowly: a larger ring than the default keeps every record
+/bin/lockscoped --socket /run/ls.sock --ringbuf-kb=2048 2>/tmp/daemon.log &
 i=0
 while ! /bin/lockscope status --socket /run/ls.sock >/dev/null 2>&1; do
 	i=$((i + 1)); [ $i -gt 300 ] && break; sleep 0.2
