@@ -155,13 +155,18 @@ struct engine {
 	uint64_t stale_slots;		/* open waits of exited threads, swept */
 };
 
-uint64_t ls_now_ns(void)
+uint64_t ls_clock_ns(clockid_t id)
 {
 	struct timespec ts;
 
-	/* the clock bpf_ktime_get_ns() reads */
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(id, &ts);
 	return ts.tv_sec * NSEC_PER_SEC + ts.tv_nsec;
+}
+
+uint64_t ls_now_ns(void)
+{
+	/* the clock bpf_ktime_get_ns() reads */
+	return ls_clock_ns(CLOCK_MONOTONIC);
 }
 
 void engine_opts__init(struct engine_opts *o)
@@ -849,14 +854,6 @@ static double rate(const struct engine *e, enum rate_id id)
 	       (e->rate_ns[newest] - e->rate_ns[oldest]);
 }
 
-static uint64_t cpu_time_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-	return (uint64_t)ts.tv_sec * NSEC_PER_SEC + ts.tv_nsec;
-}
-
 /* Resident set size from /proc/self/statm (pages), in bytes. */
 static uint64_t rss_bytes(void)
 {
@@ -884,7 +881,7 @@ static cJSON *self_json(const struct engine *e)
 			cJSON_AddNumberToObject(r, rate_names[i], rate(e, i));
 	/* ns of CPU per ns of wall time: a share of one CPU */
 	cJSON_AddNumberToObject(o, "cpu_pct", rate(e, RATE_CPU_NS) / NSEC_PER_SEC * 100);
-	cJSON_AddNumberToObject(o, "cpu_ns", cpu_time_ns());
+	cJSON_AddNumberToObject(o, "cpu_ns", ls_clock_ns(CLOCK_PROCESS_CPUTIME_ID));
 	cJSON_AddNumberToObject(o, "rss_bytes", rss_bytes());
 	cJSON_AddNumberToObject(o, "records", e->records);
 	usyms__stats(e->usyms, &us);
@@ -1317,7 +1314,7 @@ static void sample_rate(struct engine *e, uint64_t now, const uint64_t *cnt)
 	v[RATE_HOLDER_SAMPLES] = cnt[LS_CNT_HOLD_SAMPLES];
 	v[RATE_SPIN_SAMPLES] = cnt[LS_CNT_SPIN_SAMPLES];
 	v[RATE_RECORDS] = e->records;
-	v[RATE_CPU_NS] = cpu_time_ns();
+	v[RATE_CPU_NS] = ls_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
 	e->rate_ns[e->rate_head] = now;
 	e->rate_head = (e->rate_head + 1) % (RATE_SECONDS + 1);
 	if (e->rate_filled < RATE_SECONDS + 1)

@@ -33,9 +33,9 @@ struct daemon {
 	struct notify *notify;
 	struct metrics *metrics;
 	int sigfd, timerfd, watchdogfd;
+	struct ls_config base;		/* defaults and the flags' choices: what the file adds to */
 	struct ls_config cfg;		/* in force */
 	const char *config_path;	/* NULL: none (the default file is absent) */
-	bool config_explicit;		/* given with -c: it must exist */
 	struct override overrides[MAX_OVERRIDES];
 	int nr_overrides;
 	unsigned int reloads;
@@ -130,12 +130,9 @@ static int parse_args(int argc, char **argv, struct daemon *d)
 			if (add_override(d, "socket", optarg))
 				return -EINVAL;
 			break;
-		case 'c':
-			d->config_path = optarg;
-			d->config_explicit = true;
-			break;
-		case OPT_FORCE_TP: d->cfg.engine.collector.force_tp = true; break;
-		case OPT_NO_OWNER_STACK: d->cfg.engine.collector.no_owner_stack = true; break;
+		case 'c': d->config_path = optarg; break;
+		case OPT_FORCE_TP: d->base.engine.collector.force_tp = true; break;
+		case OPT_NO_OWNER_STACK: d->base.engine.collector.no_owner_stack = true; break;
 		case OPT_DUMP_CONFIG: d->dump_config = true; break;
 		case OPT_CHECK: d->check = true; break;
 		case OPT_STRICT: d->strict = true; break;
@@ -160,13 +157,12 @@ static int parse_args(int argc, char **argv, struct daemon *d)
 }
 
 /*
- * The settings as they would be now: @base (the flags' choices), the file, then the
- * command line's --KEY=VALUE. All or nothing: on error @out is untouched.
+ * The settings as they would be now: the defaults with the flags' choices, the file, then
+ * the command line's --KEY=VALUE. All or nothing: on error @out is untouched.
  */
-static int read_config(const struct daemon *d, const struct ls_config *base, struct ls_config *out,
-		       char *err, size_t len)
+static int read_config(const struct daemon *d, struct ls_config *out, char *err, size_t len)
 {
-	struct ls_config c = *base;
+	struct ls_config c = d->base;
 	int i, ret;
 
 	if (d->config_path && (ret = ls_config_load(&c, d->config_path, err, len)))
@@ -216,16 +212,12 @@ static cJSON *config_json(const struct daemon *d, const struct ls_config *pendin
  */
 static void reload(struct daemon *d)
 {
-	struct ls_config base = d->cfg, next;
+	struct ls_config next;
 	char val[LS_CONFIG_STR_MAX], now[LS_CONFIG_STR_MAX];
 	int i, err;
 
-	/* the flags' choices stay; every setting starts from its default */
-	ls_config__init(&base);
-	base.engine.collector.force_tp = d->cfg.engine.collector.force_tp;
-	base.engine.collector.no_owner_stack = d->cfg.engine.collector.no_owner_stack;
 	notify__send(d->notify, "RELOADING=1\nSTATUS=reloading %s", d->config_path ? d->config_path : "(no file)");
-	if (read_config(d, &base, &next, d->reload_error, sizeof(d->reload_error))) {
+	if (read_config(d, &next, d->reload_error, sizeof(d->reload_error))) {
 		pr_err("reload: %s; the running config stays\n", d->reload_error);
 		engine__set_config(d->engine, config_json(d, NULL));
 		notify__send(d->notify, "READY=1\nSTATUS=attached, serving %s (reload rejected: %s)",
@@ -389,10 +381,10 @@ int main(int argc, char **argv)
 	char msg[320];
 	int err;
 
-	ls_config__init(&d.cfg);
+	ls_config__init(&d.base);
 	if (parse_args(argc, argv, &d))
 		return 2;
-	if (read_config(&d, &d.cfg, &d.cfg, msg, sizeof(msg))) {
+	if (read_config(&d, &d.cfg, msg, sizeof(msg))) {
 		fprintf(stderr, "lockscoped: %s\n", msg);
 		return 2;
 	}

@@ -90,7 +90,9 @@ static void conn_free(struct conn *c)
 	free(c);
 }
 
-static void respond(struct conn *c, const char *status, const char *type, const char *body, size_t len)
+/* HEAD gets GET's headers, Content-Length included, without the body. */
+static void respond(struct conn *c, const char *status, const char *type, const char *body, size_t len,
+		    bool head)
 {
 	FILE *f = open_memstream(&c->out, &c->out_len);
 
@@ -98,30 +100,33 @@ static void respond(struct conn *c, const char *status, const char *type, const 
 		return;
 	fprintf(f, "HTTP/1.0 %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
 		status, type, len);
-	fwrite(body, 1, len, f);
+	if (!head)
+		fwrite(body, 1, len, f);
 	fclose(f);
 }
 
 /* The request line decides; headers are read to their end and ignored. */
 static void handle_request(struct conn *c)
 {
+	bool head = !strncmp(c->req, "HEAD ", 5);
+	const char *path = c->req + (head ? 5 : 4);
 	char *body;
 	size_t len;
 
-	if (strncmp(c->req, "GET ", 4) && strncmp(c->req, "HEAD ", 5)) {
-		respond(c, "405 Method Not Allowed", "text/plain", "GET /metrics\n", 13);
+	if (!head && strncmp(c->req, "GET ", 4)) {
+		respond(c, "405 Method Not Allowed", "text/plain", "GET /metrics\n", 13, false);
 		return;
 	}
-	if (strncmp(strchr(c->req, ' ') + 1, "/metrics ", 9) && strncmp(strchr(c->req, ' ') + 1, "/metrics?", 9)) {
-		respond(c, "404 Not Found", "text/plain", "lockscoped serves /metrics\n", 27);
+	if (strncmp(path, "/metrics ", 9) && strncmp(path, "/metrics?", 9)) {
+		respond(c, "404 Not Found", "text/plain", "lockscoped serves /metrics\n", 27, head);
 		return;
 	}
 	body = c->m->produce(c->m->ctx, &len);
 	if (!body) {
-		respond(c, "500 Internal Server Error", "text/plain", "out of memory\n", 14);
+		respond(c, "500 Internal Server Error", "text/plain", "out of memory\n", 14, head);
 		return;
 	}
-	respond(c, "200 OK", "text/plain; version=0.0.4; charset=utf-8", body, !strncmp(c->req, "HEAD ", 5) ? 0 : len);
+	respond(c, "200 OK", "text/plain; version=0.0.4; charset=utf-8", body, len, head);
 	free(body);
 }
 

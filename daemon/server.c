@@ -314,22 +314,6 @@ static void make_parent_dir(const char *path)
 	free(dir);
 }
 
-static int set_owner(struct server *s)
-{
-	struct group *gr = s->opts.group ? getgrnam(s->opts.group) : NULL;
-
-	if (gr) {
-		s->gid = gr->gr_gid;
-		s->have_group = true;
-		if (chown(s->path, 0, gr->gr_gid))
-			return -errno;
-	} else if (s->opts.group) {
-		pr_warn("no group %s: only root may query (create it: systemd-sysusers, or groupadd %s)\n",
-			s->opts.group, s->opts.group);
-	}
-	return chmod(s->path, s->opts.mode) ? -errno : 0;
-}
-
 int server__set_group(struct server *s, const char *group)
 {
 	struct group *gr = getgrnam(group);
@@ -343,6 +327,18 @@ int server__set_group(struct server *s, const char *group)
 	s->gid = gr->gr_gid;
 	s->have_group = true;
 	return 0;
+}
+
+static int set_owner(struct server *s)
+{
+	int err = s->opts.group ? server__set_group(s, s->opts.group) : 0;
+
+	if (err == -ENOENT)
+		pr_warn("no group %s: only root may query (create it: systemd-sysusers, or groupadd %s)\n",
+			s->opts.group, s->opts.group);
+	else if (err)
+		return err;
+	return chmod(s->path, s->opts.mode) ? -errno : 0;
 }
 
 int server__new(const struct server_opts *opts, struct loop *loop, struct server **out)

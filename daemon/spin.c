@@ -9,6 +9,7 @@
 #include "collector.h"
 #include "htab.h"
 #include "query.h"
+#include "engine.h"
 #include "spin.h"
 #include "stacks.h"
 #include "vec.h"
@@ -183,14 +184,6 @@ static cJSON *finding_new(const char *kind, uint32_t pid, uint32_t tid, const ch
 	cJSON_AddNumberToObject(f, "tid", tid);
 	cJSON_AddStringToObject(f, "comm", comm);
 	return f;
-}
-
-static uint64_t clock_ns(clockid_t id)
-{
-	struct timespec ts;
-
-	clock_gettime(id, &ts);
-	return ts.tv_sec * NSEC_PER_SEC + ts.tv_nsec;
 }
 
 /* Whether a frame of finding @f's stack names @needle (symbol or module). */
@@ -508,7 +501,7 @@ static int futex_findings(struct spin *s, const struct htab *tab, const struct s
 static void burst_findings(struct spin *s, const struct snapshot *sn, const struct query_ctx *ctx,
 			   int max_stack, cJSON *arr)
 {
-	uint64_t boot = clock_ns(CLOCK_BOOTTIME);
+	uint64_t boot = ls_clock_ns(CLOCK_BOOTTIME);
 	unsigned int i;
 
 	for (i = 0; i < s->nr_resumes; i++) {
@@ -660,7 +653,7 @@ int spin__json(struct spin *s, const struct collector *c, const struct htab *tab
 	cJSON_AddBoolToObject(src, "stops", true);
 	cJSON_AddBoolToObject(src, "holder_preemption", feat->ulock);
 	arr = cJSON_AddArrayToObject(o, "findings");
-	yield_findings(s, &sn, ctx, max_stack, clock_ns(CLOCK_MONOTONIC), arr);
+	yield_findings(s, &sn, ctx, max_stack, ls_now_ns(), arr);
 	sample_findings(s, &sn, ctx, max_stack, true, arr);
 	ret = futex_findings(s, tab, &sn, ctx, max_stack, arr);
 	sample_findings(s, &sn, ctx, max_stack, false, arr);
