@@ -27,13 +27,14 @@ endif
 CFLAGS ?= -O2 -g
 CFLAGS += $(WARN) -std=gnu11 -D_GNU_SOURCE -fno-omit-frame-pointer -MMD -MP \
 	  -I$(OUTPUT) -Ibpf -Idaemon -I$(BLAZESYM_INC)
-# blazesym's C API (user-space symbolization), built by cargo from deps/blazesym, pinned
-# by its Cargo.lock. Its header ships inside the crate, wherever cargo unpacked it.
+# The Rust libraries (blazesym's C API for symbolization, inferno's flame graphs), built by
+# cargo from deps/rust as one static library, pinned by its Cargo.lock. blazesym's header
+# ships inside its crate, wherever cargo unpacked it.
 CARGO ?= cargo
-BLAZESYM_DIR := $(OUTPUT)/blazesym
-BLAZESYM_LIB := $(BLAZESYM_DIR)/release/liblockscope_blazesym.a
-BLAZESYM_INC := $(BLAZESYM_DIR)/include
-LIBS := -lbpf -ldw -lelf -lz -lcjson -lm $(BLAZESYM_LIB) -lpthread -ldl
+RUST_DIR := $(OUTPUT)/rust
+RUST_LIB := $(RUST_DIR)/release/liblockscope_rs.a
+BLAZESYM_INC := $(RUST_DIR)/include
+LIBS := -lbpf -ldw -lelf -lz -lcjson -lprotobuf-c -lresolv -lm $(RUST_LIB) -lpthread -ldl
 BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) $(WARN) -Wno-unused-function -Wno-unused-parameter \
 	      -I$(OUTPUT) -Ibpf
 
@@ -43,7 +44,7 @@ SKELS := $(patsubst %,$(OUTPUT)/%.skel.h,$(BPF_APPS))
 
 # The engine: everything the daemon and `lockscope scan` (embedded) share.
 ENGINE_SRCS := $(filter-out daemon/main.c,$(wildcard daemon/*.c))
-ENGINE_OBJS := $(patsubst daemon/%.c,$(OUTPUT)/daemon/%.o,$(ENGINE_SRCS))
+ENGINE_OBJS := $(patsubst daemon/%.c,$(OUTPUT)/daemon/%.o,$(ENGINE_SRCS)) $(OUTPUT)/daemon/profile.pb-c.o
 CLI_SRCS := $(wildcard cli/*.c)
 CLI_OBJS := $(patsubst cli/%.c,$(OUTPUT)/cli/%.o,$(CLI_SRCS))
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
@@ -72,7 +73,7 @@ deps:
 	apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 		make gcc clang llvm libbpf-dev bpftool libelf-dev libdw-dev zlib1g-dev pkg-config \
-		libcjson-dev libcmocka-dev python3 python3-pytest python3-jsonschema linux-perf \
+		libcjson-dev libcmocka-dev libprotobuf-c-dev protobuf-c-compiler python3 python3-pytest python3-jsonschema linux-perf \
 		util-linux procps qemu-system-x86 busybox-static cpio libuv1-dev systemd \
 		python3-prometheus-client curl passwd
 	@# the Kubernetes manifest test decodes into k8s.io/api with Go; Debian's is the fallback
@@ -98,22 +99,32 @@ $(OUTPUT)/%.skel.h: $(OUTPUT)/%.bpf.o
 	$(call msg,GEN-SKEL,$@)
 	$(Q)$(BPFTOOL) gen skeleton $< > $@
 
-$(BLAZESYM_LIB): deps/blazesym/Cargo.toml deps/blazesym/Cargo.lock deps/blazesym/src/lib.rs
+$(RUST_LIB): deps/rust/Cargo.toml deps/rust/Cargo.lock deps/rust/src/lib.rs
 	$(call msg,CARGO,$@)
 	$(Q)command -v $(CARGO) >/dev/null || { echo "cargo not found: install Rust (https://rustup.rs) or run 'make deps'" >&2; exit 1; }
-	$(Q)$(CARGO) build --quiet --release --locked --manifest-path deps/blazesym/Cargo.toml \
-		--target-dir $(BLAZESYM_DIR)
+	$(Q)$(CARGO) build --quiet --release --locked --manifest-path deps/rust/Cargo.toml \
+		--target-dir $(RUST_DIR)
 	$(Q)mkdir -p $(BLAZESYM_INC)
-	$(Q)cp "$$($(CARGO) metadata --format-version 1 --locked --manifest-path deps/blazesym/Cargo.toml | \
+	$(Q)cp "$$($(CARGO) metadata --format-version 1 --locked --manifest-path deps/rust/Cargo.toml | \
 		$(PYTHON) -c 'import json,sys,os; m=json.load(sys.stdin); print(next(os.path.dirname(p["manifest_path"]) for p in m["packages"] if p["name"]=="blazesym-c"))')/include/blazesym.h" \
 		$(BLAZESYM_INC)/blazesym.h
 	$(Q)touch $@
 
-$(OUTPUT)/daemon/%.o: daemon/%.c $(SKELS) $(BLAZESYM_LIB) | $(OUTPUT)/daemon
+# pprof's profile.proto (the part we write), compiled by protoc-c
+$(OUTPUT)/profile.pb-c.c $(OUTPUT)/profile.pb-c.h &: daemon/profile.proto | $(OUTPUT)
+	$(call msg,PROTOC,$@)
+	$(Q)command -v protoc-c >/dev/null || { echo "protoc-c not found: run 'make deps' (Debian package protobuf-c-compiler)" >&2; exit 1; }
+	$(Q)protoc-c --proto_path=daemon --c_out=$(OUTPUT) daemon/profile.proto
+
+$(OUTPUT)/daemon/profile.pb-c.o: $(OUTPUT)/profile.pb-c.c | $(OUTPUT)/daemon
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(filter-out -Wextra,$(CFLAGS)) -c $< -o $@
+
+$(OUTPUT)/daemon/%.o: daemon/%.c $(SKELS) $(RUST_LIB) $(OUTPUT)/profile.pb-c.h | $(OUTPUT)/daemon
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@
 
-$(OUTPUT)/cli/%.o: cli/%.c $(SKELS) $(BLAZESYM_LIB) | $(OUTPUT)/cli
+$(OUTPUT)/cli/%.o: cli/%.c $(SKELS) $(RUST_LIB) | $(OUTPUT)/cli
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) -Icli -c $< -o $@
 

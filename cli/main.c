@@ -3,27 +3,40 @@
 #include <errno.h>
 #include <grp.h>
 #include <getopt.h>
+#include <netinet/in.h>
+#include <resolv.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include "client.h"
 #include "engine.h"
+#include "export.h"
 #include "log.h"
 #include "loop.h"
 #include "query.h"
 #include "render.h"
 #include "server.h"
 
+#define CLI_CMDS "status, top, scan, threads, spin, report, export, flamegraph"
 #define DEFAULT_SCAN_MS 5000
 #define EXIT_USAGE 2
+/* report, export and flamegraph read this window unless told (findings need a minute) */
+#define DEFAULT_REPORT_WINDOW "1m"
+
+/* inferno's renderer, from the Rust library (deps/rust/src/lib.rs) */
+int ls_flamegraph_svg(const char *folded, const char *title, const char *count_name, int fd);
 
 struct cli {
 	const char *socket;
 	const char *cmd;
+	const char *output;	/* export, flamegraph, scan --format: the file written */
+	const char *title;	/* flamegraph */
+	bool exporting;		/* the response carries an export to write */
 	bool json;
 	struct render_opts ro;
 	cJSON *req;
@@ -66,6 +79,20 @@ static bool spin_request_ok(const cJSON *req)
 				 "-p, --max-stack");
 }
 
+/* report, export and flamegraph: one process or all, a window or a scan, a format */
+static bool is_report_cmd(const char *cmd)
+{
+	return !strcmp(cmd, "report") || !strcmp(cmd, "export") || !strcmp(cmd, "flamegraph");
+}
+
+static bool report_request_ok(const char *cmd, const cJSON *req)
+{
+	static const char *const allowed[] = { "cmd", "pid", "window", "types", "kind", "format", "profile" };
+
+	return request_fields_ok(cmd, req, allowed, sizeof(allowed) / sizeof(allowed[0]),
+				 "-p, -w, -Y, --kind, -d, -F, --profile, -o");
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -80,7 +107,11 @@ static void usage(FILE *f)
 		"                             off CPU and run-queue wait, the host's cost of a switch\n"
 		"  spin [-p PID]              CPU burnt or time lost while nothing useful runs: yield\n"
 		"                             storms, PAUSE spin loops, bursts after a stop, lock\n"
-		"                             holders preempted while others waited\n\n"
+		"                             holders preempted while others waited\n"
+		"  report [-p PID]            the top problems, most wasted time first: finding,\n"
+		"                             evidence and fix (seed 004's severity table, spin)\n"
+		"  export -F FORMAT [-o FILE] json (the full report), prometheus, pprof or folded\n"
+		"  flamegraph -o FILE.svg     a wait-time flame graph (waiters' stacks by wait ns)\n\n"
 		"Options of top and scan:\n"
 		"  -p, --pid PID              only this process\n"
 		"  -t, --threads              one row per thread\n"
@@ -103,6 +134,15 @@ static void usage(FILE *f)
 		"Options of threads: -p, -E and\n"
 		"      --measure              measure the cost of a switch again, now (~0.1 s)\n"
 		"Options of spin: -p and --max-stack\n"
+		"Options of report, export and flamegraph: -p, -w (default 1m), -Y, --kind and\n"
+		"  -d, --duration D           collect -p PID for D now (a scan) instead of the window\n"
+		"  -F, --format F             export (and scan): json, prometheus, pprof, folded\n"
+		"      --profile P            pprof, folded, flamegraph: block (each wait under the\n"
+		"                             waiter's stack, default) or mutex (under the stack of\n"
+		"                             the thread that released or owned the lock)\n"
+		"  -o, --output FILE          export, flamegraph: write FILE (atomically) instead of\n"
+		"                             stdout; scan --format takes --output\n"
+		"      --title T              flamegraph: the title\n"
 		"Common options:\n"
 		"  -S, --socket PATH          daemon socket (default $LOCKSCOPE_SOCKET or " LS_DEFAULT_SOCKET ")\n"
 		"  -j, --json                 the daemon's JSON response (see schemas/)\n"
@@ -112,7 +152,11 @@ static void usage(FILE *f)
 		"  lockscope top -l -Y rwsem -w 1m\n"
 		"  sudo lockscope scan -p $(pidof myserver) -d 10s --json\n"
 		"  lockscope threads -p $(pidof myserver) -E 20\n"
-		"  lockscope spin -p $(pidof myserver)\n");
+		"  lockscope spin -p $(pidof myserver)\n"
+		"  lockscope report -p $(pidof myserver) -d 10s\n"
+		"  lockscope export -F pprof -w 5m -o locks.pb.gz && go tool pprof -top locks.pb.gz\n"
+		"  lockscope export -F prometheus -o /var/lib/node_exporter/lockscope.prom\n"
+		"  lockscope flamegraph -p $(pidof myserver) -o waits.svg\n");
 }
 
 static int bad_flag(const char *flag, const char *value, const char *accepted)
@@ -157,9 +201,61 @@ static int parse_duration_ms(const char *s, uint64_t *ms)
 	return -EINVAL;
 }
 
+/*
+ * The request of report, export and flamegraph: the daemon's window, or with -d a scan of
+ * -p PID that answers in the format asked.
+ */
+static int report_args(struct cli *c, bool duration_set)
+{
+	const char *given = cJSON_GetStringValue(cJSON_GetObjectItem(c->req, "format"));
+	char fmt[16];
+
+	snprintf(fmt, sizeof(fmt), "%s", !strcmp(c->cmd, "report") ? "json" :
+		 !strcmp(c->cmd, "flamegraph") ? "folded" : given ? given : "");
+
+	if (!report_request_ok(c->cmd, c->req))
+		return -EINVAL;
+	if (!fmt[0]) {
+		fprintf(stderr, "lockscope: export needs -F json|prometheus|pprof|folded\n");
+		return -EINVAL;
+	}
+	if (!strcmp(c->cmd, "flamegraph") && !c->output) {
+		fprintf(stderr, "lockscope: flamegraph needs -o FILE.svg\n");
+		return -EINVAL;
+	}
+	if (c->title && strcmp(c->cmd, "flamegraph")) {
+		fprintf(stderr, "lockscope: --title applies to flamegraph only\n");
+		return -EINVAL;
+	}
+	if (cJSON_GetObjectItem(c->req, "profile") && (!strcmp(fmt, "json") || !strcmp(fmt, "prometheus"))) {
+		fprintf(stderr, "lockscope: --profile applies to pprof, folded and flamegraph\n");
+		return -EINVAL;
+	}
+	if (!strcmp(c->cmd, "report") && c->output) {
+		fprintf(stderr, "lockscope: report prints; 'lockscope export -F json -o FILE' writes the report\n");
+		return -EINVAL;
+	}
+	cJSON_DeleteItemFromObject(c->req, "format");
+	if (duration_set) {
+		if (!cJSON_GetObjectItem(c->req, "pid")) {
+			fprintf(stderr, "lockscope: -d collects one process now: add -p PID\n");
+			return -EINVAL;
+		}
+		cJSON_ReplaceItemInObject(c->req, "cmd", cJSON_CreateString("scan"));
+		cJSON_DeleteItemFromObject(c->req, "window");
+		cJSON_AddStringToObject(c->req, "format", fmt);
+		cJSON_AddNumberToObject(c->req, "duration_ms", c->duration_ms);
+	} else if (strcmp(c->cmd, "report")) {
+		cJSON_ReplaceItemInObject(c->req, "cmd", cJSON_CreateString("export"));
+		cJSON_AddStringToObject(c->req, "format", fmt);
+	}
+	return 0;
+}
+
 static int parse_args(int argc, char **argv, struct cli *c)
 {
-	enum { OPT_STACKS = 0x100, OPT_MAX_STACK, OPT_KIND, OPT_HOLDERS, OPT_PRECISE, OPT_MEASURE };
+	enum { OPT_STACKS = 0x100, OPT_MAX_STACK, OPT_KIND, OPT_HOLDERS, OPT_PRECISE, OPT_MEASURE,
+	       OPT_PROFILE, OPT_OUTPUT, OPT_TITLE };
 	static const struct option longopts[] = {
 		{ "pid", required_argument, NULL, 'p' },
 		{ "threads", no_argument, NULL, 't' },
@@ -176,6 +272,10 @@ static int parse_args(int argc, char **argv, struct cli *c)
 		{ "precise", no_argument, NULL, OPT_PRECISE },
 		{ "measure", no_argument, NULL, OPT_MEASURE },
 		{ "duration", required_argument, NULL, 'd' },
+		{ "format", required_argument, NULL, 'F' },
+		{ "profile", required_argument, NULL, OPT_PROFILE },
+		{ "output", required_argument, NULL, OPT_OUTPUT },
+		{ "title", required_argument, NULL, OPT_TITLE },
 		{ "socket", required_argument, NULL, 'S' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
@@ -188,6 +288,9 @@ static int parse_args(int argc, char **argv, struct cli *c)
 	char err[256];
 	uint32_t mask;
 	enum ls_window w;
+	enum ls_export_format fmt;
+	enum ls_profile prof;
+	bool duration_set = false;
 
 	if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
 		usage(argc < 2 ? stderr : stdout);
@@ -200,23 +303,26 @@ static int parse_args(int argc, char **argv, struct cli *c)
 		if (!strcmp(argv[i], "-S") || !strcmp(argv[i], "--socket"))
 			i++;
 	if (i >= (size_t)argc) {
-		fprintf(stderr, "lockscope: no command (status, top, scan, threads, spin; see --help)\n");
+		fprintf(stderr, "lockscope: no command (" CLI_CMDS "; see --help)\n");
 		return -EINVAL;
 	}
 	c->cmd = argv[i];
 	memmove(&argv[i], &argv[i + 1], (argc - i - 1) * sizeof(*argv));
 	argc--;
 	if (strcmp(c->cmd, "status") && strcmp(c->cmd, "top") && strcmp(c->cmd, "scan") &&
-	    strcmp(c->cmd, "threads") && strcmp(c->cmd, "spin")) {
-		fprintf(stderr, "lockscope: unknown command '%s' (status, top, scan, threads, spin; see --help)\n",
-			c->cmd);
+	    strcmp(c->cmd, "threads") && strcmp(c->cmd, "spin") && !is_report_cmd(c->cmd)) {
+		fprintf(stderr, "lockscope: unknown command '%s' (" CLI_CMDS "; see --help)\n", c->cmd);
 		return -EINVAL;
 	}
 	cJSON_AddStringToObject(c->req, "cmd", c->cmd);
 	if (!strcmp(c->cmd, "top"))
 		cJSON_AddStringToObject(c->req, "window", "10s");
+	if (is_report_cmd(c->cmd))
+		cJSON_AddStringToObject(c->req, "window", DEFAULT_REPORT_WINDOW);
 	optind = 1;
-	while ((opt = getopt_long(argc, argv, "p:tlY:E:w:k:od:S:jh", longopts, NULL)) != -1) {
+	/* -o names the output where there is one, and asks for owners where there are rows */
+	while ((opt = getopt_long(argc, argv, strcmp(c->cmd, "export") && strcmp(c->cmd, "flamegraph") ?
+				  "p:tlY:E:w:k:od:S:jhF:" : "p:tlY:E:w:k:o:d:S:jhF:", longopts, NULL)) != -1) {
 		switch (opt) {
 		case 'p':
 			if (parse_uint(optarg, INT32_MAX, &v) || !v)
@@ -248,7 +354,26 @@ static int parse_args(int argc, char **argv, struct cli *c)
 				return bad_flag("-k/--key", optarg, "one of wait_total, contended, wait_max, avg_wait, wait_min");
 			cJSON_AddStringToObject(c->req, "sort", optarg);
 			break;
-		case 'o': c->ro.owners = true; cJSON_AddBoolToObject(c->req, "owners", true); break;
+		case 'o':
+			if (optarg) {
+				c->output = optarg;
+				break;
+			}
+			c->ro.owners = true;
+			cJSON_AddBoolToObject(c->req, "owners", true);
+			break;
+		case 'F':
+			if (ls_export_format_parse(optarg, &fmt))
+				return bad_flag("-F/--format", optarg, "json, prometheus, pprof or folded");
+			cJSON_AddStringToObject(c->req, "format", optarg);
+			break;
+		case OPT_PROFILE:
+			if (ls_profile_parse(optarg, &prof))
+				return bad_flag("--profile", optarg, "block (waiters' stacks) or mutex (releasers' and owners')");
+			cJSON_AddStringToObject(c->req, "profile", optarg);
+			break;
+		case OPT_OUTPUT: c->output = optarg; break;
+		case OPT_TITLE: c->title = optarg; break;
 		case OPT_STACKS: c->ro.stacks = true; cJSON_AddBoolToObject(c->req, "stacks", true); break;
 		case OPT_KIND:
 			if (strcmp(optarg, "user") && strcmp(optarg, "kernel") && strcmp(optarg, "all"))
@@ -266,6 +391,7 @@ static int parse_args(int argc, char **argv, struct cli *c)
 		case 'd':
 			if (parse_duration_ms(optarg, &c->duration_ms))
 				return bad_flag("-d/--duration", optarg, "a positive duration like 500ms, 5s, 2m");
+			duration_set = true;
 			break;
 		case 'S': c->socket = optarg; break;
 		case 'j': c->json = true; break;
@@ -283,6 +409,17 @@ static int parse_args(int argc, char **argv, struct cli *c)
 		fprintf(stderr, "lockscope: scan needs -p PID\n");
 		return -EINVAL;
 	}
+	if (cJSON_GetObjectItem(c->req, "format") && strcmp(c->cmd, "export") && strcmp(c->cmd, "scan")) {
+		fprintf(stderr, "lockscope: -F/--format applies to export and scan\n");
+		return -EINVAL;
+	}
+	if (is_report_cmd(c->cmd) && report_args(c, duration_set))
+		return -EINVAL;
+	if (!strcmp(c->cmd, "scan") && c->output && !cJSON_GetObjectItem(c->req, "format")) {
+		fprintf(stderr, "lockscope: scan --output writes an export: add -F json|prometheus|pprof|folded\n");
+		return -EINVAL;
+	}
+
 	if (c->ro.threads && c->ro.locks) {
 		fprintf(stderr, "lockscope: -t and -l group rows differently; use one\n");
 		return -EINVAL;
@@ -299,12 +436,99 @@ static int parse_args(int argc, char **argv, struct cli *c)
 		fprintf(stderr, "lockscope: --precise applies to scan only (it slows every syscall)\n");
 		return -EINVAL;
 	}
+	c->exporting = !strcmp(c->cmd, "export") || (!strcmp(c->cmd, "scan") && cJSON_GetObjectItem(c->req, "format"));
 	if (!strcmp(c->cmd, "scan")) {
 		cJSON_AddNumberToObject(c->req, "duration_ms", c->duration_ms);
 		if (c->precise)
 			cJSON_AddBoolToObject(c->req, "precise", true);
 	}
 	return 0;
+}
+
+/* @len bytes to --output (atomically) or stdout; a binary export never to a terminal. */
+static int write_output(const struct cli *c, const char *data, size_t len, bool binary)
+{
+	int err;
+
+	if (c->output) {
+		err = export__write_file(c->output, data, len);
+		if (err)
+			fprintf(stderr, "lockscope: cannot write %s: %s\n", c->output, strerror(-err));
+		return err ? 1 : 0;
+	}
+	if (binary && isatty(STDOUT_FILENO)) {
+		fprintf(stderr, "lockscope: a pprof profile is binary: pass -o FILE or redirect stdout\n");
+		return 1;
+	}
+	return fwrite(data, 1, len, stdout) == len ? 0 : 1;
+}
+
+/* An export response: the report itself (json), or its "data", base64 for binary formats. */
+static int write_export(const struct cli *c, const cJSON *resp)
+{
+	const char *data = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(resp, "data"));
+	const char *enc = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(resp, "encoding"));
+	unsigned char *bin;
+	char *text;
+	int n, ret;
+
+	if (!data) {		/* json: the response is the report */
+		text = cJSON_Print(resp);
+		if (!text)
+			return 1;
+		n = strlen(text);
+		text[n] = '\n';	/* overwrite the NUL: the file ends in a newline */
+		ret = write_output(c, text, n + 1, false);
+		free(text);
+		return ret;
+	}
+	if (!enc || strcmp(enc, "base64"))
+		return write_output(c, data, strlen(data), false);
+	bin = malloc(strlen(data) / 4 * 3 + 3);
+	if (!bin || (n = b64_pton(data, bin, strlen(data) / 4 * 3 + 3)) < 0) {
+		fprintf(stderr, "lockscope: the daemon sent a profile that is not base64\n");
+		free(bin);
+		return 1;
+	}
+	ret = write_output(c, (char *)bin, n, true);
+	free(bin);
+	return ret;
+}
+
+/* The folded stacks of the response drawn by inferno into --output. */
+static int write_flamegraph(const struct cli *c, const cJSON *resp)
+{
+	const char *folded = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(resp, "data"));
+	const cJSON *win = cJSON_GetObjectItemCaseSensitive(resp, "window");
+	const char *profile = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(resp, "profile"));
+	char title[256], *svg = MAP_FAILED;
+	struct stat st;
+	int fd, err, ret = 1;
+
+	if (!folded || !folded[0]) {
+		fprintf(stderr, "lockscope: nothing waited in this window: no flame graph to draw (try -w all, "
+			"or -p PID -d 10s while the workload runs)\n");
+		return 1;
+	}
+	snprintf(title, sizeof(title), "lockscope: wait time by %s (%s)",
+		 profile && !strcmp(profile, "mutex") ? "releaser or owner stack" : "waiter stack",
+		 cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(win, "name")) ?: "scan");
+	fd = memfd_create("lockscope-flamegraph", MFD_CLOEXEC);
+	if (fd < 0) {
+		fprintf(stderr, "lockscope: memfd_create: %s\n", strerror(errno));
+		return 1;
+	}
+	err = ls_flamegraph_svg(folded, c->title ? c->title : title, "ns", fd);
+	if (err)
+		fprintf(stderr, "lockscope: cannot render the flame graph: %s\n", strerror(-err));
+	else if (fstat(fd, &st) || (svg = mmap(NULL, st.st_size, PROT_READ, MAP_PRIVATE, fd, 0)) == MAP_FAILED)
+		fprintf(stderr, "lockscope: cannot read the rendered flame graph: %s\n", strerror(errno));
+	else
+		ret = write_output(c, svg, st.st_size, false);
+	if (svg != MAP_FAILED)
+		munmap(svg, st.st_size);
+	close(fd);
+	return ret;
 }
 
 static int print_response(const struct cli *c, const cJSON *resp)
@@ -316,6 +540,10 @@ static int print_response(const struct cli *c, const cJSON *resp)
 		fprintf(stderr, "lockscope: %s\n", err->valuestring);
 		return 1;
 	}
+	if (!strcmp(c->cmd, "flamegraph"))
+		return write_flamegraph(c, resp);
+	if (c->exporting)
+		return write_export(c, resp);
 	if (c->json) {
 		text = cJSON_Print(resp);
 		if (text)
@@ -327,6 +555,8 @@ static int print_response(const struct cli *c, const cJSON *resp)
 		render_threads(stdout, resp);
 	} else if (!strcmp(c->cmd, "spin")) {
 		render_spin(stdout, resp);
+	} else if (!strcmp(c->cmd, "report")) {
+		render_report(stdout, resp);
 	} else {
 		render_rows(stdout, resp, &c->ro);
 	}
@@ -406,7 +636,7 @@ static int scan_embedded(struct cli *c)
 	engine__consume(em.engine);
 	/* the report is the daemon's "top" over everything this engine saw */
 	top = cJSON_Duplicate(c->req, true);
-	cJSON_ReplaceItemInObject(top, "cmd", cJSON_CreateString("top"));
+	cJSON_ReplaceItemInObject(top, "cmd", cJSON_CreateString(cJSON_GetObjectItem(top, "format") ? "export" : "top"));
 	cJSON_DeleteItemFromObject(top, "duration_ms");
 	cJSON_DeleteItemFromObject(top, "precise");
 	cJSON_DeleteItemFromObject(top, "window");
@@ -465,7 +695,8 @@ int main(int argc, char **argv)
 	}
 	fd = client_connect(c.socket);
 	if (fd < 0) {
-		if (!strcmp(c.cmd, "scan") && (fd == -ENOENT || fd == -ECONNREFUSED) && geteuid() == 0)
+		if (!strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(c.req, "cmd")), "scan") &&
+		    (fd == -ENOENT || fd == -ECONNREFUSED) && geteuid() == 0)
 			ret = scan_embedded(&c);
 		else
 			ret = no_daemon(&c, fd);

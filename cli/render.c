@@ -387,3 +387,70 @@ void render_spin(FILE *f, const cJSON *resp)
 	if (!cJSON_GetArraySize(fs))
 		fprintf(f, " (nothing spins, yields, bursts or is preempted holding a lock)\n");
 }
+
+/* The figures a lock finding rests on, in one line. */
+static void print_lock_evidence(FILE *f, const cJSON *ev)
+{
+	const cJSON *pre = cJSON_GetObjectItemCaseSensitive(ev, "holder_preempted");
+	char avg[32], max[32], tot[32];
+
+	ls_fmt_ns(avg, sizeof(avg), num(ev, "avg_wait_ns"));
+	ls_fmt_ns(max, sizeof(max), num(ev, "max_wait_ns"));
+	ls_fmt_ns(tot, sizeof(tot), num(ev, "total_wait_ns"));
+	fprintf(f, "      evidence: %.0f contended (%.0f/s), avg %s, max %s, total %s, %.1f threads waiting on average",
+		num(ev, "contended"), num(ev, "contended_per_s"), avg, max, tot, num(ev, "waiters_avg"));
+	if (num(pre, "count"))
+		fprintf(f, ", holder preempted %.0fx", num(pre, "count"));
+	fputc('\n', f);
+}
+
+static void print_holder_work(FILE *f, const cJSON *ev)
+{
+	const cJSON *w;
+
+	cJSON_ArrayForEach(w, cJSON_GetObjectItemCaseSensitive(ev, "holder_work")) {
+		fprintf(f, "      holders: %.0f%% of their samples in %s (%s)%s%s\n", 100 * num(w, "share"),
+			str(w, "function", "?"), str(w, "kind", "?"),
+			str(w, "called_from", NULL) ? ", called from " : "", str(w, "called_from", ""));
+	}
+}
+
+void render_report(FILE *f, const cJSON *resp)
+{
+	const cJSON *fs = cJSON_GetObjectItemCaseSensitive(resp, "findings"), *fd;
+	const cJSON *host = cJSON_GetObjectItemCaseSensitive(resp, "host");
+	const cJSON *win = cJSON_GetObjectItemCaseSensitive(resp, "window");
+	const cJSON *pid = cJSON_GetObjectItemCaseSensitive(resp, "pid");
+	char wasted[32], lock[256];
+
+	fprintf(f, "lockscope report: %s%.0f, %s window (%.1f s), %s, Linux %s\n\n",
+		cJSON_IsNumber(pid) ? "pid " : "every process", cJSON_IsNumber(pid) ? pid->valuedouble : 0,
+		str(win, "name", "?"), num(resp, "span_s"), str(host, "hostname", "?"), str(host, "kernel", "?"));
+	if (!cJSON_GetArraySize(fs)) {
+		fprintf(f, "no findings: nothing waited or spun past the thresholds (lockscope report --json "
+			"has the figures and the thresholds)\n");
+		print_drops(f, cJSON_GetObjectItemCaseSensitive(resp, "dropped"));
+		return;
+	}
+	fprintf(f, "%3s %11s  %s\n\n", "#", "wasted", "finding");
+	cJSON_ArrayForEach(fd, fs) {
+		const cJSON *ev = cJSON_GetObjectItemCaseSensitive(fd, "evidence");
+		const cJSON *lk = cJSON_GetObjectItemCaseSensitive(fd, "lock");
+
+		ls_fmt_ns(wasted, sizeof(wasted), num(fd, "wasted_ns"));
+		fprintf(f, "%3.0f %11s  %s: %s\n", num(fd, "rank"), wasted, str(fd, "rule", "?"), str(fd, "title", ""));
+		if (cJSON_IsObject(lk)) {
+			snprintf(lock, sizeof(lock), "%s %s", str(fd, "type", str(fd, "kind", "")),
+				 str(lk, "name", addr_text(lk)));
+			fprintf(f, "      lock: %s, pid %.0f%s%s%s\n", lock, num(fd, "pid"), str(fd, "comm", NULL) ? " (" : "",
+				str(fd, "comm", ""), str(fd, "comm", NULL) ? ")" : "");
+		} else if (cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(fd, "tid"))) {
+			fprintf(f, "      thread: %s/%.0f, pid %.0f\n", str(fd, "comm", "?"), num(fd, "tid"), num(fd, "pid"));
+		}
+		if (cJSON_GetObjectItemCaseSensitive(ev, "contended"))
+			print_lock_evidence(f, ev);
+		print_holder_work(f, ev);
+		fprintf(f, "      fix: %s\n\n", str(fd, "fix", ""));
+	}
+	print_drops(f, cJSON_GetObjectItemCaseSensitive(resp, "dropped"));
+}

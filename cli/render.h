@@ -22,5 +22,7 @@ void render_rows(FILE *f, const cJSON *resp, const struct render_opts *o);
 void render_status(FILE *f, const cJSON *resp);
 void render_threads(FILE *f, const cJSON *resp);
 void render_spin(FILE *f, const cJSON *resp);
+/* `lockscope report`: the findings, most wasted time first, with evidence and fix. */
+void render_report(FILE *f, const cJSON *resp);
 
 #endif

@@ -23,6 +23,10 @@ const struct ls_setting ls_settings[] = {
 	    "the socket's group (mode 0660): its members may query; root always may"),
 	STR("metrics-listen", CFG(metrics_listen), LS_SET_EMPTY | LS_SET_LISTEN, "access",
 	    "ADDR:PORT to serve Prometheus metrics on (GET /metrics), e.g. 127.0.0.1:9464; empty: off"),
+	STR("metrics-textfile", CFG(metrics_textfile), LS_SET_EMPTY | LS_SET_ABSPATH | LS_SET_RELOAD, "access",
+	    "write the metrics to this node_exporter textfile (*.prom, atomically); empty: off"),
+	U32("metrics-textfile-interval", CFG(metrics_textfile_interval), 1, 86400, LS_SET_RELOAD, "access",
+	    "seconds between textfile writes"),
 	U32("expose-kernel-addresses", ENG(expose_kernel_addrs), 0, 1, LS_SET_RELOAD, "access",
 	    "1: raw kernel addresses to every client; 0: only to clients with CAP_SYSLOG"),
 
@@ -77,6 +81,22 @@ const struct ls_setting ls_settings[] = {
 	    "events in the 10 ms after a resume before it is a burst finding"),
 	U32("burst-factor", ENG(spin.burst_factor), 1, 1000, LS_SET_RELOAD, "thresholds",
 	    "and times the thread's own rate before the stop"),
+	U32("report-min-wait", ENG(diag.min_wait_pct), 0, 100, LS_SET_RELOAD, "thresholds",
+	    "report: a lock's waits must cost this % of one thread's time to be diagnosed"),
+	U32("report-contended-rate", ENG(diag.contended_rate), 1, UINT32_MAX, LS_SET_RELOAD, "thresholds",
+	    "report: contentions/s that count as high (coarse_lock, redesign)"),
+	U32("report-avg-wait-us", ENG(diag.avg_wait_us), 1, UINT32_MAX, LS_SET_RELOAD, "thresholds",
+	    "report: an average wait, us, that counts as long (blocking_work, redesign)"),
+	U32("report-jitter-factor", ENG(diag.jitter_factor), 2, UINT32_MAX, LS_SET_RELOAD, "thresholds",
+	    "report: wait_jitter when the max wait is this many times the average"),
+	U32("report-jitter-min-us", ENG(diag.jitter_min_us), 1, UINT32_MAX, LS_SET_RELOAD, "thresholds",
+	    "report: and at least this long, us"),
+	U32("report-jitter-tail", ENG(diag.jitter_tail_pct), 0, 100, LS_SET_RELOAD, "thresholds",
+	    "report: and waits over 16x the average hold this % of the wait time"),
+	U32("report-futex-wake", ENG(diag.futex_wake_pct), 1, 100, LS_SET_RELOAD, "thresholds",
+	    "report: futex_wake_contention when kernel waits in futex code are this % of futex waiting"),
+	U32("report-work-min", ENG(diag.work_min_pct), 1, 100, LS_SET_RELOAD, "thresholds",
+	    "report: a kind of holder work (I/O, allocation, formatting...) named at this % of samples"),
 };
 const int ls_nr_settings = sizeof(ls_settings) / sizeof(ls_settings[0]);
 
@@ -86,6 +106,7 @@ void ls_config__init(struct ls_config *c)
 	engine_opts__init(&c->engine);
 	snprintf(c->socket, sizeof(c->socket), "%s", LS_DEFAULT_SOCKET);
 	snprintf(c->socket_group, sizeof(c->socket_group), "%s", LS_SOCKET_GROUP);
+	c->metrics_textfile_interval = LS_DEF_TEXTFILE_INTERVAL;
 }
 
 const struct ls_setting *ls_setting_find(const char *key)
@@ -119,7 +140,7 @@ static int apply_str(struct ls_config *c, const struct ls_setting *s, const char
 			 LS_CONFIG_STR_MAX - 1);
 		return -EINVAL;
 	}
-	if ((s->flags & LS_SET_ABSPATH) && value[0] != '/') {
+	if ((s->flags & LS_SET_ABSPATH) && *value && value[0] != '/') {
 		snprintf(err, len, "%s: '%s' is not an absolute path", s->key, value);
 		return -EINVAL;
 	}

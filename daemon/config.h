@@ -22,7 +22,11 @@ struct ls_config {
 	char socket[LS_CONFIG_STR_MAX];		/* the Unix socket served */
 	char socket_group[LS_CONFIG_STR_MAX];	/* its group: members may query */
 	char metrics_listen[LS_CONFIG_STR_MAX];	/* ADDR:PORT of the metrics listener; "": off */
+	char metrics_textfile[LS_CONFIG_STR_MAX]; /* node_exporter textfile written; "": off */
+	uint32_t metrics_textfile_interval;	/* seconds between its writes */
 };
+
+#define LS_DEF_TEXTFILE_INTERVAL 15	/* node_exporter's usual scrape interval */
 
 enum ls_setting_type {
 	LS_SET_U32,

@@ -7,15 +7,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 #include "agg.h"
 #include "dumps.h"
 #include "engine.h"
+#include "export.h"
 #include "htab.h"
 #include "klock.h"
 #include "ksyms.h"
 #include "log.h"
 #include "probe.h"
+#include "prom.h"
 #include "query.h"
 #include "schedstat.h"
 #include "server.h"
@@ -93,8 +96,16 @@ struct owner_info {
 	char comm[LS_COMM_LEN];
 };
 
+/* What a report or an export asks for besides the query: the format, the profile's view. */
+struct export_req {
+	bool wanted;			/* a scan answers with rows unless a format was asked */
+	enum ls_export_format format;
+	enum ls_profile profile;
+};
+
 struct scan {
 	struct scan *next;
+	struct export_req x;
 	uint64_t client;
 	uint32_t pid;
 	uint64_t start_ns, deadline_ns;
@@ -198,6 +209,7 @@ void engine_opts__init(struct engine_opts *o)
 		.pause_min_samples = SPIN_DEF_PAUSE_MIN_SAMPLES, .pause_min_share_pct = SPIN_DEF_PAUSE_MIN_SHARE_PCT,
 		.burst_min_events = SPIN_DEF_BURST_MIN_EVENTS, .burst_factor = SPIN_DEF_BURST_FACTOR,
 	};
+	diag_thresholds__init(&o->diag);
 }
 
 cJSON *engine__error(const char *fmt, ...)
@@ -970,6 +982,7 @@ void engine__reconfigure(struct engine *e, const struct engine_opts *opts)
 {
 	e->opts.expose_kernel_addrs = opts->expose_kernel_addrs;
 	e->opts.spin = opts->spin;
+	e->opts.diag = opts->diag;
 }
 
 void engine__set_config(struct engine *e, cJSON *config)
@@ -1161,7 +1174,7 @@ static bool peer_may_scan(const struct ls_peer *peer, uint32_t pid)
 }
 
 static cJSON *handle_scan(struct engine *e, uint64_t client, const struct ls_peer *peer,
-			  const cJSON *req, struct query *q)
+			  const cJSON *req, struct query *q, const struct export_req *x)
 {
 	const cJSON *d = cJSON_GetObjectItemCaseSensitive(req, "duration_ms");
 	const cJSON *precise = cJSON_GetObjectItemCaseSensitive(req, "precise");
@@ -1184,6 +1197,7 @@ static cJSON *handle_scan(struct engine *e, uint64_t client, const struct ls_pee
 	if (!s)
 		return engine__error("out of memory");
 	s->client = client;
+	s->x = *x;
 	s->kernel_addrs = kernel_addrs_allowed(e, peer);
 	s->pid = q->pid;
 	s->start_ns = ls_now_ns();
@@ -1269,16 +1283,303 @@ static cJSON *handle_spin(struct engine *e, const struct ls_peer *peer, const cJ
 	return o;
 }
 
+/* ---- report and exports ---- */
+
+/* What the report shows of each part: the top rows, frames per stack, threads. */
+#define REPORT_ROWS		20
+#define REPORT_MAX_STACK	16
+#define REPORT_THREADS		20
+#define REPORT_FUTEX_CALLERS	50
+
+static int parse_export_req(const cJSON *req, bool need_format, struct export_req *x, char *err, size_t len)
+{
+	const cJSON *f = cJSON_GetObjectItemCaseSensitive(req, "format");
+	const cJSON *p = cJSON_GetObjectItemCaseSensitive(req, "profile");
+
+	x->wanted = f != NULL;
+	x->format = LS_EXPORT_JSON;
+	x->profile = LS_PROFILE_BLOCK;
+	if (!f && need_format) {
+		snprintf(err, len, "export needs 'format' (json, prometheus, pprof, folded)");
+		return -EINVAL;
+	}
+	if (f && (!cJSON_IsString(f) || ls_export_format_parse(f->valuestring, &x->format))) {
+		snprintf(err, len, "'format' must be json, prometheus, pprof or folded");
+		return -EINVAL;
+	}
+	if (p && (!cJSON_IsString(p) || ls_profile_parse(p->valuestring, &x->profile))) {
+		snprintf(err, len, "'profile' must be block (waiters' stacks) or mutex (releasers' and owners' stacks)");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static void add_file_line(cJSON *o, const char *name, const char *path)
+{
+	char line[128] = "";
+	FILE *f = fopen(path, "re");
+
+	if (f) {
+		if (!fgets(line, sizeof(line), f))
+			line[0] = 0;
+		fclose(f);
+	}
+	line[strcspn(line, "\n")] = 0;
+	cJSON_AddStringToObject(o, name, line);
+}
+
+/* The host the figures come from. */
+static cJSON *host_json(void)
+{
+	cJSON *h = cJSON_CreateObject();
+	struct utsname u;
+
+	if (!uname(&u)) {
+		cJSON_AddStringToObject(h, "hostname", u.nodename);
+		cJSON_AddStringToObject(h, "kernel", u.release);
+		cJSON_AddStringToObject(h, "machine", u.machine);
+	}
+	cJSON_AddNumberToObject(h, "cpus", sysconf(_SC_NPROCESSORS_ONLN));
+	add_file_line(h, "boot_id", "/proc/sys/kernel/random/boot_id");
+	cJSON_AddStringToObject(h, "lockscope_version", LS_VERSION);
+	return h;
+}
+
+/* How long @pid has run, from /proc/PID/stat's start time (CLOCK_BOOTTIME); 0: unknown. */
+static uint64_t process_age_ns(uint32_t pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long start;
+	size_t n;
+	FILE *f;
+	int i;
+
+	snprintf(path, sizeof(path), "/proc/%u/stat", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	p = strrchr(buf, ')');	/* the comm may hold spaces and parentheses */
+	/* field 22, starttime; the text after ')' starts at field 3 */
+	for (i = 3; p && i <= 22; i++)
+		p = strchr(p + 1, ' ');
+	if (!p || sscanf(p, " %llu", &start) != 1)
+		return 0;
+	return ls_clock_ns(CLOCK_BOOTTIME) - start * (NSEC_PER_SEC / sysconf(_SC_CLK_TCK));
+}
+
+/* The rows of @t for @base, grouped and cut as the report shows them. */
+static cJSON *report_rows(const struct htab *t, const struct query *base, const struct query_ctx *qc,
+			  enum ls_group group, enum ls_kind kind, int limit)
+{
+	struct query q = *base;
+
+	q.group = group;
+	q.kind = kind;
+	q.limit = limit;
+	q.max_stack = REPORT_MAX_STACK;
+	q.stacks = group == LS_GROUP_CALLER;
+	q.owners = group == LS_GROUP_LOCK;
+	q.holders = group == LS_GROUP_LOCK;
+	q.sort = LS_SORT_TOTAL;
+	return query__rows(t, &q, qc) ?: cJSON_CreateArray();
+}
+
+static cJSON *thresholds_json(const struct engine *e)
+{
+	const struct diag_thresholds *th = &e->opts.diag;
+	cJSON *o = cJSON_CreateObject();
+
+	cJSON_AddNumberToObject(o, "report-min-wait", th->min_wait_pct);
+	cJSON_AddNumberToObject(o, "report-contended-rate", th->contended_rate);
+	cJSON_AddNumberToObject(o, "report-avg-wait-us", th->avg_wait_us);
+	cJSON_AddNumberToObject(o, "report-jitter-factor", th->jitter_factor);
+	cJSON_AddNumberToObject(o, "report-jitter-min-us", th->jitter_min_us);
+	cJSON_AddNumberToObject(o, "report-jitter-tail", th->jitter_tail_pct);
+	cJSON_AddNumberToObject(o, "report-futex-wake", th->futex_wake_pct);
+	cJSON_AddNumberToObject(o, "report-work-min", th->work_min_pct);
+	return o;
+}
+
+/*
+ * The full report over table @t (covering @start..@now): locks, callers, threads, spin,
+ * drops, and the findings. Thread and spin figures are the daemon's since each thread was
+ * first seen, whatever the window.
+ */
+static cJSON *report_json(struct engine *e, const char *cmd, const struct htab *t, const struct query *q,
+			  uint64_t start, uint64_t now, const uint64_t *counters0, bool kernel_addrs)
+{
+	struct query_ctx qc = query_ctx(e, kernel_addrs);
+	uint64_t span = now > start ? now - start : 1, age;
+	struct diag_input in = { .th = &e->opts.diag };
+	cJSON *o = response(cmd), *locks, *callers, *futex_callers, *part;
+	const char *why = NULL;
+
+	/* a process younger than the window: its rates are over its life */
+	if (q->pid && (age = process_age_ns(q->pid)) && age < span)
+		span = age;
+	cJSON_AddItemToObject(o, "host", host_json());
+	cJSON_AddItemToObject(o, "window", window_json(ls_window_name(q->window), start, now));
+	cJSON_AddNumberToObject(o, "span_s", (double)span / NSEC_PER_SEC);
+	if (q->pid)
+		cJSON_AddNumberToObject(o, "pid", q->pid);
+	else
+		cJSON_AddNullToObject(o, "pid");
+	locks = report_rows(t, q, &qc, LS_GROUP_LOCK, q->kind, REPORT_ROWS);
+	callers = report_rows(t, q, &qc, LS_GROUP_CALLER, q->kind, REPORT_ROWS);
+	futex_callers = report_rows(t, q, &qc, LS_GROUP_CALLER, LS_KIND_KERNEL_ONLY, REPORT_FUTEX_CALLERS);
+	cJSON_AddItemToObject(o, "locks", locks);
+	cJSON_AddItemToObject(o, "callers", callers);
+	part = cJSON_AddObjectToObject(o, "threads");
+	if (threads__json(e->threads, e->coll, q->pid, REPORT_THREADS, now, part, &why)) {
+		cJSON_AddStringToObject(part, "error", why);
+		why = NULL;
+	}
+	part = cJSON_AddObjectToObject(o, "spin");
+	if (spin__json(e->spin, e->coll, t, (double)span / NSEC_PER_SEC, &qc, &e->opts.spin, q->pid,
+		       REPORT_MAX_STACK, part, &why))
+		cJSON_AddStringToObject(part, "error", why);
+	cJSON_AddItemToObject(o, "dropped", dropped_json(e, counters0));
+	cJSON_AddItemToObject(o, "thresholds", thresholds_json(e));
+	in.lock_rows = locks;
+	in.kernel_callers = futex_callers;
+	in.spin_findings = cJSON_GetObjectItemCaseSensitive(part, "findings");
+	in.span_s = (double)span / NSEC_PER_SEC;
+	cJSON_AddItemToObject(o, "findings", diagnose(&in));
+	cJSON_Delete(futex_callers);
+	return o;
+}
+
+/* A text or binary export: binary goes as base64 in the JSON response. */
+static cJSON *export_data(const char *cmd, const struct export_req *x, const struct query *q,
+			  uint64_t start, uint64_t now, struct export_buf *buf)
+{
+	cJSON *o = response(cmd);
+	char *b64 = NULL;
+
+	cJSON_AddStringToObject(o, "format", ls_export_format_name(x->format));
+	if (x->format == LS_EXPORT_PPROF || x->format == LS_EXPORT_FOLDED)
+		cJSON_AddStringToObject(o, "profile", ls_profile_name(x->profile));
+	cJSON_AddItemToObject(o, "window", window_json(ls_window_name(q->window), start, now));
+	if (x->format == LS_EXPORT_PPROF) {
+		b64 = export__base64(buf->data, buf->len);
+		if (!b64) {
+			cJSON_Delete(o);
+			return engine__error("out of memory encoding the profile");
+		}
+		cJSON_AddStringToObject(o, "encoding", "base64");
+		cJSON_AddStringToObject(o, "data", b64);
+	} else {
+		cJSON_AddStringToObject(o, "encoding", "text");
+		cJSON_AddStringToObject(o, "data", buf->data ? buf->data : "");
+	}
+	free(b64);
+	return o;
+}
+
+/*
+ * Lock metrics over everything since @agg started (counters never go back), with the
+ * daemon's health first unless this is a scan's.
+ */
+static int prometheus_text(struct engine *e, struct agg *agg, const struct query *q, bool health,
+			   struct export_buf *out)
+{
+	uint64_t start;
+	struct htab *t = agg__window(agg, LS_WIN_ALL, ls_now_ns(), &start);
+	FILE *f = open_memstream(&out->data, &out->len);
+	cJSON *st;
+	int err = -ENOMEM;
+
+	if (t && f) {
+		if (health) {
+			st = handle_status(e);
+			prom_write_status(f, st);
+			cJSON_Delete(st);
+		}
+		err = prom_write_locks(f, t, q);
+	}
+	if (f && fclose(f))
+		err = -ENOMEM;
+	htab__free(t);
+	return err;
+}
+
+static cJSON *export_response(struct engine *e, const char *cmd, struct agg *agg, const struct query *q,
+			      const struct export_req *x, uint64_t now, const uint64_t *counters0,
+			      bool kernel_addrs)
+{
+	struct query_ctx qc = query_ctx(e, kernel_addrs);
+	struct export_span span;
+	struct export_buf buf = {};
+	uint64_t start;
+	struct htab *t;
+	cJSON *o = NULL;
+	int err = 0;
+
+	if (x->format == LS_EXPORT_PROMETHEUS) {
+		if (prometheus_text(e, agg, q, !counters0, &buf))
+			return engine__error("out of memory writing the metrics");
+		o = export_data(cmd, x, q, agg__window_start(agg, LS_WIN_ALL), now, &buf);
+		free(buf.data);
+		return o;
+	}
+	t = agg__window(agg, q->window, now, &start);
+	if (!t)
+		return engine__error("out of memory building the window");
+	span.duration_ns = now - start;
+	span.start_unix_ns = ls_clock_ns(CLOCK_REALTIME) - (ls_now_ns() - start);
+	switch (x->format) {
+	case LS_EXPORT_JSON:
+		o = report_json(e, cmd, t, q, start, now, counters0, kernel_addrs);
+		break;
+	case LS_EXPORT_PPROF:
+		err = export__pprof(t, q, &qc, x->profile, &span, &buf);
+		break;
+	case LS_EXPORT_FOLDED:
+	default:
+		err = export__folded(t, q, &qc, x->profile, &buf);
+		break;
+	}
+	htab__free(t);
+	if (x->format == LS_EXPORT_JSON)
+		return o;
+	if (err)
+		return engine__error("cannot build the %s export: %s", ls_export_format_name(x->format),
+				     strerror(-err));
+	o = export_data(cmd, x, q, start, now, &buf);
+	free(buf.data);
+	return o;
+}
+
+char *engine__metrics(struct engine *e, size_t *len)
+{
+	struct export_buf buf = {};
+	struct query q;
+
+	query__init(&q);
+	q.type_mask = 0;	/* every type, event waits too: the labels tell them apart */
+	engine__consume(e);
+	if (prometheus_text(e, e->agg, &q, true, &buf)) {
+		free(buf.data);
+		return NULL;
+	}
+	*len = buf.len;
+	return buf.data;
+}
+
 cJSON *engine__handle(struct engine *e, uint64_t client, const struct ls_peer *peer, const cJSON *req)
 {
 	const cJSON *cmd = cJSON_GetObjectItemCaseSensitive(req, "cmd");
+	struct export_req x;
 	char err[256] = "";
 	struct query q;
 
 	if (!cJSON_IsObject(req))
 		return engine__error("a request is a JSON object with a 'cmd'");
 	if (!cJSON_IsString(cmd))
-		return engine__error("missing 'cmd' (one of: status, top, scan, threads, spin)");
+		return engine__error("missing 'cmd' (one of: " ENGINE_CMDS ")");
 	if (!strcmp(cmd->valuestring, "status"))
 		return handle_status(e);
 	if (!strcmp(cmd->valuestring, "threads"))
@@ -1286,19 +1587,28 @@ cJSON *engine__handle(struct engine *e, uint64_t client, const struct ls_peer *p
 	if (!strcmp(cmd->valuestring, "spin"))
 		return handle_spin(e, peer, req);
 	query__init(&q);
-	if (strcmp(cmd->valuestring, "top") && strcmp(cmd->valuestring, "scan"))
-		return engine__error("unknown cmd '%s' (one of: status, top, scan, threads, spin)", cmd->valuestring);
-	if (query__from_json(req, &q, err, sizeof(err)))
+	if (strcmp(cmd->valuestring, "top") && strcmp(cmd->valuestring, "scan") &&
+	    strcmp(cmd->valuestring, "report") && strcmp(cmd->valuestring, "export"))
+		return engine__error("unknown cmd '%s' (one of: " ENGINE_CMDS ")", cmd->valuestring);
+	if (query__from_json(req, &q, err, sizeof(err)) ||
+	    parse_export_req(req, !strcmp(cmd->valuestring, "export"), &x, err, sizeof(err)))
 		return engine__error("%s", err);
+	if (x.wanted && strcmp(cmd->valuestring, "export") && strcmp(cmd->valuestring, "scan"))
+		return engine__error("'format' applies to export and scan; %s has its own output", cmd->valuestring);
 	if (!strcmp(cmd->valuestring, "scan"))
-		return handle_scan(e, client, peer, req, &q);
+		return handle_scan(e, client, peer, req, &q, &x);
 	engine__consume(e);
+	if (!strcmp(cmd->valuestring, "report") || !strcmp(cmd->valuestring, "export"))
+		return export_response(e, cmd->valuestring, e->agg, &q, &x, ls_now_ns(), NULL,
+				       kernel_addrs_allowed(e, peer));
 	return rows_response(e, "top", e->agg, &q, ls_now_ns(), NULL, kernel_addrs_allowed(e, peer));
 }
 
 static void finish_scan(struct engine *e, struct scan *s, uint64_t now, bool exited)
 {
-	cJSON *resp = rows_response(e, "scan", s->agg, &s->q, now, s->counters0, s->kernel_addrs);
+	cJSON *resp = s->x.wanted ?
+		export_response(e, "scan", s->agg, &s->q, &s->x, now, s->counters0, s->kernel_addrs) :
+		rows_response(e, "scan", s->agg, &s->q, now, s->counters0, s->kernel_addrs);
 
 	cJSON_AddBoolToObject(resp, "process_exited", exited);
 	cJSON_AddBoolToObject(resp, "precise", s->precise);

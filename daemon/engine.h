@@ -13,6 +13,7 @@
 #include <time.h>
 #include <cjson/cJSON.h>
 #include "collector.h"
+#include "diagnose.h"
 #include "spin.h"
 
 #define LS_SCHEMA_VERSION 1
@@ -29,6 +30,7 @@ struct engine_opts {
 	uint32_t precise_pid;		/* time this process's futex calls from the syscalls */
 	uint32_t expose_kernel_addrs;	/* 1: raw kernel addresses to every client */
 	struct spin_thresholds spin;	/* when spin figures become findings */
+	struct diag_thresholds diag;	/* when lock figures become report findings */
 };
 
 /* Sends a deferred response (a scan that finished) to @client; takes @resp. */
@@ -52,6 +54,8 @@ struct ls_peer;
 cJSON *engine__handle(struct engine *e, uint64_t client, const struct ls_peer *peer, const cJSON *req);
 /* The status response: what `lockscope status` and the metrics show. */
 cJSON *engine__status(struct engine *e);
+/* GET /metrics and the textfile: health and lock metrics as Prometheus text (malloc'd). */
+char *engine__metrics(struct engine *e, size_t *len);
 /* How many components are off although asked for (each logged, and in status). */
 int engine__degraded(const struct engine *e);
 /* Takes the settings that change without reattaching: thresholds, address exposure. */
@@ -66,5 +70,6 @@ uint64_t ls_clock_ns(clockid_t id);
 uint64_t ls_now_ns(void);
 
 #define ENGINE_TICK_MS 200
+#define ENGINE_CMDS "status, top, scan, threads, spin, report, export"
 
 #endif

@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include "config.h"
 #include "engine.h"
+#include "export.h"
 #include "log.h"
 #include "loop.h"
 #include "metrics.h"
@@ -27,6 +28,8 @@ struct override {
 #define MAX_OVERRIDES 64
 
 struct daemon {
+	uint64_t textfile_ns;		/* the metrics textfile's last write */
+	int textfile_err;		/* and its error, logged once */
 	struct loop *loop;
 	struct engine *engine;
 	struct server *server;
@@ -274,6 +277,29 @@ static void on_watchdog(void *ctx, uint32_t events)
 	notify__send(d->notify, "WATCHDOG=1");
 }
 
+/* The node_exporter textfile, every metrics-textfile-interval seconds; errors logged once. */
+static void write_textfile(struct daemon *d)
+{
+	uint64_t now = ls_now_ns();
+	char *text;
+	size_t len;
+	int err;
+
+	if (!d->cfg.metrics_textfile[0] ||
+	    now - d->textfile_ns < (uint64_t)d->cfg.metrics_textfile_interval * 1000000000ULL)
+		return;
+	d->textfile_ns = now;
+	text = engine__metrics(d->engine, &len);
+	err = text ? export__write_file(d->cfg.metrics_textfile, text, len) : -ENOMEM;
+	free(text);
+	if (err && err != d->textfile_err)
+		pr_warn("cannot write the metrics textfile %s: %s (the directory must exist and be "
+			"writable; systemd: ReadWritePaths=)\n", d->cfg.metrics_textfile, strerror(-err));
+	else if (!err && d->textfile_err)
+		pr_info("metrics textfile %s written again\n", d->cfg.metrics_textfile);
+	d->textfile_err = err;
+}
+
 static void on_tick(void *ctx, uint32_t events)
 {
 	struct daemon *d = ctx;
@@ -281,6 +307,7 @@ static void on_tick(void *ctx, uint32_t events)
 	(void)events;
 	ls_timerfd_ack(d->timerfd);
 	engine__tick(d->engine);
+	write_textfile(d);
 }
 
 static void on_rings(void *ctx, uint32_t events)
@@ -308,11 +335,8 @@ static void on_gone(void *ctx, uint64_t client)
 static char *on_metrics(void *ctx, size_t *len)
 {
 	struct daemon *d = ctx;
-	cJSON *st = engine__status(d->engine);
-	char *text = prom_from_status(st, len);
 
-	cJSON_Delete(st);
-	return text;
+	return engine__metrics(d->engine, len);
 }
 
 static void on_reply(void *ctx, uint64_t client, cJSON *resp)

@@ -1,7 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include "htab.h"
 #include "prom.h"
+#include "query.h"
+#include "vec.h"
 
 #define NSEC_PER_SEC 1e9
 
@@ -71,15 +78,11 @@ static int bpf_stats_enabled(void)
 	return on;
 }
 
-char *prom_from_status(const cJSON *st, size_t *len)
+void prom_write_status(FILE *f, const cJSON *st)
 {
 	const cJSON *self = obj(st, "self"), *ev = obj(st, "events"), *syms = obj(self, "user_symbols");
 	const cJSON *cfg = obj(st, "config"), *d;
-	char *buf = NULL;
-	FILE *f = open_memstream(&buf, len);
 
-	if (!f)
-		return NULL;
 	head(f, "lockscope_build_info", "gauge", "lockscoped's version");
 	fprintf(f, "lockscope_build_info{version=\"%s\"} 1\n", cJSON_GetStringValue(obj(st, "version")));
 	head(f, "lockscope_uptime_seconds", "gauge", "time since lockscoped attached");
@@ -118,9 +121,130 @@ char *prom_from_status(const cJSON *st, size_t *len)
 		head(f, "lockscope_config_last_reload_failed", "gauge", "1 if the last reload was rejected (the running config stays)");
 		sample(f, "lockscope_config_last_reload_failed", NULL, NULL, cJSON_IsString(obj(cfg, "reload_error")));
 	}
-	if (fclose(f)) {
-		free(buf);
-		return NULL;
+}
+
+/* ---- lock metrics ---- */
+
+struct series_key {
+	uint32_t kind_user, type;
+	char comm[LS_COMM_LEN];
+};
+
+struct series {
+	double count, total_ns;
+	double hist[LS_HIST_BUCKETS];
+};
+
+static int series_add(void *arg, const struct agg_key *k, const struct agg_val *v, uint32_t stack,
+		      double fc, double fw)
+{
+	struct series_key sk = { .kind_user = !!(k->flags & LS_KIND_USER), .type = query__type_index(k->flags) };
+	struct series *s;
+	int i;
+
+	(void)stack;
+	snprintf(sk.comm, sizeof(sk.comm), "%s", v->comm);
+	s = htab__upsert(arg, &sk, NULL, NULL);
+	if (!s)
+		return -ENOMEM;
+	s->count += v->st.count * fc;
+	s->total_ns += v->st.total_ns * fw;
+	for (i = 0; i < LS_HIST_BUCKETS; i++)
+		s->hist[i] += v->st.hist[i] * fc;
+	return 0;
+}
+
+/*
+ * A thread's name as a label value: \, " and newline escaped as the format wants, and
+ * bytes outside printable ASCII as '?' (a name cut at 15 bytes may end inside a UTF-8
+ * character, which would make the exposition invalid).
+ */
+static void comm_label(char *out, size_t len, const char *comm)
+{
+	size_t o = 0;
+
+	for (; *comm && o + 3 < len; comm++) {
+		unsigned char c = *comm;
+
+		if (c == '\\' || c == '"') {
+			out[o++] = '\\';
+			out[o++] = c;
+		} else {
+			out[o++] = c >= 0x20 && c < 0x7f ? c : '?';
+		}
 	}
-	return buf;
+	out[o] = 0;
+}
+
+struct series_ref {
+	const struct series_key *key;
+	const struct series *val;
+	char labels[128];
+};
+
+static int cmp_series(const void *a, const void *b)
+{
+	return strcmp(((const struct series_ref *)a)->labels, ((const struct series_ref *)b)->labels);
+}
+
+int prom_write_locks(FILE *f, const struct htab *tab, const struct query *q)
+{
+	struct htab *series = htab__new(sizeof(struct series_key), sizeof(struct series), SIZE_MAX);
+	struct series_ref *refs = NULL;
+	size_t nr = 0, cap = 0, iter = 0, i;
+	const void *kp;
+	void *vp;
+	int err, shift, b;
+
+	if (!series)
+		return -ENOMEM;
+	err = query__for_each_wait(tab, q, QUERY_WAITER, false, series_add, series);
+	while (!err && !htab__next(series, &iter, &kp, &vp)) {
+		const struct series_key *sk = kp;
+		char comm[LS_COMM_LEN * 2 + 1];
+
+		if (ls_vec_reserve(&refs, &cap, nr, sizeof(*refs))) {
+			err = -ENOMEM;
+			break;
+		}
+		comm_label(comm, sizeof(comm), sk->comm);
+		refs[nr].key = sk;
+		refs[nr].val = vp;
+		snprintf(refs[nr++].labels, sizeof(refs->labels), "kind=\"%s\",type=\"%s\",comm=\"%s\"",
+			 sk->kind_user ? "user" : "kernel", ls_lock_types[sk->type].name, comm);
+	}
+	if (err)
+		goto cleanup;
+	qsort(refs, nr, sizeof(*refs), cmp_series);	/* a stable order scrape after scrape */
+	head(f, "lockscope_contentions_total", "counter",
+	     "waits for a contended lock (kernel lock slow paths, futex sleeps), by kind, type and waiting thread");
+	for (i = 0; i < nr; i++)
+		fprintf(f, "lockscope_contentions_total{%s} %" PRIu64 "\n", refs[i].labels,
+			(uint64_t)llround(refs[i].val->count));
+	head(f, "lockscope_wait_seconds_total", "counter", "time spent waiting for contended locks");
+	for (i = 0; i < nr; i++)
+		fprintf(f, "lockscope_wait_seconds_total{%s} %.9f\n", refs[i].labels, refs[i].val->total_ns / NSEC_PER_SEC);
+	head(f, "lockscope_wait_duration_seconds", "histogram", "how long each wait for a contended lock lasted");
+	for (i = 0; i < nr; i++) {
+		const struct series *s = refs[i].val;
+		double below = 0;
+
+		b = 0;
+		for (shift = PROM_HIST_MIN_SHIFT; shift <= PROM_HIST_MAX_SHIFT; shift += PROM_HIST_STEP) {
+			/* aggregator bucket i holds [2^i, 2^(i+1)): those below 2^shift are i < shift */
+			for (; b < shift && b < LS_HIST_BUCKETS; b++)
+				below += s->hist[b];
+			fprintf(f, "lockscope_wait_duration_seconds_bucket{%s,le=\"%.9g\"} %" PRIu64 "\n",
+				refs[i].labels, (double)(1ULL << shift) / NSEC_PER_SEC, (uint64_t)llround(below));
+		}
+		fprintf(f, "lockscope_wait_duration_seconds_bucket{%s,le=\"+Inf\"} %" PRIu64 "\n",
+			refs[i].labels, (uint64_t)llround(s->count));
+		fprintf(f, "lockscope_wait_duration_seconds_sum{%s} %.9f\n", refs[i].labels, s->total_ns / NSEC_PER_SEC);
+		fprintf(f, "lockscope_wait_duration_seconds_count{%s} %" PRIu64 "\n", refs[i].labels,
+			(uint64_t)llround(s->count));
+	}
+cleanup:
+	free(refs);
+	htab__free(series);
+	return err;
 }

@@ -1,16 +1,35 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Prometheus text exposition (format 0.0.4) of lockscoped's health, made from the status
- * response so that `lockscope status` and the metrics never disagree. Base units
- * (seconds, bytes), _total counters, no stack or address labels.
+ * Prometheus text exposition (format 0.0.4): lockscoped's health, made from the status
+ * response so that `lockscope status` and the metrics never disagree, and the lock
+ * metrics, from the waits since start. Base units (seconds, bytes), _total counters, no
+ * stack or address labels.
  */
 #ifndef __LS_PROM_H
 #define __LS_PROM_H
 
 #include <stddef.h>
+#include <stdio.h>
 #include <cjson/cJSON.h>
 
-/* A malloc'd buffer of *len bytes, or NULL on allocation failure. */
-char *prom_from_status(const cJSON *status, size_t *len);
+struct htab;
+struct query;
+
+/*
+ * The wait-time histogram's upper bounds: powers of two ns from 2^10 (1 us) to 2^34 (17 s),
+ * every other one, where the aggregator's log2 buckets end. A bucket counts the waits
+ * shorter than its bound: a wait of exactly 2^k ns lands in the next one.
+ */
+#define PROM_HIST_MIN_SHIFT	10
+#define PROM_HIST_MAX_SHIFT	34
+#define PROM_HIST_STEP		2
+
+void prom_write_status(FILE *f, const cJSON *status);
+/*
+ * lockscope_contentions_total, lockscope_wait_seconds_total and the
+ * lockscope_wait_duration_seconds histogram by kind, type and the waiting thread's comm,
+ * over the waits in @tab that @q wants. -ENOMEM.
+ */
+int prom_write_locks(FILE *f, const struct htab *tab, const struct query *q);
 
 #endif

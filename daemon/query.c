@@ -385,35 +385,6 @@ static struct stratum_key stratum_of(const struct agg_key *k)
 	return s;
 }
 
-static struct htab *build_strata(const struct htab *tab, const struct query *q)
-{
-	struct htab *strata = htab__new(sizeof(struct stratum_key), sizeof(struct stratum), SIZE_MAX);
-	const void *kp;
-	size_t iter = 0;
-	void *vp;
-
-	while (strata && !htab__next(tab, &iter, &kp, &vp)) {
-		const struct agg_key *k = kp;
-		const struct agg_val *v = vp;
-		struct stratum_key sk;
-		struct stratum *s;
-
-		if (!key_wanted(q, k))
-			continue;
-		sk = stratum_of(k);
-		s = htab__upsert(strata, &sk, NULL, NULL);
-		if (!s)
-			continue;
-		s->count += v->st.count;
-		s->total_ns += v->st.total_ns;
-		if (k->stack != LS_STACK_NONE) {
-			s->s_count += v->st.count;
-			s->s_total_ns += v->st.total_ns;
-		}
-	}
-	return strata;
-}
-
 static struct row_key row_key_of(const struct query *q, const struct agg_key *k)
 {
 	struct row_key rk = {};
@@ -442,6 +413,7 @@ static struct row_key row_key_of(const struct query *q, const struct agg_key *k)
 }
 
 struct row_set {
+	const struct query *q;
 	struct row *rows;
 	size_t nr, cap;
 	struct htab *index;	/* row_key -> uint32 index */
@@ -535,22 +507,59 @@ static void pick_owners(struct row_set *rs)
 	}
 }
 
-static int fill_rows(struct row_set *rs, const struct htab *tab, const struct query *q)
+/* The stack a wait is drawn under: its own, or the one of whoever made it wait. */
+static uint32_t side_stack(const struct agg_key *k, enum query_side side)
+{
+	if (side == QUERY_WAITER)
+		return k->stack;
+	return k->releaser_tid ? k->releaser_stack : k->owner_stack;
+}
+
+static struct htab *build_strata(const struct htab *tab, const struct query *q, enum query_side side)
+{
+	struct htab *strata = htab__new(sizeof(struct stratum_key), sizeof(struct stratum), SIZE_MAX);
+	const void *kp;
+	size_t iter = 0;
+	void *vp;
+
+	while (strata && !htab__next(tab, &iter, &kp, &vp)) {
+		const struct agg_key *k = kp;
+		const struct agg_val *v = vp;
+		struct stratum_key sk;
+		struct stratum *s;
+
+		if (!key_wanted(q, k))
+			continue;
+		sk = stratum_of(k);
+		s = htab__upsert(strata, &sk, NULL, NULL);
+		if (!s)
+			continue;
+		s->count += v->st.count;
+		s->total_ns += v->st.total_ns;
+		if (side_stack(k, side) != LS_STACK_NONE) {
+			s->s_count += v->st.count;
+			s->s_total_ns += v->st.total_ns;
+		}
+	}
+	return strata;
+}
+
+int query__for_each_wait(const struct htab *tab, const struct query *q, enum query_side side,
+			 bool by_stack, query_wait_fn fn, void *arg)
 {
 	struct htab *strata = NULL;
 	const void *kp;
 	size_t iter = 0;
 	void *vp;
+	int err = 0;
 
-	if (q->group == LS_GROUP_CALLER && !(strata = build_strata(tab, q)))
+	if (by_stack && !(strata = build_strata(tab, q, side)))
 		return -ENOMEM;
-	while (!htab__next(tab, &iter, &kp, &vp)) {
+	while (!err && !htab__next(tab, &iter, &kp, &vp)) {
 		const struct agg_key *k = kp;
 		const struct agg_val *v = vp;
+		uint32_t stack = side_stack(k, side);
 		double fc = 1.0, fw = 1.0;
-		struct row_key rk;
-		struct row *r;
-		uint32_t idx;
 
 		if (!key_wanted(q, k))
 			continue;
@@ -559,29 +568,49 @@ static int fill_rows(struct row_set *rs, const struct htab *tab, const struct qu
 			const struct stratum *s = htab__find(strata, &sk);
 
 			/*
-			 * A caller is known only for waits with a stack. Scale each stacked
-			 * key by its stratum's (same thread, lock and type) exact total over
-			 * its sampled part; waits of a stratum with no sample at all stay in
-			 * a row of their own, never dropped.
+			 * A stack is known only for sampled waits. Scale each stacked key by
+			 * its stratum's (same thread, lock and type) exact total over its
+			 * sampled part; waits of a stratum with no sample at all keep their
+			 * own (stackless) entry, never dropped.
 			 */
-			if (k->stack == LS_STACK_NONE && s->s_count)
+			if (stack == LS_STACK_NONE && s->s_count)
 				continue;
-			if (k->stack != LS_STACK_NONE) {
+			if (stack != LS_STACK_NONE) {
 				fc = (double)s->count / s->s_count;
 				fw = s->s_total_ns ? (double)s->total_ns / s->s_total_ns : fc;
 			}
 		}
-		rk = row_key_of(q, k);
-		r = row_get(rs, &rk, &idx);
-		if (!r) {
-			htab__free(strata);
-			return -ENOMEM;
-		}
-		row_add(rs, r, idx, k, v, fc, fw, k->stack != LS_STACK_NONE);
+		err = fn(arg, k, v, stack, fc, fw);
 	}
 	htab__free(strata);
-	pick_owners(rs);
+	return err;
+}
+
+static int fill_row(void *arg, const struct agg_key *k, const struct agg_val *v, uint32_t stack,
+		    double fc, double fw)
+{
+	struct row_set *rs = arg;
+	struct row_key rk = row_key_of(rs->q, k);
+	struct row *r;
+	uint32_t idx;
+
+	r = row_get(rs, &rk, &idx);
+	if (!r)
+		return -ENOMEM;
+	row_add(rs, r, idx, k, v, fc, fw, stack != LS_STACK_NONE);
 	return 0;
+}
+
+static int fill_rows(struct row_set *rs, const struct htab *tab, const struct query *q)
+{
+	int err;
+
+	rs->q = q;
+	/* a caller is known only for waits with a stack: those stand for the rest */
+	err = query__for_each_wait(tab, q, QUERY_WAITER, q->group == LS_GROUP_CALLER, fill_row, rs);
+	if (!err)
+		pick_owners(rs);
+	return err;
 }
 
 static double sort_value(const struct row *r, enum ls_sort s)
@@ -620,27 +649,11 @@ static void add_hex(cJSON *obj, const char *name, uint64_t v)
 }
 
 /*
- * One frame, kernel or user: the symbol, its offset, the module and (user frames) the
- * build id. A user frame without a symbol is named module+file offset.
- */
-struct frame_info {
-	bool kernel;
-	uint64_t addr;
-	const char *sym;
-	uint64_t offset;
-	const char *module;
-	const char *build_id;
-	const char *const *inlined;	/* innermost first */
-	uint32_t nr_inlined;
-};
-
-/*
  * Frame @i of a stack. Past the first, a user frame is a return address: it is looked up
  * one byte back, inside the call instruction, or the inline information would name the
  * code after the call (perf does the same).
  */
-static void frame_info(const struct query_ctx *ctx, const uint64_t *ips, uint32_t i,
-		       struct frame_info *fi)
+void query__frame(const struct query_ctx *ctx, const uint64_t *ips, uint32_t i, struct query_frame *fi)
 {
 	uint64_t ip = ips[i], back = i && (ip & ((1ULL << USYMS_MOD_SHIFT) - 1)) ? 1 : 0;
 	const struct ksym *ks;
@@ -656,6 +669,7 @@ static void frame_info(const struct query_ctx *ctx, const uint64_t *ips, uint32_
 		fi->sym = uf.sym;
 		fi->offset = uf.offset + back;
 		fi->module = uf.module;
+		fi->path = uf.path;
 		fi->build_id = uf.build_id;
 		fi->inlined = uf.inlined;
 		fi->nr_inlined = uf.nr_inlined;
@@ -672,9 +686,9 @@ static void frame_info(const struct query_ctx *ctx, const uint64_t *ips, uint32_
 static void frame_name(const struct query_ctx *ctx, const uint64_t *ips, uint32_t i, char *buf,
 		       size_t len)
 {
-	struct frame_info fi;
+	struct query_frame fi;
 
-	frame_info(ctx, ips, i, &fi);
+	query__frame(ctx, ips, i, &fi);
 	if (fi.nr_inlined)	/* the call was made in the innermost inlined function */
 		snprintf(buf, len, "%s (inlined in %s)", fi.inlined[0], fi.sym);
 	else if (fi.sym)
@@ -704,7 +718,7 @@ static void add_addr(cJSON *obj, const struct query_ctx *ctx, uint64_t v, bool k
 		add_hex(obj, "addr", v);
 }
 
-static cJSON *frame_json(const struct query_ctx *ctx, const struct frame_info *fi, const char *sym,
+static cJSON *frame_json(const struct query_ctx *ctx, const struct query_frame *fi, const char *sym,
 			 bool inlined)
 {
 	cJSON *f = cJSON_CreateObject();
@@ -733,9 +747,9 @@ static cJSON *stack_json(const struct query_ctx *ctx, uint32_t id, int max)
 
 	ips = stacks__get(ctx->stacks, id, &nr);
 	for (i = 0; i < nr && (int)i < max; i++) {
-		struct frame_info fi;
+		struct query_frame fi;
 
-		frame_info(ctx, ips, i, &fi);
+		query__frame(ctx, ips, i, &fi);
 		for (j = 0; j < fi.nr_inlined; j++)
 			cJSON_AddItemToArray(arr, frame_json(ctx, &fi, fi.inlined[j], true));
 		cJSON_AddItemToArray(arr, frame_json(ctx, &fi, fi.sym, false));

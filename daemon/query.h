@@ -74,6 +74,48 @@ const char *query__group_name(enum ls_group g);
 const char *query__sort_name(enum ls_sort s);
 /* Rows for @tab as a JSON array, sorted and cut to q->limit. */
 cJSON *query__rows(const struct htab *tab, const struct query *q, const struct query_ctx *ctx);
+/*
+ * One frame, kernel or user: the symbol, its offset, the module and (user frames) the
+ * build id. A user frame's addr is its file offset in the module.
+ */
+struct query_frame {
+	bool kernel;
+	uint64_t addr;
+	const char *sym;	/* NULL: unknown */
+	uint64_t offset;
+	const char *module;	/* file name; "kernel" or the kernel module's name */
+	const char *path;	/* user frames: the module's path */
+	const char *build_id;
+	const char *const *inlined;	/* innermost first */
+	uint32_t nr_inlined;
+};
+
+/*
+ * Frame @i of a stack. Past the first, a user frame is a return address: it is looked up
+ * one byte back, inside the call instruction.
+ */
+void query__frame(const struct query_ctx *ctx, const uint64_t *ips, uint32_t i, struct query_frame *fi);
+
+/* What a wait is drawn under in a profile: its own stack, or the one that made it wait. */
+enum query_side {
+	QUERY_WAITER,	/* the waiter's stack */
+	QUERY_HOLDER,	/* the releaser's (user locks) or the owner's (kernel locks) */
+};
+
+/*
+ * @k's waits scaled by @fc (count) and @fw (time): with stacks sampled, the sampled keys of
+ * a thread/lock/type stand for all of its waits. @stack is @k's stack on the side asked.
+ */
+typedef int (*query_wait_fn)(void *arg, const struct agg_key *k, const struct agg_val *v,
+			     uint32_t stack, double fc, double fw);
+/*
+ * Calls @fn for each wait key of @tab that @q wants (holder events excluded); with
+ * @by_stack the counts are scaled to the sampled keys as above. Stops at @fn's first
+ * nonzero return and returns it; -ENOMEM.
+ */
+int query__for_each_wait(const struct htab *tab, const struct query *q, enum query_side side,
+			 bool by_stack, query_wait_fn fn, void *arg);
+
 /* The frame where a wait's caller is: the first one past the locking internals. */
 int query__caller_frame(const struct query_ctx *ctx, const uint64_t *ips, uint32_t nr);
 

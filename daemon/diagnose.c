@@ -1,0 +1,561 @@
+// SPDX-License-Identifier: GPL-2.0
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "diagnose.h"
+
+#define NSEC_PER_USEC 1000.0
+#define NSEC_PER_SEC 1e9
+/* A preemption per ten contentions means the holders' lost turns explain the long waits. */
+#define PREEMPT_EXPLAINS_DIV 10
+/* A wait this many times the average is in the tail (rounded up to a histogram bucket). */
+#define TAIL_OF_AVG 16
+
+void diag_thresholds__init(struct diag_thresholds *th)
+{
+	th->min_wait_pct = DIAG_DEF_MIN_WAIT_PCT;
+	th->contended_rate = DIAG_DEF_CONTENDED_RATE;
+	th->avg_wait_us = DIAG_DEF_AVG_WAIT_US;
+	th->jitter_factor = DIAG_DEF_JITTER_FACTOR;
+	th->jitter_min_us = DIAG_DEF_JITTER_MIN_US;
+	th->jitter_tail_pct = DIAG_DEF_JITTER_TAIL_PCT;
+	th->futex_wake_pct = DIAG_DEF_FUTEX_WAKE_PCT;
+	th->work_min_pct = DIAG_DEF_WORK_MIN_PCT;
+}
+
+static double num(const cJSON *o, const char *name)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
+
+	return cJSON_IsNumber(v) ? v->valuedouble : 0;
+}
+
+static const cJSON *get(const cJSON *o, const char *name)
+{
+	return cJSON_GetObjectItemCaseSensitive(o, name);
+}
+
+static const char *str(const cJSON *o, const char *name)
+{
+	return cJSON_GetStringValue(get(o, name));
+}
+
+/* ---- what holders do inside the critical section ---- */
+
+/*
+ * Work that does not belong inside a critical section, by the function a holder sample
+ * was in (seed 004's examples: I/O, allocation, formatting, logging). Names are matched
+ * after normalize(): glibc's internal prefixes and 64-bit suffixes stripped.
+ */
+static const struct work_kind {
+	const char *name;
+	const char *fix;
+	const char *const *funcs;	/* exact names; a trailing '*' matches a prefix */
+} work_kinds[] = {
+	{ "io", "do the I/O after unlocking (copy what it needs under the lock)",
+	  (const char *const[]){ "read", "write", "pread", "pwrite", "readv", "writev", "preadv",
+				 "pwritev", "send", "sendto", "sendmsg", "recv", "recvfrom", "recvmsg",
+				 "fsync", "fdatasync", "sync_file_range", "open", "openat", "close",
+				 "stat", "fstat", "lstat", "fstatat", "statx", "ioctl", "poll", "ppoll",
+				 "select", "epoll_wait", "connect", "accept", "accept4", "sendfile",
+				 "splice", "copy_file_range", "lseek", "ftruncate", "fallocate", NULL } },
+	{ "allocation", "allocate before taking the lock, or use a per-thread pool",
+	  (const char *const[]){ "malloc", "calloc", "realloc", "free", "cfree", "memalign",
+				 "posix_memalign", "aligned_alloc", "int_malloc", "int_free", "mmap",
+				 "munmap", "mremap", "brk", "sbrk", "operator new*", "operator delete*",
+				 "je_*", "tc_*", NULL } },
+	{ "formatting", "format outside the lock (seed 004: moving the log line out tripled throughput)",
+	  (const char *const[]){ "printf", "fprintf", "sprintf", "snprintf", "vprintf", "vfprintf*",
+				 "vsprintf*", "vsnprintf*", "asprintf", "vasprintf", "dprintf",
+				 "strftime*", "itoa_word", "printf_fp*", "IO_default_xsputn",
+				 "IO_padn", "fmt::*", "std::fmt::*", "core::fmt::*", NULL } },
+	{ "logging", "log after unlocking, or hand lines to a logging thread",
+	  (const char *const[]){ "syslog", "vsyslog", "fwrite", "fputs", "fflush", "puts", "putc",
+				 "fputc", "IO_file_write*", "IO_new_file_write*", "IO_do_write*",
+				 "log_*", "spdlog::*", "google::LogMessage*", NULL } },
+	{ "sleeping", "never sleep holding a lock: wait on a condition variable instead",
+	  (const char *const[]){ "nanosleep", "clock_nanosleep", "usleep", "sleep", "sched_yield",
+				 "pause", NULL } },
+};
+
+#define NR_WORK_KINDS (sizeof(work_kinds) / sizeof(work_kinds[0]))
+
+/* "__GI___libc_pwrite64" -> "pwrite": the name under glibc's aliases. */
+static void normalize(const char *sym, char *out, size_t len)
+{
+	static const char *const prefixes[] = { "__GI_", "__libc_", "__new_", "__IO_", "_IO_" };
+	size_t i, n;
+	bool again = true;
+
+	while (again) {
+		again = false;
+		for (i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++) {
+			n = strlen(prefixes[i]);
+			if (!strncmp(sym, prefixes[i], n) && sym[n]) {
+				/* keep _IO_'s meaning: "IO_default_xsputn" */
+				sym += !strcmp(prefixes[i], "_IO_") ? 1 : n;
+				again = strcmp(prefixes[i], "_IO_");
+				break;
+			}
+		}
+		while (*sym == '_' && sym[1]) {
+			sym++;
+			again = true;
+		}
+	}
+	snprintf(out, len, "%s", sym);
+	n = strlen(out);
+	if (n > 2 && !strcmp(out + n - 2, "64"))
+		out[n - 2] = 0;
+}
+
+static bool name_matches(const char *name, const char *pattern)
+{
+	size_t n = strlen(pattern);
+
+	if (n && pattern[n - 1] == '*')
+		return !strncmp(name, pattern, n - 1);
+	return !strcmp(name, pattern);
+}
+
+/* The kind of work at the leafmost frame that names one; *at its index. -1: none. */
+static int stack_work(const cJSON *stack, int *at)
+{
+	const cJSON *fr;
+	char name[256];
+	size_t k, j;
+	int i = 0;
+
+	cJSON_ArrayForEach(fr, stack) {
+		const char *sym = str(fr, "sym");
+
+		if (sym) {
+			normalize(sym, name, sizeof(name));
+			for (k = 0; k < NR_WORK_KINDS; k++)
+				for (j = 0; work_kinds[k].funcs[j]; j++)
+					if (name_matches(name, work_kinds[k].funcs[j])) {
+						*at = i;
+						return k;
+					}
+		}
+		i++;
+	}
+	return -1;
+}
+
+/* The first frame past @at in another module: the code that called into the work. */
+static const char *work_caller(const cJSON *stack, int at)
+{
+	const cJSON *work = cJSON_GetArrayItem(stack, at), *fr;
+	const char *mod = str(work, "module");
+	int i = 0;
+
+	cJSON_ArrayForEach(fr, stack) {
+		if (i++ <= at)
+			continue;
+		if (str(fr, "sym") && (!mod || !str(fr, "module") || strcmp(str(fr, "module"), mod)))
+			return str(fr, "sym");
+	}
+	return NULL;
+}
+
+/*
+ * What the holders of @row's lock were doing while others waited, by kind of work, for
+ * kinds with at least work_min_pct of the samples: [{kind, share, function, called_from,
+ * fix, stack}], heaviest first.
+ */
+static cJSON *holder_work(const cJSON *row, const struct diag_thresholds *th)
+{
+	double share[NR_WORK_KINDS] = {}, best[NR_WORK_KINDS] = {};
+	const cJSON *pick[NR_WORK_KINDS] = {}, *h;
+	int at_pick[NR_WORK_KINDS] = {};
+	cJSON *arr = cJSON_CreateArray();
+	bool used[NR_WORK_KINDS] = {};
+	size_t k, n;
+
+	cJSON_ArrayForEach(h, get(row, "holder_stacks")) {
+		int at, kind = stack_work(get(h, "stack"), &at);
+
+		if (kind < 0)
+			continue;
+		share[kind] += num(h, "share");
+		if (num(h, "share") > best[kind]) {
+			best[kind] = num(h, "share");
+			pick[kind] = h;
+			at_pick[kind] = at;
+		}
+	}
+	for (n = 0; n < NR_WORK_KINDS; n++) {
+		int top = -1;
+
+		for (k = 0; k < NR_WORK_KINDS; k++)
+			if (!used[k] && pick[k] && share[k] * 100 >= th->work_min_pct &&
+			    (top < 0 || share[k] > share[top]))
+				top = k;
+		if (top < 0)
+			break;
+		used[top] = true;
+		{
+			const cJSON *stack = get(pick[top], "stack");
+			cJSON *w = cJSON_CreateObject();
+			const char *caller = work_caller(stack, at_pick[top]);
+
+			cJSON_AddStringToObject(w, "kind", work_kinds[top].name);
+			cJSON_AddNumberToObject(w, "share", share[top]);
+			cJSON_AddStringToObject(w, "function", str(cJSON_GetArrayItem(stack, at_pick[top]), "sym"));
+			if (caller)
+				cJSON_AddStringToObject(w, "called_from", caller);
+			else
+				cJSON_AddNullToObject(w, "called_from");
+			cJSON_AddStringToObject(w, "fix", work_kinds[top].fix);
+			cJSON_AddItemToObject(w, "stack", cJSON_Duplicate(stack, true));
+			cJSON_AddItemToArray(arr, w);
+		}
+	}
+	return arr;
+}
+
+/* ---- lock rules ---- */
+
+static cJSON *finding_new(const char *rule, const char *title, double wasted_ns)
+{
+	cJSON *f = cJSON_CreateObject();
+
+	cJSON_AddStringToObject(f, "rule", rule);
+	cJSON_AddStringToObject(f, "title", title);
+	cJSON_AddNumberToObject(f, "wasted_ns", llround(wasted_ns));
+	return f;
+}
+
+/* The parts of a lock row that name it: kind, type, lock, pid. */
+static void add_lock(cJSON *f, const cJSON *row)
+{
+	static const char *const fields[] = { "kind", "type", "lock", "pid", "comm" };
+	size_t i;
+
+	for (i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+		const cJSON *v = get(row, fields[i]);
+
+		cJSON_AddItemToObject(f, fields[i], v ? cJSON_Duplicate(v, true) : cJSON_CreateNull());
+	}
+}
+
+/* The figures of a lock row every lock finding shows. */
+static cJSON *lock_evidence(const cJSON *row, double span_s)
+{
+	cJSON *ev = cJSON_CreateObject();
+
+	cJSON_AddNumberToObject(ev, "contended", num(row, "contended"));
+	cJSON_AddNumberToObject(ev, "contended_per_s", num(row, "contended") / span_s);
+	cJSON_AddNumberToObject(ev, "total_wait_ns", num(row, "total_wait_ns"));
+	cJSON_AddNumberToObject(ev, "avg_wait_ns", num(row, "avg_wait_ns"));
+	cJSON_AddNumberToObject(ev, "max_wait_ns", num(row, "max_wait_ns"));
+	/* waiting threads on average: seconds of waiting per second */
+	cJSON_AddNumberToObject(ev, "waiters_avg", num(row, "total_wait_ns") / NSEC_PER_SEC / span_s);
+	cJSON_AddNumberToObject(ev, "span_s", span_s);
+	if (get(row, "holder_preempted"))
+		cJSON_AddItemToObject(ev, "holder_preempted", cJSON_Duplicate(get(row, "holder_preempted"), true));
+	if (get(row, "owner"))
+		cJSON_AddItemToObject(ev, "owner", cJSON_Duplicate(get(row, "owner"), true));
+	if (get(row, "releaser"))
+		cJSON_AddItemToObject(ev, "releaser", cJSON_Duplicate(get(row, "releaser"), true));
+	return ev;
+}
+
+/* The share of @row's wait time in waits of at least @from_ns (histogram buckets, midpoints). */
+static double tail_share(const cJSON *row, double from_ns)
+{
+	const cJSON *b;
+	double tail = 0, all = 0, lo;
+	int i = 0;
+
+	cJSON_ArrayForEach(b, get(row, "hist")) {
+		/* bucket i holds [2^i, 2^(i+1)) ns: 1.5 * 2^i stands for its waits */
+		lo = ldexp(1, i);
+		all += b->valuedouble * 1.5 * lo;
+		if (lo >= from_ns)
+			tail += b->valuedouble * 1.5 * lo;
+		i++;
+	}
+	return all > 0 ? tail / all : 0;
+}
+
+static void add_work(cJSON *f, cJSON *ev, cJSON *work, const char *fix)
+{
+	char buf[512];
+	const cJSON *w = cJSON_GetArrayItem(work, 0);
+
+	cJSON_AddItemToObject(ev, "holder_work", work);
+	if (w)
+		snprintf(buf, sizeof(buf), "%s; first: %s (%.0f%% of holder samples in %s%s%s)", fix,
+			 str(w, "fix"), num(w, "share") * 100, str(w, "function"),
+			 str(w, "called_from") ? " from " : "", str(w, "called_from") ?: "");
+	else
+		snprintf(buf, sizeof(buf), "%s", fix);
+	cJSON_AddStringToObject(f, "fix", buf);
+}
+
+static void lock_rules(const cJSON *row, const struct diag_input *in, cJSON *out)
+{
+	const struct diag_thresholds *th = in->th;
+	double total = num(row, "total_wait_ns"), count = num(row, "contended");
+	double rate = count / in->span_s, avg = num(row, "avg_wait_ns"), max = num(row, "max_wait_ns");
+	double preempts = num(get(row, "holder_preempted"), "count");
+	bool many = rate >= th->contended_rate, slow = avg >= th->avg_wait_us * NSEC_PER_USEC;
+	char title[256];
+	cJSON *f, *ev;
+
+	/* only locks whose waits cost a share of a thread's time */
+	if (total / NSEC_PER_SEC / in->span_s * 100 < th->min_wait_pct)
+		return;
+	if (many || slow) {
+		const char *rule, *fix;
+
+		if (many && slow) {
+			rule = "redesign";
+			fix = "the lock is a bottleneck on both counts: redesign the data flow "
+			      "(a lock-free queue, per-thread or sharded state)";
+			snprintf(title, sizeof(title), "contended %.0f/s and %.0f us per wait: a serial bottleneck",
+				 rate, avg / NSEC_PER_USEC);
+		} else if (many) {
+			rule = "coarse_lock";
+			fix = "the lock is too coarse: split it (one per shard of the data) or go "
+			      "lock-free (atomics, per-thread state)";
+			snprintf(title, sizeof(title), "contended %.0f/s, %.1f us per wait: many short waits on one lock",
+				 rate, avg / NSEC_PER_USEC);
+		} else {
+			/* long waits behind preempted holders are the CPU's doing: wait_jitter says so */
+			if (preempts * PREEMPT_EXPLAINS_DIV >= count)
+				goto jitter;
+			rule = "blocking_work";
+			fix = "the critical section blocks or does slow work: move it out of the lock";
+			snprintf(title, sizeof(title), "%.0f us per wait at only %.0f/s: the holder blocks inside the "
+				 "critical section", avg / NSEC_PER_USEC, rate);
+		}
+		f = finding_new(rule, title, total);
+		add_lock(f, row);
+		ev = lock_evidence(row, in->span_s);
+		cJSON_AddItemToObject(f, "evidence", ev);
+		add_work(f, ev, holder_work(row, th), fix);
+		cJSON_AddItemToArray(out, f);
+	}
+jitter:
+	if (count && max >= th->jitter_factor * avg && max >= th->jitter_min_us * NSEC_PER_USEC) {
+		double share = tail_share(row, TAIL_OF_AVG * avg);
+
+		if (share * 100 < th->jitter_tail_pct)
+			return;
+		snprintf(title, sizeof(title), "max wait %.1f ms is %.0fx the average: a long tail",
+			 max / 1e6, max / avg);
+		f = finding_new("wait_jitter", title, total * share);
+		add_lock(f, row);
+		ev = lock_evidence(row, in->span_s);
+		cJSON_AddNumberToObject(ev, "tail_share", share);
+		cJSON_AddNumberToObject(ev, "tail_from_ns", TAIL_OF_AVG * avg);
+		cJSON_AddItemToObject(f, "evidence", ev);
+		cJSON_AddStringToObject(f, "fix", preempts > 0 ?
+			"holders lost their CPU while others waited (holder_preempted): priority inversion "
+			"or an oversubscribed CPU; do not hold locks in low-priority (nice, SCHED_IDLE) threads, "
+			"use PI mutexes for real-time ones, keep runnable threads <= CPUs" :
+			"rare waits far longer than the rest: scheduling jitter or a rare slow path inside "
+			"the critical section; check the owner's stack and CPU contention");
+		cJSON_AddItemToArray(out, f);
+	}
+}
+
+/* ---- futex hash-bucket contention ---- */
+
+static bool in_futex_code(const cJSON *stack)
+{
+	const cJSON *fr;
+
+	cJSON_ArrayForEach(fr, stack) {
+		const char *sym = str(fr, "sym");
+
+		if (sym && (!strncmp(sym, "futex_", 6) || !strncmp(sym, "__futex_", 8)))
+			return true;
+	}
+	return false;
+}
+
+static bool is_futex_lock_type(const char *type)
+{
+	return type && !strncmp(type, "futex", 5) && strcmp(type, "futex:condvar");
+}
+
+static void futex_rule(const struct diag_input *in, cJSON *out)
+{
+	double kernel_ns = 0, futex_ns = 0, count = 0, share;
+	const cJSON *r, *top = NULL;
+	char title[256];
+	cJSON *f, *ev, *callers;
+
+	cJSON_ArrayForEach(r, in->lock_rows)
+		if (is_futex_lock_type(str(r, "type")))
+			futex_ns += num(r, "total_wait_ns");
+	callers = cJSON_CreateArray();
+	cJSON_ArrayForEach(r, in->kernel_callers) {
+		if (!in_futex_code(get(r, "stack")))
+			continue;
+		kernel_ns += num(r, "total_wait_ns");
+		count += num(r, "contended");
+		if (!top)
+			top = r;
+		cJSON_AddItemToArray(callers, cJSON_Duplicate(r, true));
+	}
+	share = kernel_ns / (kernel_ns + futex_ns);
+	if (!top || kernel_ns / NSEC_PER_SEC / in->span_s * 100 < in->th->min_wait_pct ||
+	    share * 100 < in->th->futex_wake_pct) {
+		cJSON_Delete(callers);
+		return;
+	}
+	snprintf(title, sizeof(title), "%.0f%% of futex waiting is on the kernel's futex hash-bucket lock",
+		 share * 100);
+	f = finding_new("futex_wake_contention", title, kernel_ns);
+	if (get(top, "pid"))
+		cJSON_AddNumberToObject(f, "pid", num(top, "pid"));
+	else
+		cJSON_AddNullToObject(f, "pid");
+	ev = cJSON_CreateObject();
+	cJSON_AddNumberToObject(ev, "kernel_wait_ns", kernel_ns);
+	cJSON_AddNumberToObject(ev, "kernel_contended", count);
+	cJSON_AddNumberToObject(ev, "futex_wait_ns", futex_ns);
+	cJSON_AddNumberToObject(ev, "share", share);
+	cJSON_AddItemToObject(ev, "callers", callers);
+	cJSON_AddItemToObject(f, "evidence", ev);
+	cJSON_AddStringToObject(f, "fix", "threads fight over the futex hash bucket itself (futex_wake and "
+				"futex_wait take its spinlock): a second-order effect of a very hot user lock; "
+				"reduce the contention on that lock (shard it), wake fewer waiters at once, or "
+				"spread the futex words over more buckets");
+	cJSON_AddItemToArray(out, f);
+}
+
+/* ---- spin findings ---- */
+
+static const char *lock_name(const cJSON *lock)
+{
+	return str(lock, "name") ?: str(lock, "addr") ?: "";
+}
+
+static void add_num(cJSON *o, const char *name, double v)
+{
+	cJSON *n = cJSON_GetObjectItemCaseSensitive(o, name);
+
+	if (n)
+		cJSON_SetNumberValue(n, n->valuedouble + v);
+	else
+		cJSON_AddNumberToObject(o, name, v);
+}
+
+/*
+ * `spin` names each preempted holder thread; the report names the lock once, its threads
+ * in the evidence.
+ */
+static void holder_preempted_rule(const cJSON *sf, cJSON *out)
+{
+	const cJSON *ev = get(sf, "evidence"), *lock = get(sf, "lock");
+	cJSON *f = NULL, *it, *fev, *t;
+	char title[256];
+
+	cJSON_ArrayForEach(it, out)
+		if (!strcmp(str(it, "rule"), "holder_preempted") && num(it, "pid") == num(sf, "pid") &&
+		    !strcmp(lock_name(get(it, "lock")), lock_name(lock)))
+			f = it;
+	if (!f) {
+		f = finding_new("holder_preempted", "", 0);
+		cJSON_AddItemToObject(f, "kind", cJSON_Duplicate(get(sf, "lock_kind"), true));
+		cJSON_AddItemToObject(f, "lock", cJSON_Duplicate(lock, true));
+		cJSON_AddNumberToObject(f, "pid", num(sf, "pid"));
+		cJSON_AddStringToObject(f, "comm", str(sf, "comm") ?: "");
+		fev = cJSON_AddObjectToObject(f, "evidence");
+		cJSON_AddArrayToObject(fev, "threads");
+		cJSON_AddNumberToObject(fev, "window_s", num(ev, "window_s"));
+		cJSON_AddStringToObject(f, "fix", str(sf, "hint") ?: "");
+		cJSON_AddItemToArray(out, f);
+	}
+	fev = cJSON_GetObjectItemCaseSensitive(f, "evidence");
+	add_num(fev, "preemptions", num(ev, "preemptions"));
+	add_num(fev, "preempted_ns", num(ev, "preempted_ns"));
+	if (num(ev, "max_preempted_ns") > num(fev, "max_preempted_ns"))
+		cJSON_DeleteItemFromObject(fev, "max_preempted_ns");
+	if (!get(fev, "max_preempted_ns"))
+		cJSON_AddNumberToObject(fev, "max_preempted_ns", num(ev, "max_preempted_ns"));
+	t = cJSON_CreateObject();
+	cJSON_AddNumberToObject(t, "tid", num(sf, "tid"));
+	cJSON_AddStringToObject(t, "comm", str(sf, "comm") ?: "");
+	cJSON_AddNumberToObject(t, "preemptions", num(ev, "preemptions"));
+	cJSON_AddNumberToObject(t, "preempted_ns", num(ev, "preempted_ns"));
+	cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(fev, "threads"), t);
+	cJSON_SetNumberValue(cJSON_GetObjectItemCaseSensitive(f, "wasted_ns"), num(fev, "preempted_ns"));
+	snprintf(title, sizeof(title), "holders of %s preempted %.0f times while others waited (%.1f ms)",
+		 lock_name(lock), num(fev, "preemptions"), num(fev, "preempted_ns") / 1e6);
+	cJSON_SetValuestring(cJSON_GetObjectItemCaseSensitive(f, "title"), title);
+}
+
+/* A spin finding as a report finding: the CPU it burnt, or the time its waiters lost. */
+static void spin_rule(const cJSON *sf, cJSON *out)
+{
+	const cJSON *ev = get(sf, "evidence");
+	const char *kind = str(sf, "kind");
+	double wasted = cJSON_IsNumber(get(sf, "cpu_ns")) ? num(sf, "cpu_ns") : num(ev, "counted_ns");
+	char title[256];
+	cJSON *f;
+
+	if (!strcmp(kind, "holder_preempted")) {
+		holder_preempted_rule(sf, out);
+		return;
+	}
+	if (!strcmp(kind, "yield_spin"))
+		snprintf(title, sizeof(title), "%s yields %.0f times/s in a spin loop", str(sf, "comm"),
+			 num(sf, "rate_per_s"));
+	else if (!strcmp(kind, "burst"))
+		snprintf(title, sizeof(title), "%s ran %.0fx its own rate right after a stop (catch-up burst)",
+			 str(sf, "comm"), num(ev, "ratio"));
+	else
+		snprintf(title, sizeof(title), "%s: %s, %.0f%% of its CPU", str(sf, "comm"), kind,
+			 num(sf, "share") * 100);
+	f = finding_new(kind, title, wasted);
+	cJSON_AddItemToObject(f, "pid", cJSON_Duplicate(get(sf, "pid"), true));
+	cJSON_AddItemToObject(f, "tid", cJSON_Duplicate(get(sf, "tid"), true));
+	cJSON_AddStringToObject(f, "comm", str(sf, "comm") ?: "");
+	cJSON_AddItemToObject(f, "evidence", cJSON_Duplicate(sf, true));
+	cJSON_AddStringToObject(f, "fix", str(sf, "hint") ?: "");
+	cJSON_AddItemToArray(out, f);
+}
+
+static int cmp_wasted(const void *a, const void *b)
+{
+	double x = num(*(const cJSON *const *)a, "wasted_ns"), y = num(*(const cJSON *const *)b, "wasted_ns");
+
+	return x < y ? 1 : x > y ? -1 : 0;
+}
+
+cJSON *diagnose(const struct diag_input *in)
+{
+	cJSON *all = cJSON_CreateArray(), *sorted, **v;
+	const cJSON *r;
+	int n, i;
+
+	cJSON_ArrayForEach(r, in->lock_rows)
+		lock_rules(r, in, all);
+	futex_rule(in, all);
+	cJSON_ArrayForEach(r, in->spin_findings)
+		spin_rule(r, all);
+	n = cJSON_GetArraySize(all);
+	v = calloc(n ? n : 1, sizeof(*v));
+	sorted = cJSON_CreateArray();
+	if (!v)
+		return all;
+	for (i = 0; i < n; i++)
+		v[i] = cJSON_DetachItemFromArray(all, 0);
+	qsort(v, n, sizeof(*v), cmp_wasted);
+	for (i = 0; i < n; i++) {
+		cJSON_AddNumberToObject(v[i], "rank", i + 1);
+		cJSON_AddItemToArray(sorted, v[i]);
+	}
+	free(v);
+	cJSON_Delete(all);
+	return sorted;
+}

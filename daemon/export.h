@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Waits in the formats other tools read: collapsed stacks (flamegraph.pl, inferno,
+ * speedscope) and gzip'd pprof profiles (go tool pprof, Pyroscope, Parca). Both are drawn
+ * from an aggregation table through the same query filters as `top`, with sampled stacks
+ * standing for all the waits of their thread, lock and type (query__for_each_wait).
+ *
+ * Two views, as Go's runtime profiles have them:
+ *   block (QUERY_WAITER)  each wait under the waiter's stack
+ *   mutex (QUERY_HOLDER)  each wait under the stack that ended it: the releaser's futex
+ *                         wake (user locks) or the owner's stack (kernel locks)
+ */
+#ifndef __LS_EXPORT_H
+#define __LS_EXPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "query.h"
+
+struct htab;
+
+enum ls_export_format {
+	LS_EXPORT_JSON,		/* the report (schemas/report.schema.json) */
+	LS_EXPORT_PROMETHEUS,	/* text exposition 0.0.4: health and lock metrics */
+	LS_EXPORT_PPROF,	/* gzip'd profile.proto */
+	LS_EXPORT_FOLDED,	/* "comm;root;...;leaf WAIT_NS" lines */
+	LS_EXPORT_MAX,
+};
+
+enum ls_profile { LS_PROFILE_BLOCK, LS_PROFILE_MUTEX, LS_PROFILE_MAX };
+
+const char *ls_export_format_name(enum ls_export_format f);
+int ls_export_format_parse(const char *s, enum ls_export_format *f);
+const char *ls_profile_name(enum ls_profile p);
+int ls_profile_parse(const char *s, enum ls_profile *p);
+
+/* A malloc'd output buffer. */
+struct export_buf {
+	char *data;
+	size_t len;
+};
+
+/* Collapsed stacks weighted by wait ns, heaviest first. */
+int export__folded(const struct htab *tab, const struct query *q, const struct query_ctx *ctx,
+		   enum ls_profile p, struct export_buf *out);
+
+/* Where and when the profile was taken: pprof's time_nanos and duration_nanos. */
+struct export_span {
+	uint64_t start_unix_ns;
+	uint64_t duration_ns;
+};
+
+/*
+ * A gzip'd pprof profile with Go's contention sample types ([contentions/count,
+ * delay/nanoseconds], period type contentions/count) and labels pid, tid, comm, kind,
+ * type and lock on every sample.
+ */
+int export__pprof(const struct htab *tab, const struct query *q, const struct query_ctx *ctx,
+		  enum ls_profile p, const struct export_span *span, struct export_buf *out);
+
+/*
+ * Replaces @path with @len bytes at once: written to a temporary file beside it, then
+ * renamed over it, so that a reader (node_exporter's textfile collector, a scraper) sees
+ * the old file or the new one, never half of one. The temporary name ends in random
+ * characters, not ".prom": the textfile collector skips it.
+ */
+int export__write_file(const char *path, const void *data, size_t len);
+
+/* @len bytes as base64 (the protocol carries binary exports in JSON strings). */
+char *export__base64(const void *data, size_t len);
+
+#endif
