@@ -75,7 +75,7 @@ deps:
 		make gcc clang llvm libbpf-dev bpftool libelf-dev libdw-dev zlib1g-dev pkg-config \
 		libcjson-dev libcmocka-dev libprotobuf-c-dev protobuf-c-compiler python3 python3-pytest python3-jsonschema linux-perf \
 		util-linux procps qemu-system-x86 busybox-static cpio libuv1-dev systemd \
-		python3-prometheus-client curl passwd
+		python3-prometheus-client prometheus curl passwd
 	@# the Kubernetes manifest test decodes into k8s.io/api with Go; Debian's is the fallback
 	command -v go >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-go
 	@# blazesym needs a recent Rust; Debian's cargo is the fallback when rustup's is absent

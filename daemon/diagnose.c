@@ -8,8 +8,6 @@
 
 #define NSEC_PER_USEC 1000.0
 #define NSEC_PER_SEC 1e9
-/* A preemption per ten contentions means the holders' lost turns explain the long waits. */
-#define PREEMPT_EXPLAINS_DIV 10
 /* A wait this many times the average is in the tail (rounded up to a histogram bucket). */
 #define TAIL_OF_AVG 16
 
@@ -297,72 +295,85 @@ static void add_work(cJSON *f, cJSON *ev, cJSON *work, const char *fix)
 	cJSON_AddStringToObject(f, "fix", buf);
 }
 
+static void wait_jitter(const cJSON *row, const struct diag_input *in, cJSON *out)
+{
+	const struct diag_thresholds *th = in->th;
+	double total = num(row, "total_wait_ns"), avg = num(row, "avg_wait_ns"), max = num(row, "max_wait_ns");
+	double share;
+	char title[256];
+	cJSON *f, *ev;
+
+	if (!num(row, "contended") || max < th->jitter_factor * avg || max < th->jitter_min_us * NSEC_PER_USEC)
+		return;
+	share = tail_share(row, TAIL_OF_AVG * avg);
+	if (share * 100 < th->jitter_tail_pct)
+		return;
+	snprintf(title, sizeof(title), "max wait %.1f ms is %.0fx the average: a long tail", max / 1e6, max / avg);
+	f = finding_new("wait_jitter", title, total * share);
+	add_lock(f, row);
+	ev = lock_evidence(row, in->span_s);
+	cJSON_AddNumberToObject(ev, "tail_share", share);
+	cJSON_AddNumberToObject(ev, "tail_from_ns", TAIL_OF_AVG * avg);
+	cJSON_AddItemToObject(f, "evidence", ev);
+	cJSON_AddStringToObject(f, "fix", num(get(row, "holder_preempted"), "count") > 0 ?
+		"holders lost their CPU while others waited (holder_preempted): priority inversion "
+		"or an oversubscribed CPU; do not hold locks in low-priority (nice, SCHED_IDLE) threads, "
+		"use PI mutexes for real-time ones, keep runnable threads <= CPUs" :
+		"rare waits far longer than the rest: scheduling jitter or a rare slow path inside "
+		"the critical section; check the owner's stack and CPU contention");
+	cJSON_AddItemToArray(out, f);
+}
+
 static void lock_rules(const cJSON *row, const struct diag_input *in, cJSON *out)
 {
 	const struct diag_thresholds *th = in->th;
-	double total = num(row, "total_wait_ns"), count = num(row, "contended");
-	double rate = count / in->span_s, avg = num(row, "avg_wait_ns"), max = num(row, "max_wait_ns");
-	double preempts = num(get(row, "holder_preempted"), "count");
+	double total = num(row, "total_wait_ns"), rate = num(row, "contended") / in->span_s;
+	double avg = num(row, "avg_wait_ns");
 	bool many = rate >= th->contended_rate, slow = avg >= th->avg_wait_us * NSEC_PER_USEC;
+	bool user = str(row, "kind") && !strcmp(str(row, "kind"), "user");
+	const char *rule, *fix;
 	char title[256];
-	cJSON *f, *ev;
+	cJSON *f, *ev, *work;
 
 	/* only locks whose waits cost a share of a thread's time */
 	if (total / NSEC_PER_SEC / in->span_s * 100 < th->min_wait_pct)
 		return;
-	if (many || slow) {
-		const char *rule, *fix;
-
-		if (many && slow) {
-			rule = "redesign";
-			fix = "the lock is a bottleneck on both counts: redesign the data flow "
-			      "(a lock-free queue, per-thread or sharded state)";
-			snprintf(title, sizeof(title), "contended %.0f/s and %.0f us per wait: a serial bottleneck",
-				 rate, avg / NSEC_PER_USEC);
-		} else if (many) {
-			rule = "coarse_lock";
-			fix = "the lock is too coarse: split it (one per shard of the data) or go "
-			      "lock-free (atomics, per-thread state)";
-			snprintf(title, sizeof(title), "contended %.0f/s, %.1f us per wait: many short waits on one lock",
-				 rate, avg / NSEC_PER_USEC);
-		} else {
-			/* long waits behind preempted holders are the CPU's doing: wait_jitter says so */
-			if (preempts * PREEMPT_EXPLAINS_DIV >= count)
-				goto jitter;
-			rule = "blocking_work";
-			fix = "the critical section blocks or does slow work: move it out of the lock";
-			snprintf(title, sizeof(title), "%.0f us per wait at only %.0f/s: the holder blocks inside the "
-				 "critical section", avg / NSEC_PER_USEC, rate);
-		}
-		f = finding_new(rule, title, total);
-		add_lock(f, row);
-		ev = lock_evidence(row, in->span_s);
-		cJSON_AddItemToObject(f, "evidence", ev);
-		add_work(f, ev, holder_work(row, th), fix);
-		cJSON_AddItemToArray(out, f);
+	wait_jitter(row, in, out);
+	if (!many && !slow)
+		return;
+	work = holder_work(row, th);
+	if (many && slow) {
+		rule = "redesign";
+		fix = "the lock is a bottleneck on both counts: redesign the data flow "
+		      "(a lock-free queue, per-thread or sharded state)";
+		snprintf(title, sizeof(title), "contended %.0f/s and %.0f us per wait: a serial bottleneck",
+			 rate, avg / NSEC_PER_USEC);
+	} else if (many) {
+		rule = "coarse_lock";
+		fix = "the lock is too coarse: split it (one per shard of the data) or go "
+		      "lock-free (atomics, per-thread state)";
+		snprintf(title, sizeof(title), "contended %.0f/s, %.1f us per wait: many short waits on one lock",
+			 rate, avg / NSEC_PER_USEC);
+	} else if (user && !cJSON_GetArraySize(work)) {
+		/*
+		 * Long, rare waits while the holders' samples show no slow work: the waits are
+		 * the CPU's (woken waiters queue for it), which wait_jitter and holder_preempted
+		 * speak to.
+		 */
+		cJSON_Delete(work);
+		return;
+	} else {
+		rule = "blocking_work";
+		fix = "the critical section blocks or does slow work: move it out of the lock";
+		snprintf(title, sizeof(title), "%.0f us per wait at only %.0f/s: the holder blocks or works "
+			 "long inside the critical section", avg / NSEC_PER_USEC, rate);
 	}
-jitter:
-	if (count && max >= th->jitter_factor * avg && max >= th->jitter_min_us * NSEC_PER_USEC) {
-		double share = tail_share(row, TAIL_OF_AVG * avg);
-
-		if (share * 100 < th->jitter_tail_pct)
-			return;
-		snprintf(title, sizeof(title), "max wait %.1f ms is %.0fx the average: a long tail",
-			 max / 1e6, max / avg);
-		f = finding_new("wait_jitter", title, total * share);
-		add_lock(f, row);
-		ev = lock_evidence(row, in->span_s);
-		cJSON_AddNumberToObject(ev, "tail_share", share);
-		cJSON_AddNumberToObject(ev, "tail_from_ns", TAIL_OF_AVG * avg);
-		cJSON_AddItemToObject(f, "evidence", ev);
-		cJSON_AddStringToObject(f, "fix", preempts > 0 ?
-			"holders lost their CPU while others waited (holder_preempted): priority inversion "
-			"or an oversubscribed CPU; do not hold locks in low-priority (nice, SCHED_IDLE) threads, "
-			"use PI mutexes for real-time ones, keep runnable threads <= CPUs" :
-			"rare waits far longer than the rest: scheduling jitter or a rare slow path inside "
-			"the critical section; check the owner's stack and CPU contention");
-		cJSON_AddItemToArray(out, f);
-	}
+	f = finding_new(rule, title, total);
+	add_lock(f, row);
+	ev = lock_evidence(row, in->span_s);
+	cJSON_AddItemToObject(f, "evidence", ev);
+	add_work(f, ev, work, fix);
+	cJSON_AddItemToArray(out, f);
 }
 
 /* ---- futex hash-bucket contention ---- */

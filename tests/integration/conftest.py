@@ -24,15 +24,32 @@ WORKLOADS = os.path.join(BUILD, "workloads")
 TRACEFS = "/sys/kernel/tracing"
 
 
+SCHEMA_BASE = "https://lockscope.dev/schemas/"
+
+
+def _schemas():
+    """Every published schema by its $id: they refer to each other (the report's rows)."""
+    store = {}
+    for name in sorted(os.listdir(os.path.join(ROOT, "schemas"))):
+        with open(os.path.join(ROOT, "schemas", name)) as f:
+            schema = json.load(f)
+        jsonschema.Draft202012Validator.check_schema(schema)
+        store[schema["$id"]] = schema
+    return store
+
+
+SCHEMAS = _schemas()
+
+
 def load_schema(name):
-    with open(os.path.join(ROOT, "schemas", name)) as f:
-        schema = json.load(f)
-    jsonschema.Draft202012Validator.check_schema(schema)
-    return jsonschema.Draft202012Validator(schema)
+    schema = SCHEMAS[SCHEMA_BASE + name]
+    resolver = jsonschema.RefResolver.from_schema(schema, store=SCHEMAS)
+    return jsonschema.Draft202012Validator(schema, resolver=resolver)
 
 
 REQUEST = load_schema("request.schema.json")
 RESPONSE = load_schema("response.schema.json")
+REPORT = load_schema("report.schema.json")
 
 
 def check_response(resp):

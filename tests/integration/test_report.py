@@ -1,0 +1,226 @@
+"""lockscope report and the exports, checked by their real consumers.
+
+- the report: JSON Schema (report.schema.json, with a negative test); seed 004's rules
+  fire on a workload built for each and stay silent on its fixed variant
+- prometheus: promtool check metrics (Debian's prometheus package), the lock series and
+  the daemon's node_exporter textfile
+- pprof: go tool pprof -top shows the expected top functions (block and mutex views)
+- folded and flamegraph: the collapsed stacks add up, inferno's SVG names the frames
+"""
+import copy
+import gzip
+import json
+import os
+import subprocess
+import tempfile
+import time
+
+import jsonschema
+import pytest
+
+from conftest import REPORT, WORKLOADS, require_tool, skip_or_fail, start_daemon, stop_daemon
+
+SCAN = "3s"
+
+
+def run_workload(name, *args, seconds=4):
+    return subprocess.Popen([os.path.join(WORKLOADS, name), "--seconds", str(seconds), *args],
+                            stdout=subprocess.PIPE, text=True)
+
+
+def scan_report(daemon, name, *args):
+    """The report of a 3 s scan of workload @name."""
+    w = run_workload(name, *args)
+    try:
+        time.sleep(0.3)
+        r = daemon.cli_json("report", "-p", str(w.pid), "-d", SCAN)
+    finally:
+        assert w.wait(timeout=60) == 0
+    REPORT.validate(r)
+    return r
+
+
+def rules(report):
+    return {f["rule"] for f in report["findings"]}
+
+
+# (workload that triggers the rule, its fixed variant): seed 004's table
+CASES = {
+    # the seed's IPC server: 8 workers, snprintf inside the critical section
+    "redesign": (("mutex_server",), ("mutex_server", "--fixed")),
+    # two workers, short critical section: tens of thousands of short waits a second
+    "coarse_lock": (("mutex_server", "--workers", "2"), ("mutex_server", "--workers", "2", "--fixed")),
+    # few collisions, each a 32 MiB write long
+    "blocking_work": (("io_under_lock",), ("io_under_lock", "--fixed")),
+}
+
+
+@pytest.mark.parametrize("rule", sorted(CASES))
+def test_rule_fires_and_fixed_is_silent(daemon, rule):
+    bad, fixed = CASES[rule]
+    r = scan_report(daemon, *bad)
+    print(rule, [(f["rule"], f["title"]) for f in r["findings"]])
+    assert rule in rules(r)
+    f = next(f for f in r["findings"] if f["rule"] == rule)
+    assert f["wasted_ns"] > 0 and f["fix"] and f["lock"]["name"].startswith(bad[0])
+    assert f["evidence"]["contended"] > 0 and f["evidence"]["avg_wait_ns"] > 0
+    ranks = [x["rank"] for x in r["findings"]]
+    assert ranks == list(range(1, len(ranks) + 1))
+    assert [x["wasted_ns"] for x in r["findings"]] == sorted((x["wasted_ns"] for x in r["findings"]), reverse=True)
+    if rule == "redesign":
+        # the holders' samples show the formatting inside the critical section
+        work = f["evidence"]["holder_work"][0]
+        assert work["kind"] == "formatting" and work["called_from"] == "format_log", work
+        assert "format outside the lock" in f["fix"]
+    if rule == "blocking_work":
+        work = f["evidence"]["holder_work"][0]
+        assert work["kind"] == "io" and work["called_from"] == "write_record", work
+    text = daemon.cli("report", "-p", str(os.getpid()), "-w", "10s").stdout
+    assert "lockscope report: pid" in text
+    r = scan_report(daemon, *fixed)
+    print("fixed", [(f["rule"], f["title"]) for f in r["findings"]])
+    assert not rules(r) & {"redesign", "coarse_lock", "blocking_work"}
+
+
+def test_report_schema_rejects_a_bad_report(daemon):
+    r = daemon.cli_json("report", "-w", "all")
+    REPORT.validate(r)
+    assert r["host"]["cpus"] >= 1 and r["thresholds"]["report-avg-wait-us"] == 100
+    bad = copy.deepcopy(r)
+    bad["findings"].append({"rule": "no_such_rule", "title": "x", "wasted_ns": 1, "rank": 1,
+                            "evidence": {}, "fix": ""})
+    with pytest.raises(jsonschema.ValidationError):
+        REPORT.validate(bad)
+    bad = copy.deepcopy(r)
+    del bad["host"]
+    with pytest.raises(jsonschema.ValidationError):
+        REPORT.validate(bad)
+
+
+def test_report_thresholds_are_settings(daemon):
+    """Raising report-contended-rate turns the coarse lock into no finding at all."""
+    d = start_daemon(["--report-contended-rate", "100000000"])
+    try:
+        r = scan_report(d, "mutex_server", "--workers", "2")
+        assert r["thresholds"]["report-contended-rate"] == 100000000
+        assert "coarse_lock" not in rules(r)
+    finally:
+        stop_daemon(d)
+
+
+def test_bad_export_requests(daemon):
+    for args, msg in [(("export",), "export needs -F"),
+                      (("export", "-F", "svg"), "-F/--format"),
+                      (("flamegraph",), "needs -o FILE.svg"),
+                      (("export", "-F", "pprof", "--profile", "heap"), "--profile"),
+                      (("report", "-d", "1s"), "add -p PID"),
+                      (("report", "-t"), "report takes")]:
+        p = daemon.cli(*args, check=False)
+        assert p.returncode == 2 and msg in p.stderr, (args, p.stderr)
+    resp = daemon.call({"cmd": "export"})
+    assert "needs 'format'" in resp["error"]
+    resp = daemon.call({"cmd": "export", "format": "pprof", "profile": "cpu"})
+    assert "'profile'" in resp["error"]
+    assert daemon.call({"cmd": "status"})["cmd"] == "status"
+
+
+def promtool_check(text):
+    require_tool("promtool")
+    p = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return p
+
+
+def test_prometheus_export_and_textfile(tmp_path):
+    textfile = tmp_path / "lockscope.prom"
+    d = start_daemon(["--metrics-textfile", str(textfile), "--metrics-textfile-interval", "1"])
+    try:
+        w = run_workload("mutex_server", "--workers", "2", seconds=2)
+        assert w.wait(timeout=60) == 0
+        text = d.cli("export", "-F", "prometheus").stdout
+        promtool_check(text)
+        lines = [l for l in text.splitlines() if l.startswith("lockscope_")]
+        series = [l for l in lines if l.startswith('lockscope_contentions_total{kind="user",type="futex:mutex",comm="mutex_server"}')]
+        assert series and float(series[0].split()[-1]) > 1000, series
+        count = float(series[0].split()[-1])
+        buckets = [l for l in lines if l.startswith('lockscope_wait_duration_seconds_bucket{kind="user",type="futex:mutex",comm="mutex_server"')]
+        values = [float(l.split()[-1]) for l in buckets]
+        assert values == sorted(values) and 'le="+Inf"' in buckets[-1] and values[-1] == count
+        assert any(l.startswith('lockscope_wait_duration_seconds_sum{kind="user"') for l in lines)
+        assert any(l.startswith("lockscope_events_dropped_total{reason=") for l in lines)
+        assert any(l.startswith("lockscope_resident_memory_bytes ") for l in lines)
+        assert not any("stack" in l.split("{")[0] or "addr" in l for l in lines if "{" in l)
+        # the textfile: rewritten whole every second, valid, with the same series
+        deadline = time.time() + 10
+        while time.time() < deadline and not textfile.exists():
+            time.sleep(0.2)
+        time.sleep(1.5)
+        body = textfile.read_text()
+        promtool_check(body)
+        assert "lockscope_contentions_total{" in body
+        assert [p.name for p in tmp_path.iterdir()] == ["lockscope.prom"], "no temporary left behind"
+        # a directory that does not exist is logged once, the daemon serves on
+    finally:
+        rc, log = stop_daemon(d)
+    assert rc == 0, log
+
+
+def go_pprof_top(path, *extra):
+    require_tool("go")
+    env = dict(os.environ, GOFLAGS="-mod=mod", HOME=os.environ.get("HOME", "/root"))
+    p = subprocess.run(["go", "tool", "pprof", "-top", *extra, path], capture_output=True, text=True,
+                       timeout=300, env=env)
+    assert p.returncode == 0, p.stderr
+    return p.stdout
+
+
+def top_function(out):
+    """The function of -top's first row (the most flat time)."""
+    lines = out.splitlines()
+    first = lines[next(i for i, l in enumerate(lines) if l.split()[:1] == ["flat"]) + 1]
+    return first.split(None, 5)[5]
+
+
+def test_pprof_block_and_mutex_profiles(daemon, tmp_path):
+    w = run_workload("mutex_server", seconds=4)
+    try:
+        time.sleep(2.5)
+        block, mutex = tmp_path / "block.pb.gz", tmp_path / "mutex.pb.gz"
+        daemon.cli("export", "-F", "pprof", "-p", str(w.pid), "-w", "10s", "-o", str(block))
+        daemon.cli("export", "-F", "pprof", "--profile", "mutex", "-p", str(w.pid), "-w", "10s",
+                   "-o", str(mutex))
+    finally:
+        assert w.wait(timeout=60) == 0
+    assert gzip.open(block).read(1), "a gzip'd protobuf"
+    out = go_pprof_top(str(block))
+    print(out)
+    assert "Type: delay" in out and "File: mutex_server" in out and "Build ID:" in out
+    top = top_function(out)
+    assert top.startswith("futex_wait") or "lll_lock_wait" in top, top
+    assert "worker_main" in out
+    out = go_pprof_top(str(block), "-sample_index=contentions", "-tagfocus=kind=user")
+    assert "worker_main" in out
+    out = go_pprof_top(str(mutex))
+    print(out)
+    assert "lll_lock_wake" in top_function(out) and "worker_main" in out
+
+
+def test_folded_and_flamegraph(daemon, tmp_path):
+    w = run_workload("mutex_server", seconds=4)
+    try:
+        time.sleep(2.5)
+        folded = daemon.cli("export", "-F", "folded", "-p", str(w.pid), "-w", "10s").stdout
+        svg = tmp_path / "waits.svg"
+        daemon.cli("flamegraph", "-p", str(w.pid), "-w", "10s", "-o", str(svg), "--title", "mutex_server waits")
+    finally:
+        assert w.wait(timeout=60) == 0
+    lines = folded.splitlines()
+    assert lines and all(l.rsplit(" ", 1)[1].isdigit() for l in lines)
+    heavy = lines[0].rsplit(" ", 1)[0].split(";")
+    assert heavy[0] == "mutex_server" and "worker_main" in heavy and "start_thread" in heavy
+    assert heavy.index("start_thread") < heavy.index("worker_main"), "root first"
+    body = svg.read_text()
+    assert body.startswith("<?xml") and "<svg" in body and "mutex_server waits" in body
+    assert "worker_main" in body and "lock_counted" in body
+    p = daemon.cli("flamegraph", "-p", "1", "-w", "10s", "-o", str(tmp_path / "none.svg"), check=False)
+    assert p.returncode == 1 and "nothing waited" in p.stderr
