@@ -31,6 +31,17 @@ static const char *const profile_names[LS_PROFILE_MAX] = {
 	[LS_PROFILE_MUTEX] = "mutex",
 };
 
+/* The index of @s in @names (@n of them), or -EINVAL. */
+static int name_index(const char *const *names, int n, const char *s)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		if (!strcmp(s, names[i]))
+			return i;
+	return -EINVAL;
+}
+
 const char *ls_export_format_name(enum ls_export_format f)
 {
 	return f < LS_EXPORT_MAX ? format_names[f] : "?";
@@ -38,14 +49,12 @@ const char *ls_export_format_name(enum ls_export_format f)
 
 int ls_export_format_parse(const char *s, enum ls_export_format *f)
 {
-	int i;
+	int i = name_index(format_names, LS_EXPORT_MAX, s);
 
-	for (i = 0; i < LS_EXPORT_MAX; i++)
-		if (!strcmp(s, format_names[i])) {
-			*f = i;
-			return 0;
-		}
-	return -EINVAL;
+	if (i < 0)
+		return i;
+	*f = i;
+	return 0;
 }
 
 const char *ls_profile_name(enum ls_profile p)
@@ -55,14 +64,12 @@ const char *ls_profile_name(enum ls_profile p)
 
 int ls_profile_parse(const char *s, enum ls_profile *p)
 {
-	int i;
+	int i = name_index(profile_names, LS_PROFILE_MAX, s);
 
-	for (i = 0; i < LS_PROFILE_MAX; i++)
-		if (!strcmp(s, profile_names[i])) {
-			*p = i;
-			return 0;
-		}
-	return -EINVAL;
+	if (i < 0)
+		return i;
+	*p = i;
+	return 0;
 }
 
 static enum query_side side_of(enum ls_profile p)

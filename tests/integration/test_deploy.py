@@ -68,9 +68,15 @@ def test_metrics_agree_with_status(metrics_daemon):
     # counters only grow: the scrape came first
     assert 0 < events["futex_waits"] <= st["events"]["futex_waits"]
     assert all(s.value == 1 for s in fams["lockscope_feature_available"].samples)
+    # the lock metrics follow the health ones
+    mutex = [s for s in fams["lockscope_contentions"].samples
+             if s.labels.get("type") == "futex:mutex" and s.labels.get("comm") == "mutex_server"]
+    assert mutex and mutex[0].value > 0
+    assert fams["lockscope_wait_duration_seconds"].type == "histogram"
     # no stack or address labels, ever
     labels = {k for f in fams.values() for s in f.samples for k in s.labels}
-    assert labels <= {"source", "reason", "program", "feature", "result", "version"}, labels
+    assert labels <= {"source", "reason", "program", "feature", "result", "version",
+                      "kind", "type", "comm", "le"}, labels
 
 
 def test_metrics_listener_answers_only_metrics(metrics_daemon):
