@@ -2,6 +2,7 @@
 #include <inttypes.h>
 #include <string.h>
 #include "render.h"
+#include "jsonget.h"
 
 void ls_fmt_ns(char *buf, size_t len, double ns)
 {
@@ -19,37 +20,23 @@ void ls_fmt_ns(char *buf, size_t len, double ns)
 	snprintf(buf, len, "%.0f ns", ns);
 }
 
-static double num(const cJSON *o, const char *name)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
-
-	return cJSON_IsNumber(v) ? v->valuedouble : 0;
-}
-
-static const char *str(const cJSON *o, const char *name, const char *def)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
-
-	return cJSON_IsString(v) ? v->valuestring : def;
-}
-
 /* A null address is a kernel one the daemon hides from this user (expose-kernel-addresses). */
 static const char *addr_text(const cJSON *o)
 {
-	return cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(o, "addr")) ? "[hidden]" : str(o, "addr", "?");
+	return cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(o, "addr")) ? "[hidden]" : ls_json_str_or(o, "addr", "?");
 }
 
 static void frame_text(const cJSON *fr, char *buf, size_t len)
 {
-	const char *sym = str(fr, "sym", NULL), *addr = addr_text(fr);
-	const char *module = str(fr, "module", NULL);
+	const char *sym = ls_json_str_or(fr, "sym", NULL), *addr = addr_text(fr);
+	const char *module = ls_json_str_or(fr, "module", NULL);
 
 	if (sym && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(fr, "inlined")))
 		snprintf(buf, len, "%s %s (inlined, %s)", addr, sym, module ? module : "?");
 	else if (sym && module && strcmp(module, "kernel"))
-		snprintf(buf, len, "%s %s+0x%" PRIx64 " (%s)", addr, sym, (uint64_t)num(fr, "offset"), module);
+		snprintf(buf, len, "%s %s+0x%" PRIx64 " (%s)", addr, sym, (uint64_t)ls_json_num(fr, "offset"), module);
 	else if (sym)
-		snprintf(buf, len, "%s %s+0x%" PRIx64, addr, sym, (uint64_t)num(fr, "offset"));
+		snprintf(buf, len, "%s %s+0x%" PRIx64, addr, sym, (uint64_t)ls_json_num(fr, "offset"));
 	else if (module)
 		snprintf(buf, len, "%s %s+%s", addr, module, addr);
 	else
@@ -75,7 +62,7 @@ static void lock_text(const cJSON *row, char *buf, size_t len)
 		snprintf(buf, len, "%18s  %s", "-", "(many)");
 		return;
 	}
-	snprintf(buf, len, "%18s  %s", addr_text(lock), str(lock, "name", ""));
+	snprintf(buf, len, "%18s  %s", addr_text(lock), ls_json_str_or(lock, "name", ""));
 }
 
 static void party_text(const cJSON *row, const char *role, char *buf, size_t len)
@@ -86,7 +73,7 @@ static void party_text(const cJSON *row, const char *role, char *buf, size_t len
 		snprintf(buf, len, "-");
 		return;
 	}
-	snprintf(buf, len, "%s/%.0f", str(o, "comm", "?"), num(o, "tid"));
+	snprintf(buf, len, "%s/%.0f", ls_json_str_or(o, "comm", "?"), ls_json_num(o, "tid"));
 }
 
 /* "12x 3.40 ms": a lock's holders preempted while others waited, and for how long. */
@@ -95,12 +82,12 @@ static void preempted_text(const cJSON *row, char *buf, size_t len)
 	const cJSON *p = cJSON_GetObjectItemCaseSensitive(row, "holder_preempted");
 	char t[32];
 
-	if (!cJSON_IsObject(p) || !num(p, "count")) {
+	if (!cJSON_IsObject(p) || !ls_json_num(p, "count")) {
 		snprintf(buf, len, "-");
 		return;
 	}
-	ls_fmt_ns(t, sizeof(t), num(p, "total_ns"));
-	snprintf(buf, len, "%.0fx %s", num(p, "count"), t);
+	ls_fmt_ns(t, sizeof(t), ls_json_num(p, "total_ns"));
+	snprintf(buf, len, "%.0fx %s", ls_json_num(p, "count"), t);
 }
 
 static void print_party_stack(FILE *f, const cJSON *row, const char *role)
@@ -127,8 +114,8 @@ static void print_holders(FILE *f, const cJSON *row)
 	cJSON_ArrayForEach(h, hs) {
 		if (shown++ == RENDER_HOLDER_STACKS)
 			break;
-		fprintf(f, "\t\t\tholder %5.1f%% of %.0f samples:\n", 100 * num(h, "share"),
-			num(row, "holder_samples"));
+		fprintf(f, "\t\t\tholder %5.1f%% of %.0f samples:\n", 100 * ls_json_num(h, "share"),
+			ls_json_num(row, "holder_samples"));
 		print_stack(f, cJSON_GetObjectItemCaseSensitive(h, "stack"), "\t\t\t  ");
 	}
 }
@@ -151,18 +138,18 @@ static void print_row(FILE *f, const cJSON *row, const struct render_opts *o)
 {
 	char total[32], max[32], avg[32], text[256], owner[64], releaser[64];
 
-	ls_fmt_ns(total, sizeof(total), num(row, "total_wait_ns"));
-	ls_fmt_ns(max, sizeof(max), num(row, "max_wait_ns"));
-	ls_fmt_ns(avg, sizeof(avg), num(row, "avg_wait_ns"));
-	fprintf(f, " %10.0f %12s %12s %12s %12s", num(row, "contended"), total, max, avg,
-		str(row, "type", "?"));
+	ls_fmt_ns(total, sizeof(total), ls_json_num(row, "total_wait_ns"));
+	ls_fmt_ns(max, sizeof(max), ls_json_num(row, "max_wait_ns"));
+	ls_fmt_ns(avg, sizeof(avg), ls_json_num(row, "avg_wait_ns"));
+	fprintf(f, " %10.0f %12s %12s %12s %12s", ls_json_num(row, "contended"), total, max, avg,
+		ls_json_str_or(row, "type", "?"));
 	if (o->threads) {
-		fprintf(f, " %8.0f %8.0f  %-16s", num(row, "pid"), num(row, "tid"), str(row, "comm", ""));
+		fprintf(f, " %8.0f %8.0f  %-16s", ls_json_num(row, "pid"), ls_json_num(row, "tid"), ls_json_str_or(row, "comm", ""));
 	} else if (o->locks) {
 		lock_text(row, text, sizeof(text));
 		fprintf(f, " %s", text);
 	} else {
-		fprintf(f, "   %s%s", str(row, "caller", "?"),
+		fprintf(f, "   %s%s", ls_json_str_or(row, "caller", "?"),
 			cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(row, "estimated")) ? " (est.)" : "");
 	}
 	if (o->owners) {
@@ -208,8 +195,8 @@ void render_rows(FILE *f, const cJSON *resp, const struct render_opts *o)
 		print_row(f, row, o);
 	if (!cJSON_GetArraySize(rows))
 		fprintf(f, " (no contention in this window)\n");
-	ls_fmt_ns(span, sizeof(span), num(win, "end_ns") - num(win, "start_ns"));
-	fprintf(f, "\n=== window %s: %s", str(win, "name", "?"), span);
+	ls_fmt_ns(span, sizeof(span), ls_json_num(win, "end_ns") - ls_json_num(win, "start_ns"));
+	fprintf(f, "\n=== window %s: %s", ls_json_str_or(win, "name", "?"), span);
 	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(resp, "process_exited")))
 		fprintf(f, " (process exited)");
 	fputc('\n', f);
@@ -225,24 +212,24 @@ static void render_self(FILE *f, const cJSON *resp)
 	const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(resp, "config"), *p, *r;
 
 	fprintf(f, "daemon: %.2f%% of a CPU, %.1f MiB RSS, %.0f records/s (kernel waits %.0f/s, futex waits "
-		"%.0f/s, holder samples %.0f/s, spin samples %.0f/s)\n", num(self, "cpu_pct"),
-		num(self, "rss_bytes") / (1 << 20), num(rates, "records"), num(rates, "kernel_waits"),
-		num(rates, "futex_waits"), num(rates, "holder_samples"), num(rates, "spin_samples"));
+		"%.0f/s, holder samples %.0f/s, spin samples %.0f/s)\n", ls_json_num(self, "cpu_pct"),
+		ls_json_num(self, "rss_bytes") / (1 << 20), ls_json_num(rates, "records"), ls_json_num(rates, "kernel_waits"),
+		ls_json_num(rates, "futex_waits"), ls_json_num(rates, "holder_samples"), ls_json_num(rates, "spin_samples"));
 	fprintf(f, "symbols: %.0f kernel; user frames %.0f symbolized, %.0f from cache, %.0f unresolved\n",
-		num(self, "kernel_symbols"), num(syms, "symbolized"), num(syms, "cache_hits"),
-		num(syms, "unresolved"));
+		ls_json_num(self, "kernel_symbols"), ls_json_num(syms, "symbolized"), ls_json_num(syms, "cache_hits"),
+		ls_json_num(syms, "unresolved"));
 	cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(resp, "probes"))
 		if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(p, "ok")))
-			fprintf(f, "missing: %s: %s; off: %s\n", str(p, "name", "?"), str(p, "detail", ""),
-				str(p, "disables", ""));
+			fprintf(f, "missing: %s: %s; off: %s\n", ls_json_str_or(p, "name", "?"), ls_json_str_or(p, "detail", ""),
+				ls_json_str_or(p, "disables", ""));
 	cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(resp, "degraded"))
-		fprintf(f, "degraded: %s: %s\n", str(r, "component", "?"), str(r, "reason", ""));
+		fprintf(f, "degraded: %s: %s\n", ls_json_str_or(r, "component", "?"), ls_json_str_or(r, "reason", ""));
 	if (!cJSON_IsObject(cfg))
 		return;
-	fprintf(f, "config: %s, %.0f reloads", str(cfg, "path", "(no file: defaults and flags)"),
-		num(cfg, "reloads"));
+	fprintf(f, "config: %s, %.0f reloads", ls_json_str_or(cfg, "path", "(no file: defaults and flags)"),
+		ls_json_num(cfg, "reloads"));
 	if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(cfg, "reload_error")))
-		fprintf(f, "; last reload rejected: %s", str(cfg, "reload_error", ""));
+		fprintf(f, "; last reload rejected: %s", ls_json_str_or(cfg, "reload_error", ""));
 	if (cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(cfg, "pending_restart"))) {
 		fprintf(f, "; restart to apply:");
 		cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(cfg, "pending_restart"))
@@ -260,37 +247,37 @@ void render_status(FILE *f, const cJSON *resp)
 	const cJSON *p, *d, *w;
 	char up[32], span[32], avg[64];
 
-	ls_fmt_ns(up, sizeof(up), num(resp, "uptime_ns"));
+	ls_fmt_ns(up, sizeof(up), ls_json_num(resp, "uptime_ns"));
 	fprintf(f, "lockscoped %s, pid %.0f, up %s, %.0f rings, attach mode %s, owner stacks %s\n",
-		str(resp, "version", "?"), num(resp, "pid"), up, num(resp, "rings"),
-		str(feat, "attach_mode", "?"),
+		ls_json_str_or(resp, "version", "?"), ls_json_num(resp, "pid"), up, ls_json_num(resp, "rings"),
+		ls_json_str_or(feat, "attach_mode", "?"),
 		cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(feat, "owner_stacks")) ? "on" : "off");
 	fprintf(f, "\nprograms:\n");
 	cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(resp, "programs")) {
-		double cnt = num(p, "run_cnt"), t = num(p, "run_time_ns");
+		double cnt = ls_json_num(p, "run_cnt"), t = ls_json_num(p, "run_time_ns");
 
 		if (cnt && t)
 			ls_fmt_ns(avg, sizeof(avg), t / cnt);
 		else
 			snprintf(avg, sizeof(avg), "n/a (kernel.bpf_stats_enabled=0)");
-		fprintf(f, "  %-36s %-9s runs %-10.0f avg %s\n", str(p, "name", "?"),
+		fprintf(f, "  %-36s %-9s runs %-10.0f avg %s\n", ls_json_str_or(p, "name", "?"),
 			cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(p, "attached")) ? "attached" : "DETACHED",
 			cnt, avg);
 	}
 	fprintf(f, "\nevents: %.0f waits (%.1f/s), %.0f mutex spin->sleep continuations, %.0f nested\n",
-		num(ev, "waits"), num(ev, "waits_per_s"), num(ev, "continued"), num(ev, "nested"));
+		ls_json_num(ev, "waits"), ls_json_num(ev, "waits_per_s"), ls_json_num(ev, "continued"), ls_json_num(ev, "nested"));
 	fprintf(f, "stacks: %.1f%% of waits carried one (%.0f sampled out; limit %.0f/s per lock per CPU, "
-		"%.0f/s per CPU), %.0f distinct\n", 100 * num(st, "share"), num(st, "sampled_out"),
-		num(st, "stack_rate"), num(st, "cpu_stack_rate"), num(st, "interned"));
-	fprintf(f, "aggregator: %.0f keys, %.1f MiB\n", num(agg, "keys"), num(agg, "mem_bytes") / (1 << 20));
+		"%.0f/s per CPU), %.0f distinct\n", 100 * ls_json_num(st, "share"), ls_json_num(st, "sampled_out"),
+		ls_json_num(st, "stack_rate"), ls_json_num(st, "cpu_stack_rate"), ls_json_num(st, "interned"));
+	fprintf(f, "aggregator: %.0f keys, %.1f MiB\n", ls_json_num(agg, "keys"), ls_json_num(agg, "mem_bytes") / (1 << 20));
 	render_self(f, resp);
 	fprintf(f, "\ndropped:\n");
 	cJSON_ArrayForEach(d, cJSON_GetObjectItemCaseSensitive(resp, "dropped"))
 		fprintf(f, "  %-20s %.0f\n", d->string, d->valuedouble);
 	fprintf(f, "\nwindows:");
 	cJSON_ArrayForEach(w, cJSON_GetObjectItemCaseSensitive(resp, "windows")) {
-		ls_fmt_ns(span, sizeof(span), num(w, "end_ns") - num(w, "start_ns"));
-		fprintf(f, " %s=%s", str(w, "name", "?"), span);
+		ls_fmt_ns(span, sizeof(span), ls_json_num(w, "end_ns") - ls_json_num(w, "start_ns"));
+		fprintf(f, " %s=%s", ls_json_str_or(w, "name", "?"), span);
 	}
 	fputc('\n', f);
 }
@@ -301,20 +288,20 @@ void render_threads(FILE *f, const cJSON *resp)
 	const cJSON *rows = cJSON_GetObjectItemCaseSensitive(resp, "rows"), *r;
 	char cost[16], on[16], blocked[16], runq[16], lost[16];
 
-	ls_fmt_ns(cost, sizeof(cost), num(resp, "switch_cost_ns_per_switch"));
+	ls_fmt_ns(cost, sizeof(cost), ls_json_num(resp, "switch_cost_ns_per_switch"));
 	fprintf(f, "host: %.0f switches/s; one switch costs %s (measured)\n\n",
-		num(resp, "system_switches_per_s"), cost);
+		ls_json_num(resp, "system_switches_per_s"), cost);
 	fprintf(f, "%8s %8s  %-16s %9s %9s %10s %10s %11s %11s %11s %11s\n", "PID", "TID", "COMM",
 		"cswch/s", "nvcswch/s", "voluntary", "involuntary", "on-CPU", "blocked", "runq wait",
 		"switching");
 	cJSON_ArrayForEach(r, rows) {
-		ls_fmt_ns(on, sizeof(on), num(r, "oncpu_ns"));
-		ls_fmt_ns(blocked, sizeof(blocked), num(r, "offcpu_blocked_ns"));
-		ls_fmt_ns(runq, sizeof(runq), num(r, "runqueue_wait_ns"));
-		ls_fmt_ns(lost, sizeof(lost), num(r, "switch_cost_ns"));
+		ls_fmt_ns(on, sizeof(on), ls_json_num(r, "oncpu_ns"));
+		ls_fmt_ns(blocked, sizeof(blocked), ls_json_num(r, "offcpu_blocked_ns"));
+		ls_fmt_ns(runq, sizeof(runq), ls_json_num(r, "runqueue_wait_ns"));
+		ls_fmt_ns(lost, sizeof(lost), ls_json_num(r, "switch_cost_ns"));
 		fprintf(f, "%8.0f %8.0f  %-16s %9.1f %9.1f %10.0f %10.0f %11s %11s %11s %11s\n",
-			num(r, "pid"), num(r, "tid"), str(r, "comm", "?"), num(r, "voluntary_per_s"),
-			num(r, "involuntary_per_s"), num(r, "voluntary"), num(r, "involuntary"), on,
+			ls_json_num(r, "pid"), ls_json_num(r, "tid"), ls_json_str_or(r, "comm", "?"), ls_json_num(r, "voluntary_per_s"),
+			ls_json_num(r, "involuntary_per_s"), ls_json_num(r, "voluntary"), ls_json_num(r, "involuntary"), on,
 			blocked, runq, lost);
 	}
 	if (!cJSON_GetArraySize(rows))
@@ -333,56 +320,56 @@ void render_spin(FILE *f, const cJSON *resp)
 		const cJSON *ev = cJSON_GetObjectItemCaseSensitive(fd, "evidence");
 		const cJSON *p = cJSON_GetObjectItemCaseSensitive(fd, "peer");
 		const cJSON *cpu_ns = cJSON_GetObjectItemCaseSensitive(fd, "cpu_ns");
-		const char *kind = str(fd, "kind", "?");
+		const char *kind = ls_json_str_or(fd, "kind", "?");
 
 		if (cJSON_GetObjectItemCaseSensitive(fd, "share"))
-			snprintf(rate, sizeof(rate), "%.1f%%", 100 * num(fd, "share"));
+			snprintf(rate, sizeof(rate), "%.1f%%", 100 * ls_json_num(fd, "share"));
 		else
-			snprintf(rate, sizeof(rate), "%.1f/s", num(fd, "rate_per_s"));
+			snprintf(rate, sizeof(rate), "%.1f/s", ls_json_num(fd, "rate_per_s"));
 		if (cJSON_IsNumber(cpu_ns))
 			ls_fmt_ns(cpu, sizeof(cpu), cpu_ns->valuedouble);
 		else
 			snprintf(cpu, sizeof(cpu), "-");
 		if (cJSON_IsObject(p))
-			snprintf(peer, sizeof(peer), "%s/%.0f%s", str(p, "comm", "?"), num(p, "tid"),
+			snprintf(peer, sizeof(peer), "%s/%.0f%s", ls_json_str_or(p, "comm", "?"), ls_json_num(p, "tid"),
 				 cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(p, "preempted")) ?
 				 " (preempted)" : "");
 		else
 			snprintf(peer, sizeof(peer), "-");
-		fprintf(f, "%-17s %8.0f %8.0f  %-16s %12s %11s   %s\n", kind, num(fd, "pid"),
-			num(fd, "tid"), str(fd, "comm", "?"), rate, cpu, peer);
-		if (!strcmp(kind, "yield_spin") && !strcmp(str(ev, "via", ""), "futex")) {
+		fprintf(f, "%-17s %8.0f %8.0f  %-16s %12s %11s   %s\n", kind, ls_json_num(fd, "pid"),
+			ls_json_num(fd, "tid"), ls_json_str_or(fd, "comm", "?"), rate, cpu, peer);
+		if (!strcmp(kind, "yield_spin") && !strcmp(ls_json_str_or(ev, "via", ""), "futex")) {
 			fprintf(f, "\t%.0f FUTEX_WAIT calls returned at once in %.2f s of precise scanning\n",
-				num(ev, "nonblocking"), num(ev, "precise_s"));
+				ls_json_num(ev, "nonblocking"), ls_json_num(ev, "precise_s"));
 		} else if (!strcmp(kind, "yield_spin") && cJSON_GetObjectItemCaseSensitive(fd, "share")) {
 			fprintf(f, "\t%.0f of %.0f samples inside %s with a zero timeout\n",
-				num(ev, "poll_samples"), num(ev, "samples"), str(ev, "via", "?"));
+				ls_json_num(ev, "poll_samples"), ls_json_num(ev, "samples"), ls_json_str_or(ev, "via", "?"));
 		} else if (!strcmp(kind, "yield_spin")) {
-			fprintf(f, "\t%.0f yields in %.2f s%s\n", num(ev, "storm_yields"), num(ev, "storm_s"),
+			fprintf(f, "\t%.0f yields in %.2f s%s\n", ls_json_num(ev, "storm_yields"), ls_json_num(ev, "storm_s"),
 				cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(ev, "active")) ? ", still going" : "");
 		} else if (!strcmp(kind, "pause_spin")) {
-			fprintf(f, "\t%.0f of %.0f samples in a spin loop\n", num(ev, "spin_samples"),
-				num(ev, "samples"));
+			fprintf(f, "\t%.0f of %.0f samples in a spin loop\n", ls_json_num(ev, "spin_samples"),
+				ls_json_num(ev, "samples"));
 		} else if (!strcmp(kind, "burst")) {
-			ls_fmt_ns(a, sizeof(a), num(ev, "stop_ns"));
+			ls_fmt_ns(a, sizeof(a), ls_json_num(ev, "stop_ns"));
 			fprintf(f, "\tstopped %s; %.0f events in the first 100 ms after, %.1f per 100 ms "
-				"before (%.0fx)\n", a, num(ev, "events_first_100ms"),
-				num(ev, "baseline_per_100ms"), num(ev, "ratio"));
+				"before (%.0fx)\n", a, ls_json_num(ev, "events_first_100ms"),
+				ls_json_num(ev, "baseline_per_100ms"), ls_json_num(ev, "ratio"));
 		} else if (!strcmp(kind, "holder_preempted")) {
 			const cJSON *lock = cJSON_GetObjectItemCaseSensitive(fd, "lock");
 
-			ls_fmt_ns(a, sizeof(a), num(ev, "preempted_ns"));
-			const char *name = str(lock, "name", NULL);
+			ls_fmt_ns(a, sizeof(a), ls_json_num(ev, "preempted_ns"));
+			const char *name = ls_json_str_or(lock, "name", NULL);
 
-			fprintf(f, "\tpreempted %.0fx holding %s %s%s%s, %s in all\n", num(ev, "preemptions"),
-				str(fd, "lock_type", str(fd, "lock_kind", "a")), name ? name : "",
-				name ? " " : "", str(lock, "addr", str(fd, "uaddr", "")), a);
+			fprintf(f, "\tpreempted %.0fx holding %s %s%s%s, %s in all\n", ls_json_num(ev, "preemptions"),
+				ls_json_str_or(fd, "lock_type", ls_json_str_or(fd, "lock_kind", "a")), name ? name : "",
+				name ? " " : "", ls_json_str_or(lock, "addr", ls_json_str_or(fd, "uaddr", "")), a);
 		}
 		if (cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(fd, "stack"))) {
 			fprintf(f, "\tstack:\n");
 			print_stack(f, cJSON_GetObjectItemCaseSensitive(fd, "stack"), "\t  ");
 		}
-		fprintf(f, "\thint: %s\n\n", str(fd, "hint", ""));
+		fprintf(f, "\thint: %s\n\n", ls_json_str_or(fd, "hint", ""));
 	}
 	if (!cJSON_GetArraySize(fs))
 		fprintf(f, " (nothing spins, yields, bursts or is preempted holding a lock)\n");
@@ -394,13 +381,13 @@ static void print_lock_evidence(FILE *f, const cJSON *ev)
 	const cJSON *pre = cJSON_GetObjectItemCaseSensitive(ev, "holder_preempted");
 	char avg[32], max[32], tot[32];
 
-	ls_fmt_ns(avg, sizeof(avg), num(ev, "avg_wait_ns"));
-	ls_fmt_ns(max, sizeof(max), num(ev, "max_wait_ns"));
-	ls_fmt_ns(tot, sizeof(tot), num(ev, "total_wait_ns"));
+	ls_fmt_ns(avg, sizeof(avg), ls_json_num(ev, "avg_wait_ns"));
+	ls_fmt_ns(max, sizeof(max), ls_json_num(ev, "max_wait_ns"));
+	ls_fmt_ns(tot, sizeof(tot), ls_json_num(ev, "total_wait_ns"));
 	fprintf(f, "      evidence: %.0f contended (%.0f/s), avg %s, max %s, total %s, %.1f threads waiting on average",
-		num(ev, "contended"), num(ev, "contended_per_s"), avg, max, tot, num(ev, "waiters_avg"));
-	if (num(pre, "count"))
-		fprintf(f, ", holder preempted %.0fx", num(pre, "count"));
+		ls_json_num(ev, "contended"), ls_json_num(ev, "contended_per_s"), avg, max, tot, ls_json_num(ev, "waiters_avg"));
+	if (ls_json_num(pre, "count"))
+		fprintf(f, ", holder preempted %.0fx", ls_json_num(pre, "count"));
 	fputc('\n', f);
 }
 
@@ -409,9 +396,9 @@ static void print_holder_work(FILE *f, const cJSON *ev)
 	const cJSON *w;
 
 	cJSON_ArrayForEach(w, cJSON_GetObjectItemCaseSensitive(ev, "holder_work")) {
-		fprintf(f, "      holders: %.0f%% of their samples in %s (%s)%s%s\n", 100 * num(w, "share"),
-			str(w, "function", "?"), str(w, "kind", "?"),
-			str(w, "called_from", NULL) ? ", called from " : "", str(w, "called_from", ""));
+		fprintf(f, "      holders: %.0f%% of their samples in %s (%s)%s%s\n", 100 * ls_json_num(w, "share"),
+			ls_json_str_or(w, "function", "?"), ls_json_str_or(w, "kind", "?"),
+			ls_json_str_or(w, "called_from", NULL) ? ", called from " : "", ls_json_str_or(w, "called_from", ""));
 	}
 }
 
@@ -425,7 +412,7 @@ void render_report(FILE *f, const cJSON *resp)
 
 	fprintf(f, "lockscope report: %s%.0f, %s window (%.1f s), %s, Linux %s\n\n",
 		cJSON_IsNumber(pid) ? "pid " : "every process", cJSON_IsNumber(pid) ? pid->valuedouble : 0,
-		str(win, "name", "?"), num(resp, "span_s"), str(host, "hostname", "?"), str(host, "kernel", "?"));
+		ls_json_str_or(win, "name", "?"), ls_json_num(resp, "span_s"), ls_json_str_or(host, "hostname", "?"), ls_json_str_or(host, "kernel", "?"));
 	if (!cJSON_GetArraySize(fs)) {
 		fprintf(f, "no findings: nothing waited or spun past the thresholds (lockscope report --json "
 			"has the figures and the thresholds)\n");
@@ -437,20 +424,20 @@ void render_report(FILE *f, const cJSON *resp)
 		const cJSON *ev = cJSON_GetObjectItemCaseSensitive(fd, "evidence");
 		const cJSON *lk = cJSON_GetObjectItemCaseSensitive(fd, "lock");
 
-		ls_fmt_ns(wasted, sizeof(wasted), num(fd, "wasted_ns"));
-		fprintf(f, "%3.0f %11s  %s: %s\n", num(fd, "rank"), wasted, str(fd, "rule", "?"), str(fd, "title", ""));
+		ls_fmt_ns(wasted, sizeof(wasted), ls_json_num(fd, "wasted_ns"));
+		fprintf(f, "%3.0f %11s  %s: %s\n", ls_json_num(fd, "rank"), wasted, ls_json_str_or(fd, "rule", "?"), ls_json_str_or(fd, "title", ""));
 		if (cJSON_IsObject(lk)) {
-			snprintf(lock, sizeof(lock), "%s %s", str(fd, "type", str(fd, "kind", "")),
-				 str(lk, "name", addr_text(lk)));
-			fprintf(f, "      lock: %s, pid %.0f%s%s%s\n", lock, num(fd, "pid"), str(fd, "comm", NULL) ? " (" : "",
-				str(fd, "comm", ""), str(fd, "comm", NULL) ? ")" : "");
+			snprintf(lock, sizeof(lock), "%s %s", ls_json_str_or(fd, "type", ls_json_str_or(fd, "kind", "")),
+				 ls_json_str_or(lk, "name", addr_text(lk)));
+			fprintf(f, "      lock: %s, pid %.0f%s%s%s\n", lock, ls_json_num(fd, "pid"), ls_json_str_or(fd, "comm", NULL) ? " (" : "",
+				ls_json_str_or(fd, "comm", ""), ls_json_str_or(fd, "comm", NULL) ? ")" : "");
 		} else if (cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(fd, "tid"))) {
-			fprintf(f, "      thread: %s/%.0f, pid %.0f\n", str(fd, "comm", "?"), num(fd, "tid"), num(fd, "pid"));
+			fprintf(f, "      thread: %s/%.0f, pid %.0f\n", ls_json_str_or(fd, "comm", "?"), ls_json_num(fd, "tid"), ls_json_num(fd, "pid"));
 		}
 		if (cJSON_GetObjectItemCaseSensitive(ev, "contended"))
 			print_lock_evidence(f, ev);
 		print_holder_work(f, ev);
-		fprintf(f, "      fix: %s\n\n", str(fd, "fix", ""));
+		fprintf(f, "      fix: %s\n\n", ls_json_str_or(fd, "fix", ""));
 	}
 	print_drops(f, cJSON_GetObjectItemCaseSensitive(resp, "dropped"));
 }

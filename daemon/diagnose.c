@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "diagnose.h"
+#include "jsonget.h"
 
 #define NSEC_PER_USEC 1000.0
 #define NSEC_PER_SEC 1e9
@@ -21,23 +22,6 @@ void diag_thresholds__init(struct diag_thresholds *th)
 	th->jitter_tail_pct = DIAG_DEF_JITTER_TAIL_PCT;
 	th->futex_wake_pct = DIAG_DEF_FUTEX_WAKE_PCT;
 	th->work_min_pct = DIAG_DEF_WORK_MIN_PCT;
-}
-
-static double num(const cJSON *o, const char *name)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
-
-	return cJSON_IsNumber(v) ? v->valuedouble : 0;
-}
-
-static const cJSON *get(const cJSON *o, const char *name)
-{
-	return cJSON_GetObjectItemCaseSensitive(o, name);
-}
-
-static const char *str(const cJSON *o, const char *name)
-{
-	return cJSON_GetStringValue(get(o, name));
 }
 
 /* ---- what holders do inside the critical section ---- */
@@ -127,7 +111,7 @@ static int stack_work(const cJSON *stack, int *at)
 	int i = 0;
 
 	cJSON_ArrayForEach(fr, stack) {
-		const char *sym = str(fr, "sym");
+		const char *sym = ls_json_str(fr, "sym");
 
 		if (sym) {
 			normalize(sym, name, sizeof(name));
@@ -147,16 +131,48 @@ static int stack_work(const cJSON *stack, int *at)
 static const char *work_caller(const cJSON *stack, int at)
 {
 	const cJSON *work = cJSON_GetArrayItem(stack, at), *fr;
-	const char *mod = str(work, "module");
+	const char *mod = ls_json_str(work, "module");
 	int i = 0;
 
 	cJSON_ArrayForEach(fr, stack) {
 		if (i++ <= at)
 			continue;
-		if (str(fr, "sym") && (!mod || !str(fr, "module") || strcmp(str(fr, "module"), mod)))
-			return str(fr, "sym");
+		if (ls_json_str(fr, "sym") && (!mod || !ls_json_str(fr, "module") || strcmp(ls_json_str(fr, "module"), mod)))
+			return ls_json_str(fr, "sym");
 	}
 	return NULL;
+}
+
+struct work_seen {
+	int kind;
+	double share;		/* of the holder samples */
+	const cJSON *pick;	/* the kind's most sampled holder stack */
+	int at;			/* and the frame in it that named the kind */
+};
+
+static int cmp_work(const void *a, const void *b)
+{
+	double x = ((const struct work_seen *)a)->share, y = ((const struct work_seen *)b)->share;
+
+	return x < y ? 1 : x > y ? -1 : 0;
+}
+
+static cJSON *work_json(const struct work_seen *ws)
+{
+	const cJSON *stack = ls_json_get(ws->pick, "stack");
+	const char *caller = work_caller(stack, ws->at);
+	cJSON *w = cJSON_CreateObject();
+
+	cJSON_AddStringToObject(w, "kind", work_kinds[ws->kind].name);
+	cJSON_AddNumberToObject(w, "share", ws->share);
+	cJSON_AddStringToObject(w, "function", ls_json_str(cJSON_GetArrayItem(stack, ws->at), "sym"));
+	if (caller)
+		cJSON_AddStringToObject(w, "called_from", caller);
+	else
+		cJSON_AddNullToObject(w, "called_from");
+	cJSON_AddStringToObject(w, "fix", work_kinds[ws->kind].fix);
+	cJSON_AddItemToObject(w, "stack", cJSON_Duplicate(stack, true));
+	return w;
 }
 
 /*
@@ -166,52 +182,28 @@ static const char *work_caller(const cJSON *stack, int at)
  */
 static cJSON *holder_work(const cJSON *row, const struct diag_thresholds *th)
 {
-	double share[NR_WORK_KINDS] = {}, best[NR_WORK_KINDS] = {};
-	const cJSON *pick[NR_WORK_KINDS] = {}, *h;
-	int at_pick[NR_WORK_KINDS] = {};
+	struct work_seen seen[NR_WORK_KINDS] = {};
 	cJSON *arr = cJSON_CreateArray();
-	bool used[NR_WORK_KINDS] = {};
-	size_t k, n;
+	const cJSON *h;
+	size_t k;
 
-	cJSON_ArrayForEach(h, get(row, "holder_stacks")) {
-		int at, kind = stack_work(get(h, "stack"), &at);
+	for (k = 0; k < NR_WORK_KINDS; k++)
+		seen[k].kind = k;
+	cJSON_ArrayForEach(h, ls_json_get(row, "holder_stacks")) {
+		double share = ls_json_num(h, "share");
+		int at, kind = stack_work(ls_json_get(h, "stack"), &at);
 
 		if (kind < 0)
 			continue;
-		share[kind] += num(h, "share");
-		if (num(h, "share") > best[kind]) {
-			best[kind] = num(h, "share");
-			pick[kind] = h;
-			at_pick[kind] = at;
+		if (!seen[kind].pick || share > ls_json_num(seen[kind].pick, "share")) {
+			seen[kind].pick = h;
+			seen[kind].at = at;
 		}
+		seen[kind].share += share;
 	}
-	for (n = 0; n < NR_WORK_KINDS; n++) {
-		int top = -1;
-
-		for (k = 0; k < NR_WORK_KINDS; k++)
-			if (!used[k] && pick[k] && share[k] * 100 >= th->work_min_pct &&
-			    (top < 0 || share[k] > share[top]))
-				top = k;
-		if (top < 0)
-			break;
-		used[top] = true;
-		{
-			const cJSON *stack = get(pick[top], "stack");
-			cJSON *w = cJSON_CreateObject();
-			const char *caller = work_caller(stack, at_pick[top]);
-
-			cJSON_AddStringToObject(w, "kind", work_kinds[top].name);
-			cJSON_AddNumberToObject(w, "share", share[top]);
-			cJSON_AddStringToObject(w, "function", str(cJSON_GetArrayItem(stack, at_pick[top]), "sym"));
-			if (caller)
-				cJSON_AddStringToObject(w, "called_from", caller);
-			else
-				cJSON_AddNullToObject(w, "called_from");
-			cJSON_AddStringToObject(w, "fix", work_kinds[top].fix);
-			cJSON_AddItemToObject(w, "stack", cJSON_Duplicate(stack, true));
-			cJSON_AddItemToArray(arr, w);
-		}
-	}
+	qsort(seen, NR_WORK_KINDS, sizeof(seen[0]), cmp_work);
+	for (k = 0; k < NR_WORK_KINDS && seen[k].pick && seen[k].share * 100 >= th->work_min_pct; k++)
+		cJSON_AddItemToArray(arr, work_json(&seen[k]));
 	return arr;
 }
 
@@ -234,7 +226,7 @@ static void add_lock(cJSON *f, const cJSON *row)
 	size_t i;
 
 	for (i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
-		const cJSON *v = get(row, fields[i]);
+		const cJSON *v = ls_json_get(row, fields[i]);
 
 		cJSON_AddItemToObject(f, fields[i], v ? cJSON_Duplicate(v, true) : cJSON_CreateNull());
 	}
@@ -245,20 +237,20 @@ static cJSON *lock_evidence(const cJSON *row, double span_s)
 {
 	cJSON *ev = cJSON_CreateObject();
 
-	cJSON_AddNumberToObject(ev, "contended", num(row, "contended"));
-	cJSON_AddNumberToObject(ev, "contended_per_s", num(row, "contended") / span_s);
-	cJSON_AddNumberToObject(ev, "total_wait_ns", num(row, "total_wait_ns"));
-	cJSON_AddNumberToObject(ev, "avg_wait_ns", num(row, "avg_wait_ns"));
-	cJSON_AddNumberToObject(ev, "max_wait_ns", num(row, "max_wait_ns"));
+	cJSON_AddNumberToObject(ev, "contended", ls_json_num(row, "contended"));
+	cJSON_AddNumberToObject(ev, "contended_per_s", ls_json_num(row, "contended") / span_s);
+	cJSON_AddNumberToObject(ev, "total_wait_ns", ls_json_num(row, "total_wait_ns"));
+	cJSON_AddNumberToObject(ev, "avg_wait_ns", ls_json_num(row, "avg_wait_ns"));
+	cJSON_AddNumberToObject(ev, "max_wait_ns", ls_json_num(row, "max_wait_ns"));
 	/* waiting threads on average: seconds of waiting per second */
-	cJSON_AddNumberToObject(ev, "waiters_avg", num(row, "total_wait_ns") / NSEC_PER_SEC / span_s);
+	cJSON_AddNumberToObject(ev, "waiters_avg", ls_json_num(row, "total_wait_ns") / NSEC_PER_SEC / span_s);
 	cJSON_AddNumberToObject(ev, "span_s", span_s);
-	if (get(row, "holder_preempted"))
-		cJSON_AddItemToObject(ev, "holder_preempted", cJSON_Duplicate(get(row, "holder_preempted"), true));
-	if (get(row, "owner"))
-		cJSON_AddItemToObject(ev, "owner", cJSON_Duplicate(get(row, "owner"), true));
-	if (get(row, "releaser"))
-		cJSON_AddItemToObject(ev, "releaser", cJSON_Duplicate(get(row, "releaser"), true));
+	if (ls_json_get(row, "holder_preempted"))
+		cJSON_AddItemToObject(ev, "holder_preempted", cJSON_Duplicate(ls_json_get(row, "holder_preempted"), true));
+	if (ls_json_get(row, "owner"))
+		cJSON_AddItemToObject(ev, "owner", cJSON_Duplicate(ls_json_get(row, "owner"), true));
+	if (ls_json_get(row, "releaser"))
+		cJSON_AddItemToObject(ev, "releaser", cJSON_Duplicate(ls_json_get(row, "releaser"), true));
 	return ev;
 }
 
@@ -269,7 +261,7 @@ static double tail_share(const cJSON *row, double from_ns)
 	double tail = 0, all = 0, lo;
 	int i = 0;
 
-	cJSON_ArrayForEach(b, get(row, "hist")) {
+	cJSON_ArrayForEach(b, ls_json_get(row, "hist")) {
 		/* bucket i holds [2^i, 2^(i+1)) ns: 1.5 * 2^i stands for its waits */
 		lo = ldexp(1, i);
 		all += b->valuedouble * 1.5 * lo;
@@ -288,8 +280,8 @@ static void add_work(cJSON *f, cJSON *ev, cJSON *work, const char *fix)
 	cJSON_AddItemToObject(ev, "holder_work", work);
 	if (w)
 		snprintf(buf, sizeof(buf), "%s; first: %s (%.0f%% of holder samples in %s%s%s)", fix,
-			 str(w, "fix"), num(w, "share") * 100, str(w, "function"),
-			 str(w, "called_from") ? " from " : "", str(w, "called_from") ?: "");
+			 ls_json_str(w, "fix"), ls_json_num(w, "share") * 100, ls_json_str(w, "function"),
+			 ls_json_str(w, "called_from") ? " from " : "", ls_json_str(w, "called_from") ?: "");
 	else
 		snprintf(buf, sizeof(buf), "%s", fix);
 	cJSON_AddStringToObject(f, "fix", buf);
@@ -298,12 +290,12 @@ static void add_work(cJSON *f, cJSON *ev, cJSON *work, const char *fix)
 static void wait_jitter(const cJSON *row, const struct diag_input *in, cJSON *out)
 {
 	const struct diag_thresholds *th = in->th;
-	double total = num(row, "total_wait_ns"), avg = num(row, "avg_wait_ns"), max = num(row, "max_wait_ns");
+	double total = ls_json_num(row, "total_wait_ns"), avg = ls_json_num(row, "avg_wait_ns"), max = ls_json_num(row, "max_wait_ns");
 	double share;
 	char title[256];
 	cJSON *f, *ev;
 
-	if (!num(row, "contended") || max < th->jitter_factor * avg || max < th->jitter_min_us * NSEC_PER_USEC)
+	if (!ls_json_num(row, "contended") || max < th->jitter_factor * avg || max < th->jitter_min_us * NSEC_PER_USEC)
 		return;
 	share = tail_share(row, TAIL_OF_AVG * avg);
 	if (share * 100 < th->jitter_tail_pct)
@@ -315,7 +307,7 @@ static void wait_jitter(const cJSON *row, const struct diag_input *in, cJSON *ou
 	cJSON_AddNumberToObject(ev, "tail_share", share);
 	cJSON_AddNumberToObject(ev, "tail_from_ns", TAIL_OF_AVG * avg);
 	cJSON_AddItemToObject(f, "evidence", ev);
-	cJSON_AddStringToObject(f, "fix", num(get(row, "holder_preempted"), "count") > 0 ?
+	cJSON_AddStringToObject(f, "fix", ls_json_num(ls_json_get(row, "holder_preempted"), "count") > 0 ?
 		"holders lost their CPU while others waited (holder_preempted): priority inversion "
 		"or an oversubscribed CPU; do not hold locks in low-priority (nice, SCHED_IDLE) threads, "
 		"use PI mutexes for real-time ones, keep runnable threads <= CPUs" :
@@ -327,10 +319,10 @@ static void wait_jitter(const cJSON *row, const struct diag_input *in, cJSON *ou
 static void lock_rules(const cJSON *row, const struct diag_input *in, cJSON *out)
 {
 	const struct diag_thresholds *th = in->th;
-	double total = num(row, "total_wait_ns"), rate = num(row, "contended") / in->span_s;
-	double avg = num(row, "avg_wait_ns");
+	double total = ls_json_num(row, "total_wait_ns"), rate = ls_json_num(row, "contended") / in->span_s;
+	double avg = ls_json_num(row, "avg_wait_ns");
 	bool many = rate >= th->contended_rate, slow = avg >= th->avg_wait_us * NSEC_PER_USEC;
-	bool user = str(row, "kind") && !strcmp(str(row, "kind"), "user");
+	bool user = ls_json_str(row, "kind") && !strcmp(ls_json_str(row, "kind"), "user");
 	const char *rule, *fix;
 	char title[256];
 	cJSON *f, *ev, *work;
@@ -383,7 +375,7 @@ static bool in_futex_code(const cJSON *stack)
 	const cJSON *fr;
 
 	cJSON_ArrayForEach(fr, stack) {
-		const char *sym = str(fr, "sym");
+		const char *sym = ls_json_str(fr, "sym");
 
 		if (sym && (!strncmp(sym, "futex_", 6) || !strncmp(sym, "__futex_", 8)))
 			return true;
@@ -404,14 +396,14 @@ static void futex_rule(const struct diag_input *in, cJSON *out)
 	cJSON *f, *ev, *callers;
 
 	cJSON_ArrayForEach(r, in->lock_rows)
-		if (is_futex_lock_type(str(r, "type")))
-			futex_ns += num(r, "total_wait_ns");
+		if (is_futex_lock_type(ls_json_str(r, "type")))
+			futex_ns += ls_json_num(r, "total_wait_ns");
 	callers = cJSON_CreateArray();
 	cJSON_ArrayForEach(r, in->kernel_callers) {
-		if (!in_futex_code(get(r, "stack")))
+		if (!in_futex_code(ls_json_get(r, "stack")))
 			continue;
-		kernel_ns += num(r, "total_wait_ns");
-		count += num(r, "contended");
+		kernel_ns += ls_json_num(r, "total_wait_ns");
+		count += ls_json_num(r, "contended");
 		if (!top)
 			top = r;
 		cJSON_AddItemToArray(callers, cJSON_Duplicate(r, true));
@@ -425,8 +417,8 @@ static void futex_rule(const struct diag_input *in, cJSON *out)
 	snprintf(title, sizeof(title), "%.0f%% of futex waiting is on the kernel's futex hash-bucket lock",
 		 share * 100);
 	f = finding_new("futex_wake_contention", title, kernel_ns);
-	if (get(top, "pid"))
-		cJSON_AddNumberToObject(f, "pid", num(top, "pid"));
+	if (ls_json_get(top, "pid"))
+		cJSON_AddNumberToObject(f, "pid", ls_json_num(top, "pid"));
 	else
 		cJSON_AddNullToObject(f, "pid");
 	ev = cJSON_CreateObject();
@@ -447,7 +439,7 @@ static void futex_rule(const struct diag_input *in, cJSON *out)
 
 static const char *lock_name(const cJSON *lock)
 {
-	return str(lock, "name") ?: str(lock, "addr") ?: "";
+	return ls_json_str(lock, "name") ?: ls_json_str(lock, "addr") ?: "";
 }
 
 static void add_num(cJSON *o, const char *name, double v)
@@ -466,51 +458,51 @@ static void add_num(cJSON *o, const char *name, double v)
  */
 static void holder_preempted_rule(const cJSON *sf, cJSON *out)
 {
-	const cJSON *ev = get(sf, "evidence"), *lock = get(sf, "lock");
+	const cJSON *ev = ls_json_get(sf, "evidence"), *lock = ls_json_get(sf, "lock");
 	cJSON *f = NULL, *it, *fev, *t;
 	char title[256];
 
 	cJSON_ArrayForEach(it, out)
-		if (!strcmp(str(it, "rule"), "holder_preempted") && num(it, "pid") == num(sf, "pid") &&
-		    !strcmp(lock_name(get(it, "lock")), lock_name(lock)))
+		if (!strcmp(ls_json_str(it, "rule"), "holder_preempted") && ls_json_num(it, "pid") == ls_json_num(sf, "pid") &&
+		    !strcmp(lock_name(ls_json_get(it, "lock")), lock_name(lock)))
 			f = it;
 	if (!f) {
 		f = finding_new("holder_preempted", "", 0);
-		cJSON_AddItemToObject(f, "kind", cJSON_Duplicate(get(sf, "lock_kind"), true));
+		cJSON_AddItemToObject(f, "kind", cJSON_Duplicate(ls_json_get(sf, "lock_kind"), true));
 		cJSON_AddItemToObject(f, "lock", cJSON_Duplicate(lock, true));
-		cJSON_AddNumberToObject(f, "pid", num(sf, "pid"));
-		cJSON_AddStringToObject(f, "comm", str(sf, "comm") ?: "");
+		cJSON_AddNumberToObject(f, "pid", ls_json_num(sf, "pid"));
+		cJSON_AddStringToObject(f, "comm", ls_json_str(sf, "comm") ?: "");
 		fev = cJSON_AddObjectToObject(f, "evidence");
 		cJSON_AddArrayToObject(fev, "threads");
-		cJSON_AddNumberToObject(fev, "window_s", num(ev, "window_s"));
-		cJSON_AddStringToObject(f, "fix", str(sf, "hint") ?: "");
+		cJSON_AddNumberToObject(fev, "window_s", ls_json_num(ev, "window_s"));
+		cJSON_AddStringToObject(f, "fix", ls_json_str(sf, "hint") ?: "");
 		cJSON_AddItemToArray(out, f);
 	}
 	fev = cJSON_GetObjectItemCaseSensitive(f, "evidence");
-	add_num(fev, "preemptions", num(ev, "preemptions"));
-	add_num(fev, "preempted_ns", num(ev, "preempted_ns"));
-	if (num(ev, "max_preempted_ns") > num(fev, "max_preempted_ns"))
+	add_num(fev, "preemptions", ls_json_num(ev, "preemptions"));
+	add_num(fev, "preempted_ns", ls_json_num(ev, "preempted_ns"));
+	if (ls_json_num(ev, "max_preempted_ns") > ls_json_num(fev, "max_preempted_ns"))
 		cJSON_DeleteItemFromObject(fev, "max_preempted_ns");
-	if (!get(fev, "max_preempted_ns"))
-		cJSON_AddNumberToObject(fev, "max_preempted_ns", num(ev, "max_preempted_ns"));
+	if (!ls_json_get(fev, "max_preempted_ns"))
+		cJSON_AddNumberToObject(fev, "max_preempted_ns", ls_json_num(ev, "max_preempted_ns"));
 	t = cJSON_CreateObject();
-	cJSON_AddNumberToObject(t, "tid", num(sf, "tid"));
-	cJSON_AddStringToObject(t, "comm", str(sf, "comm") ?: "");
-	cJSON_AddNumberToObject(t, "preemptions", num(ev, "preemptions"));
-	cJSON_AddNumberToObject(t, "preempted_ns", num(ev, "preempted_ns"));
+	cJSON_AddNumberToObject(t, "tid", ls_json_num(sf, "tid"));
+	cJSON_AddStringToObject(t, "comm", ls_json_str(sf, "comm") ?: "");
+	cJSON_AddNumberToObject(t, "preemptions", ls_json_num(ev, "preemptions"));
+	cJSON_AddNumberToObject(t, "preempted_ns", ls_json_num(ev, "preempted_ns"));
 	cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(fev, "threads"), t);
-	cJSON_SetNumberValue(cJSON_GetObjectItemCaseSensitive(f, "wasted_ns"), num(fev, "preempted_ns"));
+	cJSON_SetNumberValue(cJSON_GetObjectItemCaseSensitive(f, "wasted_ns"), ls_json_num(fev, "preempted_ns"));
 	snprintf(title, sizeof(title), "holders of %s preempted %.0f times while others waited (%.1f ms)",
-		 lock_name(lock), num(fev, "preemptions"), num(fev, "preempted_ns") / 1e6);
+		 lock_name(lock), ls_json_num(fev, "preemptions"), ls_json_num(fev, "preempted_ns") / 1e6);
 	cJSON_SetValuestring(cJSON_GetObjectItemCaseSensitive(f, "title"), title);
 }
 
 /* A spin finding as a report finding: the CPU it burnt, or the time its waiters lost. */
 static void spin_rule(const cJSON *sf, cJSON *out)
 {
-	const cJSON *ev = get(sf, "evidence");
-	const char *kind = str(sf, "kind");
-	double wasted = cJSON_IsNumber(get(sf, "cpu_ns")) ? num(sf, "cpu_ns") : num(ev, "counted_ns");
+	const cJSON *ev = ls_json_get(sf, "evidence");
+	const char *kind = ls_json_str(sf, "kind");
+	double wasted = cJSON_IsNumber(ls_json_get(sf, "cpu_ns")) ? ls_json_num(sf, "cpu_ns") : ls_json_num(ev, "counted_ns");
 	char title[256];
 	cJSON *f;
 
@@ -519,26 +511,26 @@ static void spin_rule(const cJSON *sf, cJSON *out)
 		return;
 	}
 	if (!strcmp(kind, "yield_spin"))
-		snprintf(title, sizeof(title), "%s yields %.0f times/s in a spin loop", str(sf, "comm"),
-			 num(sf, "rate_per_s"));
+		snprintf(title, sizeof(title), "%s yields %.0f times/s in a spin loop", ls_json_str(sf, "comm"),
+			 ls_json_num(sf, "rate_per_s"));
 	else if (!strcmp(kind, "burst"))
 		snprintf(title, sizeof(title), "%s ran %.0fx its own rate right after a stop (catch-up burst)",
-			 str(sf, "comm"), num(ev, "ratio"));
+			 ls_json_str(sf, "comm"), ls_json_num(ev, "ratio"));
 	else
-		snprintf(title, sizeof(title), "%s: %s, %.0f%% of its CPU", str(sf, "comm"), kind,
-			 num(sf, "share") * 100);
+		snprintf(title, sizeof(title), "%s: %s, %.0f%% of its CPU", ls_json_str(sf, "comm"), kind,
+			 ls_json_num(sf, "share") * 100);
 	f = finding_new(kind, title, wasted);
-	cJSON_AddItemToObject(f, "pid", cJSON_Duplicate(get(sf, "pid"), true));
-	cJSON_AddItemToObject(f, "tid", cJSON_Duplicate(get(sf, "tid"), true));
-	cJSON_AddStringToObject(f, "comm", str(sf, "comm") ?: "");
+	cJSON_AddItemToObject(f, "pid", cJSON_Duplicate(ls_json_get(sf, "pid"), true));
+	cJSON_AddItemToObject(f, "tid", cJSON_Duplicate(ls_json_get(sf, "tid"), true));
+	cJSON_AddStringToObject(f, "comm", ls_json_str(sf, "comm") ?: "");
 	cJSON_AddItemToObject(f, "evidence", cJSON_Duplicate(sf, true));
-	cJSON_AddStringToObject(f, "fix", str(sf, "hint") ?: "");
+	cJSON_AddStringToObject(f, "fix", ls_json_str(sf, "hint") ?: "");
 	cJSON_AddItemToArray(out, f);
 }
 
 static int cmp_wasted(const void *a, const void *b)
 {
-	double x = num(*(const cJSON *const *)a, "wasted_ns"), y = num(*(const cJSON *const *)b, "wasted_ns");
+	double x = ls_json_num(*(const cJSON *const *)a, "wasted_ns"), y = ls_json_num(*(const cJSON *const *)b, "wasted_ns");
 
 	return x < y ? 1 : x > y ? -1 : 0;
 }

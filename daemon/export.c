@@ -375,16 +375,38 @@ static pb_line *pp_line(struct pprof *pp, const char *name)
 	return l;
 }
 
-/* The location of frame @i of @ips: one per address, its inlined functions as lines. */
-static uint64_t pp_location(struct pprof *pp, const uint64_t *ips, uint32_t i)
+/* A frame's function and the functions inlined into it, innermost first, as the lines. */
+static void pp_frame_lines(struct pprof *pp, pb_location *loc, const uint64_t *ips, uint32_t i)
 {
-	struct loc_key lk = { .code = ips[i], .back = i > 0 };
 	struct query_frame fi;
 	char name[320];
+	uint32_t j;
+
+	query__frame(pp->ctx, ips, i, &fi);
+	func_name(pp->ctx, &fi, name, sizeof(name));
+	loc->mapping_id = pp_mapping(pp, &fi);
+	loc->address = fi.kernel && pp->ctx->hide_kernel_addrs ? 0 : fi.addr;
+	loc->line = calloc(fi.nr_inlined + 1, sizeof(*loc->line));
+	if (!loc->line)
+		return;
+	for (j = 0; j < fi.nr_inlined; j++)
+		if ((loc->line[loc->n_line] = pp_line(pp, fi.inlined[j])))
+			loc->n_line++;
+	if ((loc->line[loc->n_line] = pp_line(pp, name)))
+		loc->n_line++;
+}
+
+/*
+ * The location of frame @i of @ips, one per address; with @ips NULL, a frame of its own
+ * for waits without a stack (@no_stack: LS_STACK_NONE, not sampled, or _MISSING), so that
+ * their time is not lost. No real frame has code 0.
+ */
+static uint64_t pp_location(struct pprof *pp, const uint64_t *ips, uint32_t i, uint32_t no_stack)
+{
+	struct loc_key lk = { .code = ips ? ips[i] : 0, .back = ips ? i > 0 : no_stack };
 	int created;
 	uint64_t *id = htab__upsert(pp->loc_ids, &lk, &created, NULL);
 	pb_location *loc;
-	uint32_t j;
 
 	if (!id)
 		return 0;
@@ -394,18 +416,12 @@ static uint64_t pp_location(struct pprof *pp, const uint64_t *ips, uint32_t i)
 	    !(loc = calloc(1, sizeof(*loc))))
 		return 0;
 	perftools__profiles__location__init(loc);
-	query__frame(pp->ctx, ips, i, &fi);
-	func_name(pp->ctx, &fi, name, sizeof(name));
 	loc->id = pp->nr_locs + 1;
-	loc->mapping_id = pp_mapping(pp, &fi);
-	loc->address = fi.kernel && pp->ctx->hide_kernel_addrs ? 0 : fi.addr;
-	loc->line = calloc(fi.nr_inlined + 1, sizeof(*loc->line));
-	if (loc->line) {
-		for (j = 0; j < fi.nr_inlined; j++)
-			if ((loc->line[loc->n_line] = pp_line(pp, fi.inlined[j])))
-				loc->n_line++;
-		if ((loc->line[loc->n_line] = pp_line(pp, name)))
-			loc->n_line++;
+	if (ips) {
+		pp_frame_lines(pp, loc, ips, i);
+	} else if ((loc->line = calloc(1, sizeof(*loc->line))) &&
+		   (loc->line[0] = pp_line(pp, no_stack == LS_STACK_NONE ? "[not sampled]" : "[stack missing]"))) {
+		loc->n_line = 1;
 	}
 	pp->locs[pp->nr_locs++] = loc;
 	return *id = loc->id;
@@ -453,34 +469,6 @@ static pb_label *pp_label(struct pprof *pp, enum pprof_label key, const char *st
 	return l;
 }
 
-/*
- * A frame of its own for waits without a stack (LS_STACK_NONE: not sampled; _MISSING),
- * so that their time is not lost. No real frame has code 0.
- */
-static uint64_t pp_pseudo_location(struct pprof *pp, uint32_t stack)
-{
-	struct loc_key lk = { .code = 0, .back = stack };
-	const char *name = stack == LS_STACK_NONE ? "[not sampled]" : "[stack missing]";
-	int created;
-	uint64_t *id = htab__upsert(pp->loc_ids, &lk, &created, NULL);
-	pb_location *loc;
-
-	if (!id)
-		return 0;
-	if (!created)
-		return *id;
-	if (ls_vec_reserve(&pp->locs, &pp->cap_locs, pp->nr_locs, sizeof(*pp->locs)) ||
-	    !(loc = calloc(1, sizeof(*loc))))
-		return 0;
-	perftools__profiles__location__init(loc);
-	loc->id = pp->nr_locs + 1;
-	loc->line = calloc(1, sizeof(*loc->line));
-	if (loc->line && (loc->line[0] = pp_line(pp, name)))
-		loc->n_line = 1;
-	pp->locs[pp->nr_locs++] = loc;
-	return *id = loc->id;
-}
-
 static pb_sample *pp_sample(struct pprof *pp, const struct sample_key *sk, const struct sample_val *sv)
 {
 	pb_sample *s = calloc(1, sizeof(*s));
@@ -499,9 +487,9 @@ static pb_sample *pp_sample(struct pprof *pp, const struct sample_key *sk, const
 	if (!s->location_id || !s->value || !s->label)
 		return s;
 	for (i = 0; i < nr; i++)		/* leaf first, as the stacks are kept */
-		s->location_id[s->n_location_id++] = pp_location(pp, ips, i);
+		s->location_id[s->n_location_id++] = pp_location(pp, ips, i, 0);
 	if (!nr)
-		s->location_id[s->n_location_id++] = pp_pseudo_location(pp, sk->stack);
+		s->location_id[s->n_location_id++] = pp_location(pp, NULL, 0, sk->stack);
 	s->value[0] = llround(sv->count);
 	s->value[1] = llround(sv->delay_ns);
 	s->n_value = 2;

@@ -6,23 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include "htab.h"
+#include "jsonget.h"
 #include "prom.h"
 #include "query.h"
 #include "vec.h"
 
 #define NSEC_PER_SEC 1e9
-
-static double num(const cJSON *o, const char *name)
-{
-	const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, name);
-
-	return cJSON_IsNumber(v) ? v->valuedouble : 0;
-}
-
-static const cJSON *obj(const cJSON *o, const char *name)
-{
-	return cJSON_GetObjectItemCaseSensitive(o, name);
-}
 
 static void head(FILE *f, const char *name, const char *type, const char *help)
 {
@@ -45,7 +34,7 @@ static void bool_set(FILE *f, const char *name, const char *help, const cJSON *a
 
 	head(f, name, "gauge", help);
 	cJSON_ArrayForEach(it, arr)
-		sample(f, name, label, cJSON_GetStringValue(obj(it, key)), cJSON_IsTrue(obj(it, flag)));
+		sample(f, name, label, cJSON_GetStringValue(ls_json_get(it, key)), cJSON_IsTrue(ls_json_get(it, flag)));
 }
 
 static void programs(FILE *f, const cJSON *progs, int bpf_stats)
@@ -58,11 +47,11 @@ static void programs(FILE *f, const cJSON *progs, int bpf_stats)
 		return;
 	head(f, "lockscope_bpf_runs_total", "counter", "BPF program runs (kernel.bpf_stats_enabled)");
 	cJSON_ArrayForEach(p, progs)
-		sample(f, "lockscope_bpf_runs_total", "program", cJSON_GetStringValue(obj(p, "name")), num(p, "run_cnt"));
+		sample(f, "lockscope_bpf_runs_total", "program", cJSON_GetStringValue(ls_json_get(p, "name")), ls_json_num(p, "run_cnt"));
 	head(f, "lockscope_bpf_run_seconds_total", "counter", "BPF program run time (kernel.bpf_stats_enabled)");
 	cJSON_ArrayForEach(p, progs)
-		sample(f, "lockscope_bpf_run_seconds_total", "program", cJSON_GetStringValue(obj(p, "name")),
-		       num(p, "run_time_ns") / NSEC_PER_SEC);
+		sample(f, "lockscope_bpf_run_seconds_total", "program", cJSON_GetStringValue(ls_json_get(p, "name")),
+		       ls_json_num(p, "run_time_ns") / NSEC_PER_SEC);
 }
 
 static int bpf_stats_enabled(void)
@@ -80,46 +69,46 @@ static int bpf_stats_enabled(void)
 
 void prom_write_status(FILE *f, const cJSON *st)
 {
-	const cJSON *self = obj(st, "self"), *ev = obj(st, "events"), *syms = obj(self, "user_symbols");
-	const cJSON *cfg = obj(st, "config"), *d;
+	const cJSON *self = ls_json_get(st, "self"), *ev = ls_json_get(st, "events"), *syms = ls_json_get(self, "user_symbols");
+	const cJSON *cfg = ls_json_get(st, "config"), *d;
 
 	head(f, "lockscope_build_info", "gauge", "lockscoped's version");
-	fprintf(f, "lockscope_build_info{version=\"%s\"} 1\n", cJSON_GetStringValue(obj(st, "version")));
+	fprintf(f, "lockscope_build_info{version=\"%s\"} 1\n", cJSON_GetStringValue(ls_json_get(st, "version")));
 	head(f, "lockscope_uptime_seconds", "gauge", "time since lockscoped attached");
-	sample(f, "lockscope_uptime_seconds", NULL, NULL, num(st, "uptime_ns") / NSEC_PER_SEC);
+	sample(f, "lockscope_uptime_seconds", NULL, NULL, ls_json_num(st, "uptime_ns") / NSEC_PER_SEC);
 
 	head(f, "lockscope_events_total", "counter", "events recorded in BPF, by source");
-	sample(f, "lockscope_events_total", "source", "kernel_waits", num(ev, "waits"));
-	sample(f, "lockscope_events_total", "source", "futex_waits", num(ev, "futex_waits"));
-	sample(f, "lockscope_events_total", "source", "holder_samples", num(ev, "holder_samples"));
-	sample(f, "lockscope_events_total", "source", "spin_samples", num(ev, "spin_samples"));
+	sample(f, "lockscope_events_total", "source", "kernel_waits", ls_json_num(ev, "waits"));
+	sample(f, "lockscope_events_total", "source", "futex_waits", ls_json_num(ev, "futex_waits"));
+	sample(f, "lockscope_events_total", "source", "holder_samples", ls_json_num(ev, "holder_samples"));
+	sample(f, "lockscope_events_total", "source", "spin_samples", ls_json_num(ev, "spin_samples"));
 	head(f, "lockscope_ring_records_total", "counter", "ring buffer records the daemon read");
-	sample(f, "lockscope_ring_records_total", NULL, NULL, num(self, "records"));
+	sample(f, "lockscope_ring_records_total", NULL, NULL, ls_json_num(self, "records"));
 	head(f, "lockscope_events_dropped_total", "counter", "events or stacks lost, by reason (never silent)");
-	cJSON_ArrayForEach(d, obj(st, "dropped"))
+	cJSON_ArrayForEach(d, ls_json_get(st, "dropped"))
 		sample(f, "lockscope_events_dropped_total", "reason", d->string, d->valuedouble);
 
-	programs(f, obj(st, "programs"), bpf_stats_enabled());
+	programs(f, ls_json_get(st, "programs"), bpf_stats_enabled());
 	bool_set(f, "lockscope_feature_available", "1 if the kernel feature was found at start (lockscoped --check)",
-		 obj(st, "probes"), "feature", "name", "ok");
+		 ls_json_get(st, "probes"), "feature", "name", "ok");
 	head(f, "lockscope_degraded_components", "gauge", "components asked for but off (see lockscope status)");
-	sample(f, "lockscope_degraded_components", NULL, NULL, cJSON_GetArraySize(obj(st, "degraded")));
+	sample(f, "lockscope_degraded_components", NULL, NULL, cJSON_GetArraySize(ls_json_get(st, "degraded")));
 
 	head(f, "lockscope_cpu_seconds_total", "counter", "lockscoped's own CPU time, user and system");
-	sample(f, "lockscope_cpu_seconds_total", NULL, NULL, num(self, "cpu_ns") / NSEC_PER_SEC);
+	sample(f, "lockscope_cpu_seconds_total", NULL, NULL, ls_json_num(self, "cpu_ns") / NSEC_PER_SEC);
 	head(f, "lockscope_resident_memory_bytes", "gauge", "lockscoped's resident set size");
-	sample(f, "lockscope_resident_memory_bytes", NULL, NULL, num(self, "rss_bytes"));
+	sample(f, "lockscope_resident_memory_bytes", NULL, NULL, ls_json_num(self, "rss_bytes"));
 	head(f, "lockscope_aggregator_keys", "gauge", "aggregation keys kept");
-	sample(f, "lockscope_aggregator_keys", NULL, NULL, num(obj(st, "aggregator"), "keys"));
+	sample(f, "lockscope_aggregator_keys", NULL, NULL, ls_json_num(ls_json_get(st, "aggregator"), "keys"));
 	head(f, "lockscope_user_frames_total", "counter", "user frames named, by how (blazesym lookup or cache) or left unresolved");
-	sample(f, "lockscope_user_frames_total", "result", "symbolized", num(syms, "symbolized"));
-	sample(f, "lockscope_user_frames_total", "result", "cache_hit", num(syms, "cache_hits"));
-	sample(f, "lockscope_user_frames_total", "result", "unresolved", num(syms, "unresolved"));
+	sample(f, "lockscope_user_frames_total", "result", "symbolized", ls_json_num(syms, "symbolized"));
+	sample(f, "lockscope_user_frames_total", "result", "cache_hit", ls_json_num(syms, "cache_hits"));
+	sample(f, "lockscope_user_frames_total", "result", "unresolved", ls_json_num(syms, "unresolved"));
 	if (cJSON_IsObject(cfg)) {
 		head(f, "lockscope_config_reloads_total", "counter", "SIGHUP reloads applied");
-		sample(f, "lockscope_config_reloads_total", NULL, NULL, num(cfg, "reloads"));
+		sample(f, "lockscope_config_reloads_total", NULL, NULL, ls_json_num(cfg, "reloads"));
 		head(f, "lockscope_config_last_reload_failed", "gauge", "1 if the last reload was rejected (the running config stays)");
-		sample(f, "lockscope_config_last_reload_failed", NULL, NULL, cJSON_IsString(obj(cfg, "reload_error")));
+		sample(f, "lockscope_config_last_reload_failed", NULL, NULL, cJSON_IsString(ls_json_get(cfg, "reload_error")));
 	}
 }
 

@@ -75,10 +75,9 @@ int main(int argc, char **argv)
 		{},
 	};
 	struct writer w[THREADS] = {};
-	char path[] = "/tmp/io_under_lock.XXXXXX";
 	long records = 0;
 	double start;
-	int c, i, fd;
+	int c, i;
 
 	while ((c = getopt_long(argc, argv, "s:f", longopts, NULL)) != -1) {
 		switch (c) {
@@ -90,17 +89,13 @@ int main(int argc, char **argv)
 		}
 	}
 	for (i = 0; i < THREADS; i++) {
-		/* one journal; --fixed writes a file per thread, outside the lock */
-		fd = i && !opts.fixed ? w[0].fd : mkstemp(path);
-		if (fd < 0 || (!i || opts.fixed ? unlink(path) : 0)) {
+		/* one journal (an unnamed file); --fixed writes a file per thread, outside the lock */
+		w[i].fd = i && !opts.fixed ? w[0].fd : open("/tmp", O_TMPFILE | O_RDWR, 0600);
+		w[i].copy = malloc(RECORD_BYTES);
+		if (w[i].fd < 0 || !w[i].copy) {
 			perror("io_under_lock: temporary file");
 			return 1;
 		}
-		strcpy(path, "/tmp/io_under_lock.XXXXXX");
-		w[i].fd = fd;
-		w[i].copy = malloc(RECORD_BYTES);
-		if (!w[i].copy)
-			return 1;
 	}
 	start = workload_now_s();
 	for (i = 0; i < THREADS; i++)
