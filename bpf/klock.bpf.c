@@ -43,7 +43,7 @@ struct klock_pending {
 
 struct klock_slot {
 	__u32 depth;
-	__u32 pad;
+	__u32 busy;	/* cpu slot: one of our programs runs on this CPU (see guarded()) */
 	struct klock_pending e[KLOCK_NEST_MAX];
 };
 
@@ -219,17 +219,15 @@ static __always_inline void take_owner_stack(__u32 tid, struct klock_pending *e,
 	e->rec_flags |= KLOCK_RF_OWNER_STACK;
 }
 
-static __always_inline int lock_contended(__u64 lock, __u32 flags, bool with_owner_stack)
+static __always_inline int __lock_contended(__u64 id, __u64 lock, __u32 flags, bool with_owner_stack)
 {
-	__u64 id = bpf_get_current_pid_tgid(), now;
+	__u64 now;
 	__u32 tid = (__u32)id, depth, idx;
 	bool spinning = is_spinning(flags);
 	struct klock_pending *e, *top;
 	struct task_struct *owner;
 	struct klock_slot *slot;
 
-	if (!ls_tgid_wanted(id >> 32))
-		return 0;
 	slot = spinning ? cpu_slot() : thread_slot(tid, true);
 	if (!slot) {
 		ls_count(LS_DROP_SLOT_FULL);
@@ -416,13 +414,11 @@ static __always_inline void emit_wait(void *ctx, struct klock_pending *e, __u64 
 	ls_submit(rb, r);
 }
 
-static __always_inline int lock_acquired(void *ctx, __u64 lock)
+static __always_inline int __lock_acquired(void *ctx, __u64 id, __u64 lock)
 {
-	__u64 id = bpf_get_current_pid_tgid(), now;
 	struct klock_pending e;
+	__u64 now;
 
-	if (!ls_tgid_wanted(id >> 32))
-		return 0;
 	if (!find_wait(lock, (__u32)id, &e)) {
 		ls_count(LS_DROP_UNMATCHED_END);
 		return 0;
@@ -432,6 +428,53 @@ static __always_inline int lock_acquired(void *ctx, __u64 lock)
 		emit_wait(ctx, &e, id, now, true);
 	else
 		emit_wait(ctx, &e, id, now, false);
+	return 0;
+}
+
+/*
+ * Our programs take locks of their own: the buckets of thread_slots and owner_stacks, the
+ * stack map's. When one of those is contended while a begin program runs, the kernel skips
+ * the nested begin (a program never re-enters itself on a CPU) but runs the end program,
+ * and the other way round; an end matched to the wrong begin would time a wait of seconds.
+ * So each CPU notes when one of our programs runs there, and waits that begin or end
+ * inside them are counted (self_lock) and not timed. The programs do not sleep, and on
+ * non-RT kernels the hooks run with preemption off, so the flag cannot leak to another task.
+ */
+static __always_inline struct klock_slot *guard_enter(void)
+{
+	struct klock_slot *cpu = cpu_slot();
+
+	if (!cpu)
+		return NULL;
+	if (cpu->busy) {
+		ls_count(LS_DROP_SELF_LOCK);
+		return NULL;
+	}
+	cpu->busy = 1;
+	return cpu;
+}
+
+static __always_inline int lock_contended(__u64 lock, __u32 flags, bool with_owner_stack)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct klock_slot *cpu;
+
+	if (!ls_tgid_wanted(id >> 32) || !(cpu = guard_enter()))
+		return 0;
+	__lock_contended(id, lock, flags, with_owner_stack);
+	cpu->busy = 0;
+	return 0;
+}
+
+static __always_inline int lock_acquired(void *ctx, __u64 lock)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	struct klock_slot *cpu;
+
+	if (!ls_tgid_wanted(id >> 32) || !(cpu = guard_enter()))
+		return 0;
+	__lock_acquired(ctx, id, lock);
+	cpu->busy = 0;
 	return 0;
 }
 

@@ -93,6 +93,8 @@ enum ls_counter {
 	LS_DROP_UDUMP_FAILED,	/* user stack dump wanted but the stack page was not present */
 	LS_DROP_SCHED_FULL,	/* per-thread scheduling map full: a thread's switches not counted */
 	LS_DROP_STOPS_FULL,	/* stopped-thread map full: a stop and its burst not reported */
+	LS_DROP_SELF_LOCK,	/* a kernel lock contended inside lockscope's own programs (a
+				 * map's bucket lock): not timed, as its begin or end is skipped */
 	LS_DROP_LAST,
 
 	LS_CNT_MAX = LS_DROP_LAST,

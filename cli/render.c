@@ -391,6 +391,24 @@ static void print_lock_evidence(FILE *f, const cJSON *ev)
 	fputc('\n', f);
 }
 
+/* futex_wake_contention: the bucket lock's waits against the futex waits, and where */
+static void print_futex_evidence(FILE *f, const cJSON *ev)
+{
+	const cJSON *c;
+	char kernel[32], user[32];
+	int n = 0;
+
+	ls_fmt_ns(kernel, sizeof(kernel), ls_json_num(ev, "kernel_wait_ns"));
+	ls_fmt_ns(user, sizeof(user), ls_json_num(ev, "futex_wait_ns"));
+	fprintf(f, "      evidence: %.0f contended in futex code, %s waiting there against %s in futex waits, from",
+		ls_json_num(ev, "kernel_contended"), kernel, user);
+	cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(ev, "callers")) {
+		ls_fmt_ns(kernel, sizeof(kernel), ls_json_num(c, "total_wait_ns"));
+		fprintf(f, "%s %s (%s)", n++ ? "," : "", ls_json_str_or(c, "caller", "?"), kernel);
+	}
+	fputc('\n', f);
+}
+
 static void print_holder_work(FILE *f, const cJSON *ev)
 {
 	const cJSON *w;
@@ -436,6 +454,8 @@ void render_report(FILE *f, const cJSON *resp)
 		}
 		if (cJSON_GetObjectItemCaseSensitive(ev, "contended"))
 			print_lock_evidence(f, ev);
+		else if (cJSON_GetObjectItemCaseSensitive(ev, "kernel_contended"))
+			print_futex_evidence(f, ev);
 		print_holder_work(f, ev);
 		fprintf(f, "      fix: %s\n\n", ls_json_str_or(fd, "fix", ""));
 	}

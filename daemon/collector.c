@@ -145,6 +145,7 @@ static const char *const counter_names[LS_CNT_MAX] = {
 	[LS_DROP_UDUMP_FAILED] = "user_stack_dump_failed",
 	[LS_DROP_SCHED_FULL] = "sched_thread_map_full",
 	[LS_DROP_STOPS_FULL] = "stopped_thread_map_full",
+	[LS_DROP_SELF_LOCK] = "self_lock",
 };
 
 const char *ls_counter_name(enum ls_counter c)

@@ -370,17 +370,16 @@ static void lock_rules(const cJSON *row, const struct diag_input *in, cJSON *out
 
 /* ---- futex hash-bucket contention ---- */
 
-static bool in_futex_code(const cJSON *stack)
+/*
+ * The waits of futex(2) itself: the kernel's `caller` (the first frame above the lock
+ * primitives) is futex code, i.e. the lock is a futex hash bucket's, taken by futex_wake,
+ * futex_wait_setup, futex_q_lock and the like.
+ */
+static bool is_futex_bucket_wait(const cJSON *caller)
 {
-	const cJSON *fr;
+	const char *fn = ls_json_str(caller, "caller");
 
-	cJSON_ArrayForEach(fr, stack) {
-		const char *sym = ls_json_str(fr, "sym");
-
-		if (sym && (!strncmp(sym, "futex_", 6) || !strncmp(sym, "__futex_", 8)))
-			return true;
-	}
-	return false;
+	return fn && (!strncmp(fn, "futex_", 6) || !strncmp(fn, "__futex_", 8));
 }
 
 static bool is_futex_lock_type(const char *type)
@@ -388,39 +387,52 @@ static bool is_futex_lock_type(const char *type)
 	return type && !strncmp(type, "futex", 5) && strcmp(type, "futex:condvar");
 }
 
-static void futex_rule(const struct diag_input *in, cJSON *out)
+static bool same_lock(const cJSON *a, const cJSON *b)
+{
+	const char *x = ls_json_str(ls_json_get(a, "lock"), "addr"), *y = ls_json_str(ls_json_get(b, "lock"), "addr");
+
+	return x && y && !strcmp(x, y) && ls_json_num(a, "pid") == ls_json_num(b, "pid");
+}
+
+/*
+ * Fires when the futex hash-bucket locks cost a process a thread's share and a large part
+ * of its futex waiting. Returns the bucket lock it names (a caller row) so that the lock rules do
+ * not call the same lock `coarse_lock` too, or NULL.
+ */
+static const cJSON *futex_rule(const struct diag_input *in, cJSON *out)
 {
 	double kernel_ns = 0, futex_ns = 0, count = 0, share;
 	const cJSON *r, *top = NULL;
 	char title[256];
 	cJSON *f, *ev, *callers;
 
+	/* the process whose waits in futex code are the heaviest (callers come heaviest first) */
+	cJSON_ArrayForEach(r, in->kernel_callers)
+		if (is_futex_bucket_wait(r) && (top = r))
+			break;
+	if (!top)
+		return NULL;
 	cJSON_ArrayForEach(r, in->lock_rows)
-		if (is_futex_lock_type(ls_json_str(r, "type")))
+		if (is_futex_lock_type(ls_json_str(r, "type")) && ls_json_num(r, "pid") == ls_json_num(top, "pid"))
 			futex_ns += ls_json_num(r, "total_wait_ns");
 	callers = cJSON_CreateArray();
 	cJSON_ArrayForEach(r, in->kernel_callers) {
-		if (!in_futex_code(ls_json_get(r, "stack")))
+		if (!is_futex_bucket_wait(r) || ls_json_num(r, "pid") != ls_json_num(top, "pid"))
 			continue;
 		kernel_ns += ls_json_num(r, "total_wait_ns");
 		count += ls_json_num(r, "contended");
-		if (!top)
-			top = r;
 		cJSON_AddItemToArray(callers, cJSON_Duplicate(r, true));
 	}
 	share = kernel_ns / (kernel_ns + futex_ns);
-	if (!top || kernel_ns / NSEC_PER_SEC / in->span_s * 100 < in->th->min_wait_pct ||
+	if (kernel_ns / NSEC_PER_SEC / in->span_s * 100 < in->th->min_wait_pct ||
 	    share * 100 < in->th->futex_wake_pct) {
 		cJSON_Delete(callers);
-		return;
+		return NULL;
 	}
-	snprintf(title, sizeof(title), "%.0f%% of futex waiting is on the kernel's futex hash-bucket lock",
-		 share * 100);
+	snprintf(title, sizeof(title), "%.0f%% of futex waiting is on the kernel's futex hash-bucket lock "
+		 "(%.0f/s in %s)", share * 100, count / in->span_s, ls_json_str(top, "caller"));
 	f = finding_new("futex_wake_contention", title, kernel_ns);
-	if (ls_json_get(top, "pid"))
-		cJSON_AddNumberToObject(f, "pid", ls_json_num(top, "pid"));
-	else
-		cJSON_AddNullToObject(f, "pid");
+	add_lock(f, top);
 	ev = cJSON_CreateObject();
 	cJSON_AddNumberToObject(ev, "kernel_wait_ns", kernel_ns);
 	cJSON_AddNumberToObject(ev, "kernel_contended", count);
@@ -429,10 +441,11 @@ static void futex_rule(const struct diag_input *in, cJSON *out)
 	cJSON_AddItemToObject(ev, "callers", callers);
 	cJSON_AddItemToObject(f, "evidence", ev);
 	cJSON_AddStringToObject(f, "fix", "threads fight over the futex hash bucket itself (futex_wake and "
-				"futex_wait take its spinlock): a second-order effect of a very hot user lock; "
-				"reduce the contention on that lock (shard it), wake fewer waiters at once, or "
-				"spread the futex words over more buckets");
+				"futex_wait take its spinlock): many threads wait on and wake one futex word; "
+				"give each waiter a word of its own (per-thread events), wake only when a "
+				"waiter is known to sleep, or reduce the contention on the user lock behind it");
 	cJSON_AddItemToArray(out, f);
+	return top;
 }
 
 /* ---- spin findings ---- */
@@ -538,12 +551,13 @@ static int cmp_wasted(const void *a, const void *b)
 cJSON *diagnose(const struct diag_input *in)
 {
 	cJSON *all = cJSON_CreateArray(), *sorted, **v;
-	const cJSON *r;
+	const cJSON *r, *bucket;
 	int n, i;
 
+	bucket = futex_rule(in, all);
 	cJSON_ArrayForEach(r, in->lock_rows)
-		lock_rules(r, in, all);
-	futex_rule(in, all);
+		if (!bucket || !same_lock(r, bucket))
+			lock_rules(r, in, all);
 	cJSON_ArrayForEach(r, in->spin_findings)
 		spin_rule(r, all);
 	n = cJSON_GetArraySize(all);

@@ -139,7 +139,7 @@ def test_status_reports_programs_and_drops(daemon):
     assert all(p["attached"] != p["on_demand"] for p in st["programs"] if p["source"] == "ulock")
     assert st["features"]["attach_mode"] in ("tp_btf", "tracepoint")
     for key in ("ringbuf_full", "wait_map_full", "nest_too_deep", "stack_collision", "stack_failed",
-                "owner_stack_failed", "missed_end", "prog_recursion", "agg_full"):
+                "owner_stack_failed", "missed_end", "self_lock", "prog_recursion", "agg_full"):
         assert key in st["dropped"]
     assert [w["name"] for w in st["windows"]] == ["10s", "1m", "5m", "all"]
     text = daemon.cli("status").stdout

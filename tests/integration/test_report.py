@@ -52,7 +52,12 @@ CASES = {
     "coarse_lock": (("mutex_server", "--workers", "2"), ("mutex_server", "--workers", "2", "--fixed")),
     # few collisions, each a 32 MiB write long
     "blocking_work": (("io_under_lock",), ("io_under_lock", "--fixed")),
+    # a nice-19 holder preempted by nice-0 hogs: waits of the hogs' 30 ms bursts
+    "wait_jitter": (("prio_inversion",), ("prio_inversion", "--fixed")),
+    # four threads waking and waiting on one futex word: its hash bucket's spinlock
+    "futex_wake_contention": (("futex_bucket",), ("futex_bucket", "--fixed")),
 }
+LOCK_RULES = {"redesign", "coarse_lock", "blocking_work", "wait_jitter"}
 
 
 @pytest.mark.parametrize("rule", sorted(CASES))
@@ -62,8 +67,10 @@ def test_rule_fires_and_fixed_is_silent(daemon, rule):
     print(rule, [(f["rule"], f["title"]) for f in r["findings"]])
     assert rule in rules(r)
     f = next(f for f in r["findings"] if f["rule"] == rule)
-    assert f["wasted_ns"] > 0 and f["fix"] and f["lock"]["name"].startswith(bad[0])
-    assert f["evidence"]["contended"] > 0 and f["evidence"]["avg_wait_ns"] > 0
+    assert f["wasted_ns"] > 0 and f["fix"]
+    if rule in LOCK_RULES:
+        assert f["lock"]["name"].startswith(bad[0])
+        assert f["evidence"]["contended"] > 0 and f["evidence"]["avg_wait_ns"] > 0
     ranks = [x["rank"] for x in r["findings"]]
     assert ranks == list(range(1, len(ranks) + 1))
     assert [x["wasted_ns"] for x in r["findings"]] == sorted((x["wasted_ns"] for x in r["findings"]), reverse=True)
@@ -75,11 +82,27 @@ def test_rule_fires_and_fixed_is_silent(daemon, rule):
     if rule == "blocking_work":
         work = f["evidence"]["holder_work"][0]
         assert work["kind"] == "io" and work["called_from"] == "write_record", work
+    if rule == "wait_jitter":
+        # the long waits are the preempted holder's: the fix names the inversion
+        ev = f["evidence"]
+        assert ev["max_wait_ns"] >= 50 * ev["avg_wait_ns"] and ev["tail_share"] >= 0.2, ev
+        assert ev["holder_preempted"]["count"] > 0 and "priority inversion" in f["fix"]
+    if rule == "futex_wake_contention":
+        # the kernel's hash-bucket spinlock, taken in futex code, is the lock named
+        ev = f["evidence"]
+        assert f["kind"] == "kernel" and f["type"] == "spinlock" and ev["share"] >= 0.2, ev
+        assert all(c["caller"].startswith(("futex_", "__futex_")) for c in ev["callers"])
+        # ... and the lock rules leave that lock to it
+        assert not [x for x in r["findings"] if x["rule"] in LOCK_RULES and x["lock"] == f["lock"]]
     text = daemon.cli("report", "-p", str(os.getpid()), "-w", "10s").stdout
     assert "lockscope report: pid" in text
     r = scan_report(daemon, *fixed)
     print("fixed", [(f["rule"], f["title"]) for f in r["findings"]])
-    assert not rules(r) & {"redesign", "coarse_lock", "blocking_work"}
+    silent = LOCK_RULES | {"futex_wake_contention"}
+    if bad[0] == "prio_inversion":
+        # its compactor holds the lock most of the time on purpose: coarse_lock stays, truly
+        silent.discard("coarse_lock")
+    assert not rules(r) & silent
 
 
 def test_report_schema_rejects_a_bad_report(daemon):
