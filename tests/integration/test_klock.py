@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from conftest import LOCKSCOPE, Workload, check_response, require_bpf, require_tool
+from conftest import LOCKSCOPE, WORKLOADS, Workload, check_response, require_bpf, require_tool
 from perfref import PerfLock
 
 TOLERANCE = 0.05
@@ -184,3 +184,22 @@ def test_kernel_mutex_counts_and_owners_match_perf(daemon):
     callers = daemon.cli_json("top", "--kind", "kernel", "-p", str(w.pid), "-w", "all", "-Y", "mutex")["rows"]
     assert {"anon_pipe_read", "anon_pipe_write"} & {r["caller"].split("+")[0] for r in callers[:2]} \
         or {"pipe_read", "pipe_write"} & {r["caller"].split("+")[0] for r in callers[:2]}
+
+
+def test_waits_inside_our_own_programs_are_not_timed(daemon):
+    """futex_bucket makes the BPF maps' own bucket locks contend inside our programs, where
+    the kernel skips one of a wait's two events. Such waits are counted (self_lock); no
+    spinlock wait may be stretched across a skipped event into a wait of seconds."""
+    w = subprocess.Popen([WORKLOADS + "/futex_bucket", "--seconds", "4"], stdout=subprocess.PIPE, text=True)
+    try:
+        time.sleep(0.3)
+        r = daemon.cli_json("scan", "-p", str(w.pid), "-d", "3s", "-E", "200")
+    finally:
+        assert w.wait(timeout=60) == 0
+    spin = [x for x in r["rows"] if x["type"] == "spinlock"]
+    assert sum(x["contended"] for x in spin) > 10000, "futex_bucket made too little contention"
+    # a spinning waiter holds its CPU: nothing near 1 s is a real wait (soft lockups fire at 20 s)
+    worst = max(x["max_wait_ns"] for x in spin)
+    print("worst spinlock wait", worst, "dropped", r["dropped"])
+    assert worst < 1e9
+    assert "self_lock" in r["dropped"]
