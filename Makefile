@@ -54,7 +54,7 @@ WORKLOADS := $(patsubst tests/workloads/%.c,$(OUTPUT)/workloads/%,$(WORKLOAD_SRC
 	     $(OUTPUT)/workloads/mutex_server_nofp $(OUTPUT)/workloads/mutex_server_nocfi \
 	     $(OUTPUT)/workloads/tokio_tick
 
-.PHONY: all clean config deps test unit-test integration-test install demo help
+.PHONY: all clean config deps test unit-test integration-test install demo help bench bench-tools
 .DELETE_ON_ERROR:
 .SECONDARY:
 
@@ -173,6 +173,30 @@ $(OUTPUT)/workloads/mutex_server_nocfi: tests/workloads/mutex_server.c tests/wor
 	$(Q)$(CC) -O2 -fno-omit-frame-pointer -fno-asynchronous-unwind-tables -fno-unwind-tables \
 		$(WARN) -pthread $< -o $@.tmp
 	$(Q)objcopy -R .eh_frame -R .eh_frame_hdr -R .debug_frame $@.tmp $@ && rm -f $@.tmp
+
+# `make bench`: the overhead and capacity comparison (bench/run.py). Its own programs (the
+# empty-hook floor) build here; the anchors (perf with BPF skeletons) in $(OUTPUT)/bench.
+$(OUTPUT)/bench:
+	$(Q)mkdir -p $@
+
+$(OUTPUT)/bench/floor.bpf.o: bench/floor.bpf.c $(OUTPUT)/vmlinux.h | $(OUTPUT)/bench
+	$(call msg,BPF,$@)
+	$(Q)$(CLANG) $(BPF_CFLAGS) -Wno-unused-parameter -c $< -o $@.tmp
+	$(Q)$(BPFTOOL) gen object $@ $@.tmp && rm -f $@.tmp
+
+$(OUTPUT)/bench/floor.skel.h: $(OUTPUT)/bench/floor.bpf.o
+	$(call msg,GEN-SKEL,$@)
+	$(Q)$(BPFTOOL) gen skeleton $< name floor_bpf > $@
+
+$(OUTPUT)/bench/floor: bench/floor.c $(OUTPUT)/bench/floor.skel.h
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) -I$(OUTPUT)/bench $< -lbpf -lelf -lz -o $@
+
+bench-tools: all $(OUTPUT)/bench/floor
+	$(Q)OUTPUT=$(OUTPUT) bench/anchors.sh
+
+bench: bench-tools
+	$(Q)OUTPUT=$(OUTPUT) $(PYTHON) bench/run.py
 
 unit-test: $(UNIT_BINS)
 	$(Q)set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t; done

@@ -23,7 +23,7 @@ import subprocess
 import sys
 import time
 
-from lsbench import BUILD, bpf_stats, call, lockscoped, workload
+from lsbench import BUILD, bpf_stats, call, cpu_seconds, lockscoped, workload
 
 SERVER = "mutex_server"
 
@@ -34,12 +34,6 @@ def server(seconds):
 
 def untraced(seconds):
     return server(seconds), {}, None
-
-
-def cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
 
 def ulock_costs(st):

@@ -61,3 +61,28 @@ def bpf_stats():
     finally:
         with open(path, "w") as f:
             f.write(old)
+
+
+def cpu_seconds(pid):
+    """user + system CPU time of process @pid so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_bytes(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(l.split()[1]) * 1024 for l in f if l.startswith("VmRSS:"))
+
+
+def pingpong(rounds):
+    """Round trips per second of the pingpong workload (it parks its threads when done)."""
+    p = subprocess.Popen([os.path.join(BUILD, "workloads", "pingpong"), "--rounds", str(rounds)],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    t0 = time.monotonic()
+    p.stdout.readline()  # the summary: the run is over, the threads are parked
+    elapsed = time.monotonic() - t0
+    p.stdin.write("exit\n")
+    p.stdin.flush()
+    p.wait()
+    return rounds / elapsed

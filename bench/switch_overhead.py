@@ -11,23 +11,9 @@ Usage: sudo bench/switch_overhead.py [--runs N] [--rounds N]
 import argparse
 import os
 import statistics
-import subprocess
 import sys
-import time
 
-from lsbench import BUILD, bpf_stats, call, lockscoped
-
-
-def pingpong(rounds):
-    p = subprocess.Popen([os.path.join(BUILD, "workloads", "pingpong"), "--rounds", str(rounds)],
-                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    t0 = time.monotonic()
-    p.stdout.readline()  # the summary: the run is over, the threads are parked
-    elapsed = time.monotonic() - t0
-    p.stdin.write("exit\n")
-    p.stdin.flush()
-    p.wait()
-    return rounds / elapsed
+from lsbench import bpf_stats, call, lockscoped, pingpong
 
 
 def untraced(rounds):

@@ -863,6 +863,7 @@ static void prog_info(const struct bpf_program *prog, const char *source, bool a
 	memset(out, 0, sizeof(*out));
 	out->name = bpf_program__name(prog);
 	out->source = source;
+	out->hook = bpf_program__section_name(prog);
 	out->attached = attached;
 	out->on_demand = on_demand;
 	if (!bpf_obj_get_info_by_fd(bpf_program__fd(prog), &info, &len)) {

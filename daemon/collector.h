@@ -59,7 +59,8 @@ enum collector_stack_kind { COLL_KSTACK, COLL_USTACK };
 
 struct collector_prog {
 	const char *name;
-	const char *source;	/* the component: "klock" or "ulock" */
+	const char *source;	/* the component: "klock", "ulock" or "schedstat" */
+	const char *hook;	/* its ELF section: "tp_btf/sched_switch", "perf_event"... */
 	bool attached;
 	bool on_demand;		/* attached only while a request needs it (precise scans) */
 	__u64 run_time_ns;	/* 0 unless kernel.bpf_stats_enabled */

@@ -917,6 +917,7 @@ static cJSON *programs_json(struct engine *e)
 
 		cJSON_AddStringToObject(p, "name", progs[i].name);
 		cJSON_AddStringToObject(p, "source", progs[i].source);
+		cJSON_AddStringToObject(p, "hook", progs[i].hook);
 		cJSON_AddBoolToObject(p, "attached", progs[i].attached);
 		cJSON_AddBoolToObject(p, "on_demand", progs[i].on_demand);
 		cJSON_AddNumberToObject(p, "run_cnt", progs[i].run_cnt);
