@@ -38,6 +38,7 @@ if [ ! -d "$tree/tools/perf" ]; then
 		"linux-source-$SRC_VER/Makefile" "linux-source-$SRC_VER/kernel"
 fi
 echo "anchors: building perf with BPF skeletons (a few minutes, once)" >&2
+mkdir -p "$B/perf-build"
 make -s -C "$tree/tools/perf" O="$B/perf-build" BUILD_BPF_SKEL=1 NO_LIBPYTHON=1 NO_LIBPERL=1 \
 	NO_SLANG=1 NO_GTK2=1 NO_JVMTI=1 NO_LIBBABELTRACE=1 NO_LIBUNWIND=1 NO_LIBNUMA=1 \
 	NO_LIBCRYPTO=1 NO_SDT=1 NO_DEMANGLE=1 WERROR=0 -j"$(nproc)" >"$B/perf-build.log" 2>&1 || {

@@ -235,19 +235,19 @@ uint64_t agg__window_start(const struct agg *a, enum ls_window w)
 
 struct htab *agg__window(const struct agg *a, enum ls_window w, uint64_t now_ns, uint64_t *start_ns)
 {
-	struct htab *out = htab__new(sizeof(struct agg_key), sizeof(struct agg_val), SIZE_MAX);
+	struct htab *out;
 	uint64_t dropped = 0;
 	const struct level *top;
 	int i, n;
 
 	(void)now_ns;
+	*start_ns = agg__window_start(a, w);
+	/* all time is the table itself: a query reads it in place, no copy */
+	if (w == LS_WIN_ALL || !a->opts.windows)
+		return a->all;
+	out = htab__new(sizeof(struct agg_key), sizeof(struct agg_val), SIZE_MAX);
 	if (!out)
 		return NULL;
-	*start_ns = agg__window_start(a, w);
-	if (w == LS_WIN_ALL || !a->opts.windows) {
-		merge_table(out, a->all, &dropped);
-		return out;
-	}
 	/* the live slots of this level and every finer one, then this level's sealed ring */
 	for (i = 0; i <= (int)w; i++)
 		merge_table(out, a->levels[i].live, &dropped);
@@ -255,6 +255,12 @@ struct htab *agg__window(const struct agg *a, enum ls_window w, uint64_t now_ns,
 	for (n = 0; n < top->filled; n++)
 		merge_table(out, top->ring[(top->head - 1 - n + SLOTS_PER_LEVEL) % SLOTS_PER_LEVEL], &dropped);
 	return out;
+}
+
+void agg__window_free(const struct agg *a, struct htab *t)
+{
+	if (t != a->all)
+		htab__free(t);
 }
 
 uint64_t agg__dropped(const struct agg *a)

@@ -102,10 +102,12 @@ int agg__add(struct agg *a, const struct agg_event *ev);
 /* Seals every slot that ended at or before @now_ns. */
 void agg__rotate(struct agg *a, uint64_t now_ns);
 /*
- * A new table (free with htab__free) merging what window @w holds at @now_ns; *start_ns
- * receives the start of the oldest slot in it.
+ * What window @w holds at @now_ns, read-only: the all-time table itself for LS_WIN_ALL (no
+ * copy of 100 k keys per query), else a new table merging the window's slots. *start_ns
+ * receives the start of the oldest slot in it. Release with agg__window_free().
  */
 struct htab *agg__window(const struct agg *a, enum ls_window w, uint64_t now_ns, uint64_t *start_ns);
+void agg__window_free(const struct agg *a, struct htab *t);
 /* The start of the oldest slot window @w holds: what agg__window() reports, without merging. */
 uint64_t agg__window_start(const struct agg *a, enum ls_window w);
 uint64_t agg__dropped(const struct agg *a);

@@ -1105,7 +1105,7 @@ static cJSON *rows_response(struct engine *e, const char *cmd, struct agg *agg, 
 	if (!t)
 		return engine__error("out of memory building the window");
 	rows = query__rows(t, q, &qc);
-	htab__free(t);
+	agg__window_free(agg, t);
 	if (!rows)
 		return engine__error("out of memory building rows");
 	o = response(cmd);
@@ -1276,7 +1276,7 @@ static cJSON *handle_spin(struct engine *e, const struct ls_peer *peer, const cJ
 	cJSON_AddItemToObject(o, "window", window_json(ls_window_name(LS_WIN_ALL), start, now));
 	ret = spin__json(e->spin, e->coll, t, (double)(now - start) / NSEC_PER_SEC, &qc, &e->opts.spin, pid, max_stack,
 			 o, &why);
-	htab__free(t);
+	agg__window_free(e->agg, t);
 	if (ret) {
 		cJSON_Delete(o);
 		return engine__error("%s", why);
@@ -1503,7 +1503,7 @@ static int prometheus_text(struct engine *e, struct agg *agg, const struct query
 	}
 	if (f && fclose(f))
 		err = -ENOMEM;
-	htab__free(t);
+	agg__window_free(agg, t);
 	return err;
 }
 
@@ -1543,7 +1543,7 @@ static cJSON *export_response(struct engine *e, const char *cmd, struct agg *agg
 		err = export__folded(t, q, &qc, x->profile, &buf);
 		break;
 	}
-	htab__free(t);
+	agg__window_free(agg, t);
 	if (x->format == LS_EXPORT_JSON)
 		return o;
 	if (err)

@@ -67,7 +67,7 @@ static uint64_t window_count(struct agg *a, enum ls_window w, uint64_t now, uint
 	assert_non_null(t);
 	while (!htab__next(t, &iter, &k, &v))
 		n += ((struct agg_val *)v)->st.count;
-	htab__free(t);
+	agg__window_free(a, t);
 	return n;
 }
 

@@ -23,7 +23,8 @@
 enum { LEVELS = 17 };	/* 131072 distinct paths */
 
 static uint32_t word;	/* never changes: every wait times out */
-static const struct timespec nap = { .tv_nsec = 1000 };
+/* long enough that the waiter is asleep before the timer fires */
+static const struct timespec nap = { .tv_nsec = 20000 };
 
 static int descend(unsigned int i, int d);
 
@@ -63,7 +64,7 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
-	/* the default 50 us timer slack would make each 1 us nap last 50 us */
+	/* the default 50 us timer slack would make each 20 us nap last 70 us */
 	prctl(PR_SET_TIMERSLACK, 1);
 	start = workload_now_s();
 	for (i = 0; i < waits; i++)
