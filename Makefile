@@ -65,6 +65,8 @@ help:
 	@echo "make deps           install build and test dependencies (Debian/Ubuntu, root)"
 	@echo "make test           unit tests, then integration tests with real BPF (root)"
 	@echo "make demo           start lockscoped on a contention demo and show lockscope top"
+	@echo "make bench          overhead and capacity vs perf, bpftrace and the empty-hook floor (root)"
+	@echo "                    -> bench/results.md, bench/results.json"
 	@echo "make install        install into DESTDIR/PREFIX"
 	@echo "make config         regenerate deploy/lockscoped.conf from the daemon's settings table"
 	@echo "options: V=1 WERROR=0 OUTPUT=dir VMLINUX_BTF=path CLANG=clang-16"

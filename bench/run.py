@@ -281,8 +281,8 @@ def lossless(seconds):
             dropped = s1["dropped"]["ringbuf_full"] - s0["dropped"]["ringbuf_full"]
             steps.append({"threads": threads, "events_per_s": round(events / elapsed), "ringbuf_full": dropped})
     clean = [s["events_per_s"] for s in steps if not s["ringbuf_full"]]
-    lossy = [s["events_per_s"] for s in steps if s["ringbuf_full"]]
-    return steps, max(clean) if clean else 0, min(lossy) if lossy else None
+    lossy = [s for s in steps if s["ringbuf_full"]]
+    return steps, max(clean) if clean else 0, lossy[0] if lossy else None
 
 
 def many_stacks(queries):
@@ -395,10 +395,12 @@ def markdown(res, args):
     L.append("| --- | --- | --- |")
     for s in res["capacity"]["steps"]:
         L.append(f"| {s['threads']} | {s['events_per_s']:,} | {s['ringbuf_full']} |")
-    first = res["capacity"]["first_drop_events_per_s"]
-    L.append(f"\nHighest lossless rate: {res['max_lossless_events_per_s']:,} events/s; first drop: "
-             f"{'none at any step' if first is None else f'{first:,} events/s'}. Ring buffer drops in the "
-             f"whole matrix (lockscoped configs): {res['capacity']['matrix_ringbuf_drops']}.\n")
+    cap = res["capacity"]
+    first = "none at any step" if cap["first_drop_events_per_s"] is None else \
+        f"at {cap['first_drop_threads']} threads ({cap['first_drop_events_per_s']:,} events/s)"
+    L.append(f"\nHighest lossless rate: {res['max_lossless_events_per_s']:,} events/s; first drop: {first}. "
+             f"Ring buffer drops in the whole matrix (lockscoped configs, counted in ringbuf_full): "
+             f"{cap['matrix_ringbuf_drops']}.\n")
     L.append("## The daemon\n")
     L.append("| figure | value |")
     L.append("| --- | --- |")
@@ -453,7 +455,8 @@ def main():
     log("capacity")
     steps, best, first = lossless(args.seconds)
     res["max_lossless_events_per_s"] = best
-    res["capacity"] = {"steps": steps, "first_drop_events_per_s": first, "matrix_ringbuf_drops": drops}
+    res["capacity"] = {"steps": steps, "first_drop_events_per_s": first and first["events_per_s"],
+                       "first_drop_threads": first and first["threads"], "matrix_ringbuf_drops": drops}
     log("daemon")
     idle_cpu, idle_rss = idle(10)
     ms = many_stacks(args.queries)
