@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include "cpuclock.h"
 #include "floor.skel.h"
 
 /* lockscoped's defaults: spin-freq and hold-freq */
@@ -30,17 +31,10 @@ struct sampler {
 
 static int sampler_attach(struct sampler *sm, int nr_cpus, struct bpf_program *prog, unsigned int freq)
 {
-	struct perf_event_attr attr = {
-		.type = PERF_TYPE_SOFTWARE,
-		.size = sizeof(attr),
-		.config = PERF_COUNT_SW_CPU_CLOCK,
-		.sample_freq = freq,
-		.freq = 1,
-	};
 	int cpu;
 
 	for (cpu = 0; cpu < nr_cpus && cpu < MAX_CPUS; cpu++) {
-		sm->fds[cpu] = syscall(__NR_perf_event_open, &attr, -1, cpu, -1, 0);
+		sm->fds[cpu] = ls_cpu_clock_open(cpu, freq, false);
 		if (sm->fds[cpu] < 0)
 			continue;	/* an offline CPU */
 		sm->links[cpu] = bpf_program__attach_perf_event(prog, sm->fds[cpu]);

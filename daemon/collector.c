@@ -12,6 +12,7 @@
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include "collector.h"
+#include "cpuclock.h"
 #include "klock.h"
 #include "klock.skel.h"
 #include "log.h"
@@ -500,14 +501,6 @@ static int attach_prog(struct bpf_program *prog, struct bpf_link **link)
 static int sampler_attach(struct sampler *sm, int nr_cpus, struct bpf_program *prog, __u32 freq,
 			  bool disabled)
 {
-	struct perf_event_attr attr = {
-		.type = PERF_TYPE_SOFTWARE,
-		.size = sizeof(attr),
-		.config = PERF_COUNT_SW_CPU_CLOCK,
-		.sample_freq = freq,
-		.freq = 1,
-		.disabled = disabled,
-	};
 	int cpu, n = 0;
 
 	sm->fds = calloc(nr_cpus, sizeof(int));
@@ -517,7 +510,7 @@ static int sampler_attach(struct sampler *sm, int nr_cpus, struct bpf_program *p
 	for (cpu = 0; cpu < nr_cpus; cpu++)
 		sm->fds[cpu] = -1;
 	for (cpu = 0; cpu < nr_cpus; cpu++) {
-		sm->fds[cpu] = syscall(__NR_perf_event_open, &attr, -1, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+		sm->fds[cpu] = ls_cpu_clock_open(cpu, freq, disabled);
 		if (sm->fds[cpu] < 0)
 			continue;	/* an offline CPU */
 		sm->links[cpu] = bpf_program__attach_perf_event(prog, sm->fds[cpu]);

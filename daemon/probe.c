@@ -10,6 +10,7 @@
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include "probe.h"
+#include "cpuclock.h"
 
 #define VMLINUX_BTF "/sys/kernel/btf/vmlinux"
 
@@ -109,15 +110,7 @@ static void probe_tracepoints(struct ls_probes *p)
 
 static void probe_perf_event(struct ls_probes *p)
 {
-	struct perf_event_attr attr = {
-		.type = PERF_TYPE_SOFTWARE,
-		.size = sizeof(attr),
-		.config = PERF_COUNT_SW_CPU_CLOCK,
-		.sample_freq = 1,
-		.freq = 1,
-		.disabled = 1,
-	};
-	int fd = syscall(__NR_perf_event_open, &attr, -1, 0, -1, PERF_FLAG_FD_CLOEXEC);
+	int fd = ls_cpu_clock_open(0, 1, true);	/* what the samplers open, on CPU 0 */
 
 	p->p[LS_PROBE_PERF_EVENT].ok = fd >= 0;
 	if (fd >= 0) {
