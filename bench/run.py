@@ -37,7 +37,7 @@ import sys
 import tempfile
 import time
 
-from lsbench import BUILD, ROOT, bpf_stats, call, cpu_seconds, lockscoped, pingpong, rss_bytes
+from lsbench import BUILD, ROOT, bpf_stats, call, cpu_seconds, lockscoped, pingpong, rss_bytes, workload
 
 BENCH = os.path.join(BUILD, "bench")
 PERF_BPF = os.path.join(BENCH, "perf")
@@ -73,9 +73,7 @@ def run_workload(name, seconds):
     cmd = WORKLOADS[name][2]
     if cmd is None:
         return pingpong(int(seconds * 90000))
-    out = subprocess.run([os.path.join(BUILD, "workloads", cmd[0]), *cmd[1:], "--seconds", str(seconds)],
-                         capture_output=True, text=True, check=True).stdout
-    return json.loads(out.strip().splitlines()[-1])["per_s"]
+    return workload(*cmd, "--seconds", str(seconds))["per_s"]
 
 
 # ---- configurations: each a context manager yielding a probe of its programs' stats ----

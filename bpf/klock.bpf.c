@@ -43,7 +43,7 @@ struct klock_pending {
 
 struct klock_slot {
 	__u32 depth;
-	__u32 busy;	/* cpu slot: one of our programs runs on this CPU (see guarded()) */
+	__u32 busy;	/* cpu slot: one of our programs runs on this CPU (see guard_enter()) */
 	struct klock_pending e[KLOCK_NEST_MAX];
 };
 
@@ -219,7 +219,8 @@ static __always_inline void take_owner_stack(__u32 tid, struct klock_pending *e,
 	e->rec_flags |= KLOCK_RF_OWNER_STACK;
 }
 
-static __always_inline int __lock_contended(__u64 id, __u64 lock, __u32 flags, bool with_owner_stack)
+static __always_inline int __lock_contended(struct klock_slot *cpu, __u64 id, __u64 lock, __u32 flags,
+					    bool with_owner_stack)
 {
 	__u64 now;
 	__u32 tid = (__u32)id, depth, idx;
@@ -228,7 +229,7 @@ static __always_inline int __lock_contended(__u64 id, __u64 lock, __u32 flags, b
 	struct task_struct *owner;
 	struct klock_slot *slot;
 
-	slot = spinning ? cpu_slot() : thread_slot(tid, true);
+	slot = spinning ? cpu : thread_slot(tid, true);
 	if (!slot) {
 		ls_count(LS_DROP_SLOT_FULL);
 		return 0;
@@ -305,11 +306,11 @@ static __always_inline bool slot_pop(struct klock_slot *slot, __u64 lock, struct
 	return true;
 }
 
-static __always_inline bool find_wait(__u64 lock, __u32 tid, struct klock_pending *out)
+static __always_inline bool find_wait(struct klock_slot *cpu, __u64 lock, __u32 tid, struct klock_pending *out)
 {
-	struct klock_slot *slot = cpu_slot();
+	struct klock_slot *slot;
 
-	if (slot && slot->depth > 0 && slot_pop(slot, lock, out))
+	if (cpu->depth > 0 && slot_pop(cpu, lock, out))
 		return true;
 	/* the emptied slot stays for the thread's next wait (an update and a delete per
 	 * wait cost more than the rest of the program); the daemon sweeps exited threads */
@@ -414,12 +415,12 @@ static __always_inline void emit_wait(void *ctx, struct klock_pending *e, __u64 
 	ls_submit(rb, r);
 }
 
-static __always_inline int __lock_acquired(void *ctx, __u64 id, __u64 lock)
+static __always_inline int __lock_acquired(struct klock_slot *cpu, void *ctx, __u64 id, __u64 lock)
 {
 	struct klock_pending e;
 	__u64 now;
 
-	if (!find_wait(lock, (__u32)id, &e)) {
+	if (!find_wait(cpu, lock, (__u32)id, &e)) {
 		ls_count(LS_DROP_UNMATCHED_END);
 		return 0;
 	}
@@ -461,7 +462,7 @@ static __always_inline int lock_contended(__u64 lock, __u32 flags, bool with_own
 
 	if (!ls_tgid_wanted(id >> 32) || !(cpu = guard_enter()))
 		return 0;
-	__lock_contended(id, lock, flags, with_owner_stack);
+	__lock_contended(cpu, id, lock, flags, with_owner_stack);
 	cpu->busy = 0;
 	return 0;
 }
@@ -473,7 +474,7 @@ static __always_inline int lock_acquired(void *ctx, __u64 lock)
 
 	if (!ls_tgid_wanted(id >> 32) || !(cpu = guard_enter()))
 		return 0;
-	__lock_acquired(ctx, id, lock);
+	__lock_acquired(cpu, ctx, id, lock);
 	cpu->busy = 0;
 	return 0;
 }
