@@ -30,7 +30,12 @@ CFLAGS += $(WARN) -std=gnu11 -D_GNU_SOURCE -fno-omit-frame-pointer -MMD -MP \
 # The Rust libraries (blazesym's C API for symbolization, inferno's flame graphs), built by
 # cargo from deps/rust as one static library, pinned by its Cargo.lock. blazesym's header
 # ships inside its crate, wherever cargo unpacked it.
-CARGO ?= cargo
+# deps/rust.sh finds a cargo new enough for blazesym (rustup's, the distribution's, Ubuntu's
+# versioned one); a versioned toolchain keeps its rustc beside its cargo.
+ifeq ($(origin CARGO),undefined)
+CARGO := $(or $(shell sh deps/rust.sh find),cargo)
+endif
+CARGO_RUN = $(if $(findstring /,$(CARGO)),PATH="$(dir $(CARGO)):$$PATH") $(CARGO)
 RUST_DIR := $(OUTPUT)/rust
 RUST_LIB := $(RUST_DIR)/release/liblockscope_rs.a
 BLAZESYM_INC := $(RUST_DIR)/include
@@ -71,17 +76,10 @@ help:
 	@echo "make config         regenerate deploy/lockscoped.conf from the daemon's settings table"
 	@echo "options: V=1 WERROR=0 OUTPUT=dir VMLINUX_BTF=path CLANG=clang-16"
 
+# deps/install.sh needs nothing but sh and apt: the README's first command runs it before
+# make exists on a fresh machine
 deps:
-	apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-		make gcc clang llvm libbpf-dev bpftool libelf-dev libdw-dev zlib1g-dev pkg-config \
-		libcjson-dev libcmocka-dev libprotobuf-c-dev protobuf-c-compiler python3 python3-pytest python3-jsonschema linux-perf \
-		util-linux procps qemu-system-x86 busybox-static cpio libuv1-dev systemd \
-		python3-prometheus-client prometheus curl passwd
-	@# the Kubernetes manifest test decodes into k8s.io/api with Go; Debian's is the fallback
-	command -v go >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq golang-go
-	@# blazesym needs a recent Rust; Debian's cargo is the fallback when rustup's is absent
-	command -v $(CARGO) >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cargo
+	sh deps/install.sh
 
 $(OUTPUT) $(OUTPUT)/daemon $(OUTPUT)/cli $(OUTPUT)/tests $(OUTPUT)/workloads:
 	$(Q)mkdir -p $@
@@ -103,11 +101,11 @@ $(OUTPUT)/%.skel.h: $(OUTPUT)/%.bpf.o
 
 $(RUST_LIB): deps/rust/Cargo.toml deps/rust/Cargo.lock deps/rust/src/lib.rs
 	$(call msg,CARGO,$@)
-	$(Q)command -v $(CARGO) >/dev/null || { echo "cargo not found: install Rust (https://rustup.rs) or run 'make deps'" >&2; exit 1; }
-	$(Q)$(CARGO) build --quiet --release --locked --manifest-path deps/rust/Cargo.toml \
+	$(Q)command -v $(CARGO) >/dev/null || { echo "no cargo for Rust $$(sh deps/rust.sh min)+ found: run 'sudo deps/install.sh' (or install Rust with rustup)" >&2; exit 1; }
+	$(Q)$(CARGO_RUN) build --quiet --release --locked --manifest-path deps/rust/Cargo.toml \
 		--target-dir $(RUST_DIR)
 	$(Q)mkdir -p $(BLAZESYM_INC)
-	$(Q)cp "$$($(CARGO) metadata --format-version 1 --locked --manifest-path deps/rust/Cargo.toml | \
+	$(Q)cp "$$($(CARGO_RUN) metadata --format-version 1 --locked --manifest-path deps/rust/Cargo.toml | \
 		$(PYTHON) -c 'import json,sys,os; m=json.load(sys.stdin); print(next(os.path.dirname(p["manifest_path"]) for p in m["packages"] if p["name"]=="blazesym-c"))')/include/blazesym.h" \
 		$(BLAZESYM_INC)/blazesym.h
 	$(Q)touch $@
@@ -162,7 +160,7 @@ $(OUTPUT)/workloads/%: tests/workloads/%.c tests/workloads/workload.h | $(OUTPUT
 $(OUTPUT)/workloads/tokio_tick: tests/workloads/tokio_tick/src/main.rs tests/workloads/tokio_tick/Cargo.toml \
 				tests/workloads/tokio_tick/Cargo.lock | $(OUTPUT)/workloads
 	$(call msg,CARGO,$@)
-	$(Q)$(CARGO) build --quiet --release --locked --manifest-path tests/workloads/tokio_tick/Cargo.toml \
+	$(Q)$(CARGO_RUN) build --quiet --release --locked --manifest-path tests/workloads/tokio_tick/Cargo.toml \
 		--target-dir $(OUTPUT)/tokio_tick
 	$(Q)cp $(OUTPUT)/tokio_tick/release/tokio_tick $@
 

@@ -1,0 +1,93 @@
+#!/bin/sh
+# Installs everything lockscope's build, demo and tests need, on a machine that has nothing
+# but this checkout: Debian 12, Ubuntu 22.04 or 24.04, as root. `make deps` runs it too.
+#
+# A script rather than a make target alone: minimal and cloud images ship neither make nor
+# a compiler, so the first command on a fresh machine must need only sh and apt.
+#
+# Rust: blazesym (symbolization) needs Rust 1.88 or newer. A cargo that new on PATH (rustup's
+# ~/.cargo/bin included) is used as it is; otherwise Debian 12 gets cargo-web/rustc-web from
+# bookworm-security, and Ubuntu the newest versioned cargo-1.NN its archive has. deps/rust.sh
+# finds the same cargo again for the Makefile.
+set -eu
+
+here=$(cd "$(dirname "$0")" && pwd)
+RUST_MIN=$(sh "$here/rust.sh" min)
+
+die() {
+	echo "deps/install.sh: $*" >&2
+	exit 1
+}
+
+[ "$(id -u)" -eq 0 ] || die "installs packages: run it as root (sudo $0)"
+command -v apt-get >/dev/null || die "needs apt-get (Debian 12, Ubuntu 22.04/24.04); see the README's Dependencies for the package list"
+[ -r /etc/os-release ] || die "no /etc/os-release: cannot tell the distribution"
+# shellcheck disable=SC1091
+. /etc/os-release
+
+export DEBIAN_FRONTEND=noninteractive
+apt_install() {
+	apt-get install -y -qq --no-install-recommends "$@"
+}
+
+# What every supported distribution calls the same:
+#   build       make gcc clang llvm libbpf-dev libelf-dev libdw-dev zlib1g-dev pkg-config
+#               libcjson-dev libprotobuf-c-dev protobuf-c-compiler libdebuginfod-dev
+#               libuv1-dev (the libuv reproducers) git ca-certificates
+#   symbols     libc6-dbg: glibc's internal names (__lll_lock_wait, start_thread) that the
+#               lock slow path and every thread's root frame have; without it they are
+#               unnamed (or fetch them with DEBUGINFOD_URLS, see the README)
+#   tests       libcmocka-dev python3 python3-pytest python3-jsonschema
+#               python3-prometheus-client prometheus (promtool) curl binutils (readelf)
+#               util-linux (setpriv) passwd (useradd) procps systemd (systemd-analyze)
+#               debuginfod (a local server for the debuginfod test) iproute2 (its netns)
+#               qemu-system-x86 busybox-static cpio (the kernel matrix)
+COMMON="make gcc clang llvm libbpf-dev libelf-dev libdw-dev zlib1g-dev pkg-config
+	libcjson-dev libprotobuf-c-dev protobuf-c-compiler libdebuginfod-dev libuv1-dev git
+	ca-certificates libc6-dbg libcmocka-dev python3 python3-pytest python3-jsonschema
+	python3-prometheus-client prometheus curl binutils util-linux passwd procps systemd
+	debuginfod iproute2 qemu-system-x86 busybox-static cpio"
+
+# bpftool and perf: their own packages on Debian and on Ubuntu 24.04; Ubuntu 22.04 has them
+# only in linux-tools, per kernel
+case "${ID:-}:${VERSION_ID:-}" in
+debian:*)
+	TOOLS="bpftool linux-perf"
+	;;
+ubuntu:22.04)
+	TOOLS="linux-tools-common linux-tools-generic linux-tools-$(uname -r)"
+	;;
+ubuntu:*)
+	TOOLS="bpftool linux-tools-common linux-tools-generic linux-tools-$(uname -r)"
+	;;
+*)
+	die "${PRETTY_NAME:-this distribution} is not one this script knows (Debian 12, Ubuntu 22.04/24.04): install the packages it lists by hand"
+	;;
+esac
+
+apt-get update -qq
+# shellcheck disable=SC2086
+apt_install $COMMON $TOOLS
+
+# The Kubernetes manifest test decodes into k8s.io/api with Go, and the pprof test runs
+# `go tool pprof`: any Go will do, the distribution's is the fallback.
+command -v go >/dev/null || apt_install golang-go
+
+# A Rust new enough for the lock files and blazesym.
+if ! sh "$here/rust.sh" find >/dev/null; then
+	case "$ID" in
+	debian)
+		# cargo-web replaces the distribution's cargo 0.66; its 1.88+ builds are in
+		# bookworm-security, which every installed Debian 12 has in its sources
+		apt_install cargo-web rustc-web
+		;;
+	ubuntu)
+		pkg=$(apt-cache search --names-only '^cargo-1\.[0-9]+$' | cut -d' ' -f1 | sort -V | tail -1)
+		[ -n "$pkg" ] || die "no versioned cargo-1.NN package: install Rust $RUST_MIN+ with rustup (https://rustup.rs)"
+		apt_install "$pkg" "rustc-${pkg#cargo-}"
+		;;
+	esac
+	sh "$here/rust.sh" find >/dev/null ||
+		die "the distribution's newest Rust is older than $RUST_MIN: install a newer one with rustup (https://rustup.rs), or enable ${VERSION_CODENAME:-its}-security"
+fi
+echo "deps/install.sh: done; cargo is $(sh "$here/rust.sh" find)"
