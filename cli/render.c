@@ -203,6 +203,27 @@ void render_rows(FILE *f, const cJSON *resp, const struct render_opts *o)
 	print_drops(f, cJSON_GetObjectItemCaseSensitive(resp, "dropped"));
 }
 
+/* Modules whose frames stay unnamed, and what would name them. */
+static void render_missing_symbols(FILE *f, const cJSON *syms)
+{
+	const cJSON *miss = cJSON_GetObjectItemCaseSensitive(syms, "missing"), *m;
+	const cJSON *urls = cJSON_GetObjectItemCaseSensitive(syms, "debuginfod");
+
+	cJSON_ArrayForEach(m, miss)
+		fprintf(f, "no debug symbols: %s (%s, build id %s): %.0f frames unnamed; debuginfod: %s\n",
+			ls_json_str_or(m, "module", "?"), ls_json_str_or(m, "path", "?"),
+			ls_json_str_or(m, "build_id", "none"), ls_json_num(m, "unnamed_frames"),
+			ls_json_str_or(m, "debuginfod", "off"));
+	if (!cJSON_GetArraySize(miss))
+		return;
+	if (cJSON_IsString(urls))
+		fprintf(f, "  -> debug files are asked from %s; or install the modules' debug packages\n",
+			urls->valuestring);
+	else
+		fprintf(f, "  -> install their debug packages (dpkg -S PATH names the package; glibc's is libc6-dbg, "
+			"others PACKAGE-dbgsym), or start lockscoped with DEBUGINFOD_URLS set\n");
+}
+
 /* The daemon's own cost, what it cannot do here and why, and the config in force. */
 static void render_self(FILE *f, const cJSON *resp)
 {
@@ -218,6 +239,7 @@ static void render_self(FILE *f, const cJSON *resp)
 	fprintf(f, "symbols: %.0f kernel; user frames %.0f symbolized, %.0f from cache, %.0f unresolved\n",
 		ls_json_num(self, "kernel_symbols"), ls_json_num(syms, "symbolized"), ls_json_num(syms, "cache_hits"),
 		ls_json_num(syms, "unresolved"));
+	render_missing_symbols(f, syms);
 	cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(resp, "probes"))
 		if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(p, "ok")))
 			fprintf(f, "missing: %s: %s; off: %s\n", ls_json_str_or(p, "name", "?"), ls_json_str_or(p, "detail", ""),

@@ -49,6 +49,8 @@ const struct ls_setting ls_settings[] = {
 	    "user stack copied per dump for DWARF unwinding (multiple of 8, >= 1024); 0: frame pointers"),
 	U32("spin-stack-bytes", ENG(collector.spin_stack_bytes), LS_USTACK_MIN_BYTES, LS_USTACK_MAX_BYTES,
 	    LS_SET_WINDOW, "sampling", "user stack copied per yield-site, spin-sample and burst dump (multiple of 8)"),
+	STR("debuginfod-cache", ENG(debuginfod_cache), LS_SET_EMPTY | LS_SET_ABSPATH, "sampling",
+	    "where debug files fetched from $DEBUGINFOD_URLS are kept; empty: never fetch"),
 	U32("max-stack", ENG(collector.max_stack), 1, LS_MAX_STACK_DEPTH, 0, "sampling", "frames kept per stack"),
 
 	U32("max-threads", ENG(collector.max_threads), 64, 1U << 22, 0, "maps",

@@ -15,7 +15,7 @@
 #include "engine.h"
 
 #define LS_DEFAULT_CONFIG "/etc/lockscope/lockscoped.conf"
-#define LS_CONFIG_STR_MAX 108		/* a Unix socket path's room */
+#define LS_CONFIG_STR_MAX LS_OPT_PATH_MAX
 
 struct ls_config {
 	struct engine_opts engine;

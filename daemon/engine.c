@@ -210,6 +210,7 @@ void engine_opts__init(struct engine_opts *o)
 		.burst_min_events = SPIN_DEF_BURST_MIN_EVENTS, .burst_factor = SPIN_DEF_BURST_FACTOR,
 	};
 	diag_thresholds__init(&o->diag);
+	snprintf(o->debuginfod_cache, sizeof(o->debuginfod_cache), "%s", LS_DEF_DEBUGINFOD_CACHE);
 }
 
 cJSON *engine__error(const char *fmt, ...)
@@ -687,7 +688,8 @@ int engine__new(const struct engine_opts *opts, engine_reply_fn reply, void *rep
 		err = -ENOMEM;
 		goto cleanup;
 	}
-	err = usyms__new(USYMS_MAX_PROCS, &e->usyms);
+	err = usyms__new(&(struct usyms_opts){ .max_procs = USYMS_MAX_PROCS,
+					       .debuginfod_dir = opts->debuginfod_cache }, &e->usyms);
 	if (err)
 		goto cleanup;
 	err = unwind__new(e->usyms, UNWIND_MAX_PROCS, &e->unwind);
@@ -880,6 +882,19 @@ static uint64_t rss_bytes(void)
 	return (uint64_t)resident * getpagesize();
 }
 
+/* A module whose frames stay unnamed: what `status` tells the user to install. */
+static void add_missing_json(void *ctx, const struct usyms_missing *m)
+{
+	cJSON *o = cJSON_CreateObject();
+
+	cJSON_AddStringToObject(o, "module", m->module);
+	cJSON_AddStringToObject(o, "path", m->path);
+	cJSON_AddStringToObject(o, "build_id", m->build_id);
+	cJSON_AddNumberToObject(o, "unnamed_frames", m->unnamed);
+	cJSON_AddStringToObject(o, "debuginfod", m->debuginfod);
+	cJSON_AddItemToArray(ctx, o);
+}
+
 /* The daemon itself: what it costs, and how well it names user frames. */
 static cJSON *self_json(const struct engine *e)
 {
@@ -902,6 +917,11 @@ static cJSON *self_json(const struct engine *e)
 	cJSON_AddNumberToObject(sym, "cache_hits", us.cache_hits);
 	cJSON_AddNumberToObject(sym, "unresolved", us.unresolved);
 	cJSON_AddNumberToObject(sym, "cached", us.cached);
+	if (usyms__debuginfod_urls(e->usyms))
+		cJSON_AddStringToObject(sym, "debuginfod", usyms__debuginfod_urls(e->usyms));
+	else
+		cJSON_AddNullToObject(sym, "debuginfod");
+	usyms__missing(e->usyms, add_missing_json, cJSON_AddArrayToObject(sym, "missing"));
 	cJSON_AddNumberToObject(o, "kernel_symbols", e->ksyms ? ksyms__count(e->ksyms) : 0);
 	return o;
 }
@@ -1663,6 +1683,7 @@ void engine__tick(struct engine *e)
 
 	engine__consume(e);
 	now = e->now_ns = ls_now_ns();
+	usyms__poll(e->usyms);
 	agg__rotate(e->agg, now);
 	per_second(e, now);
 	if (now - e->last_gc_ns >= GC_INTERVAL_NS) {

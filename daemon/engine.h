@@ -21,6 +21,9 @@
 
 struct engine;
 
+/* Room for a path setting: a Unix socket path's (sun_path). */
+#define LS_OPT_PATH_MAX 108
+
 struct engine_opts {
 	struct collector_opts collector;
 	uint32_t max_keys;		/* aggregation keys per time slot */
@@ -31,6 +34,8 @@ struct engine_opts {
 	uint32_t expose_kernel_addrs;	/* 1: raw kernel addresses to every client */
 	struct spin_thresholds spin;	/* when spin figures become findings */
 	struct diag_thresholds diag;	/* when lock figures become report findings */
+	/* debug files fetched from $DEBUGINFOD_URLS go here; "": never fetched */
+	char debuginfod_cache[LS_OPT_PATH_MAX];
 };
 
 /* Sends a deferred response (a scan that finished) to @client; takes @resp. */
@@ -70,6 +75,8 @@ uint64_t ls_clock_ns(clockid_t id);
 uint64_t ls_now_ns(void);
 
 #define ENGINE_TICK_MS 200
+/* systemd's StateDirectory=lockscope, where the unit keeps what outlives a restart */
+#define LS_DEF_DEBUGINFOD_CACHE "/var/lib/lockscope/debuginfod"
 #define ENGINE_CMDS "status, top, scan, threads, spin, report, export"
 
 #endif

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
 #include <gelf.h>
 #include <inttypes.h>
 #include <libelf.h>
@@ -10,8 +12,10 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 #include <blazesym.h>
+#include "debuginfo.h"
 #include "engine.h"
 #include "htab.h"
+#include "log.h"
 #include "usyms.h"
 
 #define NSEC_PER_SEC 1000000000ULL
@@ -30,6 +34,15 @@ struct seg {
 	uint64_t off, vaddr, memsz;
 };
 
+/* Whether the machine has symbols for a module beyond its dynamic ones. */
+enum mod_syms {
+	MOD_SYMS_FULL,		/* .symtab, or a separate debug file a debugger would find */
+	MOD_SYMS_DYNAMIC,	/* .dynsym only: internal functions stay unnamed */
+};
+
+/* A debug file asked for from debuginfod, for a MOD_SYMS_DYNAMIC module. */
+enum mod_fetch { MOD_FETCH_NONE, MOD_FETCH_PENDING, MOD_FETCH_DONE, MOD_FETCH_FAILED };
+
 struct umod {
 	char *path;
 	const char *name;	/* into path */
@@ -38,6 +51,9 @@ struct umod {
 	char build_id[2 * BUILD_ID_MAX + 1];
 	struct seg segs[MAX_SEGS];
 	int nsegs;
+	enum mod_syms syms;
+	enum mod_fetch fetch;
+	uint64_t unnamed;	/* frames looked up without a name */
 };
 
 struct uvma {
@@ -71,8 +87,13 @@ struct usyms {
 	uint32_t nr_mods, cap_mods;
 	struct htab *syms;		/* frame code -> struct sym_val */
 	blaze_symbolizer *symbolizer;
+	struct debuginfo *debuginfo;	/* NULL: no debuginfod servers */
 	struct usyms_stats stats;
 };
+
+/* Where debuggers look for separate debug files, and blazesym with them. */
+static const char *const system_debug_dirs[] = { "/usr/lib/debug", "/lib/debug" };
+#define NR_SYSTEM_DEBUG_DIRS (sizeof(system_debug_dirs) / sizeof(system_debug_dirs[0]))
 
 static void procs_free(struct htab *procs)
 {
@@ -101,31 +122,55 @@ static void syms_free(struct htab *syms)
 	}
 }
 
-int usyms__new(size_t max_procs, struct usyms **out)
+/*
+ * A symbolizer that searches the system's debug directories and, with debuginfod on, the
+ * directory fetched files are linked into. Made anew when a fetch lands: blazesym keeps
+ * what it found (and did not find) per file.
+ */
+static int symbolizer_new(struct usyms *u)
 {
-	/* line info is what blazesym reads inlined functions from */
-	const struct blaze_symbolizer_opts sym_opts = {
+	const char *dirs[NR_SYSTEM_DEBUG_DIRS + 1];
+	struct blaze_symbolizer_opts sym_opts = {
 		.type_size = sizeof(sym_opts),
+		/* line info is what blazesym reads inlined functions from */
 		.code_info = true,
 		.inlined_fns = true,
 		.demangle = true,
 	};
+	size_t n = NR_SYSTEM_DEBUG_DIRS;
+
+	memcpy(dirs, system_debug_dirs, sizeof(system_debug_dirs));
+	if (u->debuginfo) {
+		dirs[n++] = debuginfo__dir(u->debuginfo);
+		sym_opts.debug_dirs = dirs;
+		sym_opts.debug_dirs_len = n;
+	}
+	blaze_symbolizer_free(u->symbolizer);
+	u->symbolizer = blaze_symbolizer_new_opts(&sym_opts);
+	return u->symbolizer ? 0 : -EINVAL;
+}
+
+int usyms__new(const struct usyms_opts *opts, struct usyms **out)
+{
+	struct debuginfo_opts dopts = { .dir = opts->debuginfod_dir };
 	struct usyms *u = calloc(1, sizeof(*u));
 	int err = -ENOMEM;
 
 	if (!u)
 		return -ENOMEM;
-	u->max_procs = max_procs;
-	u->procs = htab__new(sizeof(uint32_t), sizeof(struct uproc), max_procs);
+	u->max_procs = opts->max_procs;
+	u->procs = htab__new(sizeof(uint32_t), sizeof(struct uproc), opts->max_procs);
 	u->mod_index = htab__new(sizeof(struct mod_key), sizeof(uint32_t), MAX_MODULES);
 	u->syms = htab__new(sizeof(uint64_t), sizeof(struct sym_val), SYM_CACHE_MAX);
 	if (!u->procs || !u->mod_index || !u->syms)
 		goto cleanup;
-	u->symbolizer = blaze_symbolizer_new_opts(&sym_opts);
-	if (!u->symbolizer) {
-		err = -EINVAL;
+	/* without servers (or a place for their files) symbols come from the machine only */
+	err = debuginfo__new(&dopts, &u->debuginfo);
+	if (err && err != -ENOENT)
+		pr_warn("debuginfod off: %s\n", strerror(-err));
+	err = symbolizer_new(u);
+	if (err)
 		goto cleanup;
-	}
 	elf_version(EV_CURRENT);
 	*out = u;
 	return 0;
@@ -148,6 +193,7 @@ void usyms__free(struct usyms *u)
 	for (i = 0; i < u->nr_mods; i++)
 		free(u->mods[i].path);
 	free(u->mods);
+	debuginfo__free(u->debuginfo);
 	blaze_symbolizer_free(u->symbolizer);
 	free(u);
 }
@@ -352,9 +398,92 @@ static void read_build_id(struct umod *m, Elf *elf)
 	}
 }
 
-/* PT_LOAD segments (file offset -> virtual address) and the build id, read once. */
-static void read_elf(struct umod *m)
+/* Whether the file the format names exists and is readable (false when too long). */
+static bool __attribute__((format(printf, 1, 2))) file_exists(const char *fmt, ...)
 {
+	char path[PATH_MAX];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(path, sizeof(path), fmt, ap);
+	va_end(ap);
+	return n > 0 && n < (int)sizeof(path) && !access(path, R_OK);
+}
+
+/* A separate debug file by build id: DIR/.build-id/xx/yyyy.debug in a debug directory. */
+static bool debug_file_by_build_id(const struct usyms *u, const struct umod *m)
+{
+	size_t i;
+
+	if (strlen(m->build_id) < 3)
+		return false;
+	for (i = 0; i <= NR_SYSTEM_DEBUG_DIRS; i++) {
+		const char *dir = i < NR_SYSTEM_DEBUG_DIRS ? system_debug_dirs[i] :
+				  u->debuginfo ? debuginfo__dir(u->debuginfo) : NULL;
+
+		if (dir && file_exists("%s/.build-id/%.2s/%s.debug", dir, m->build_id, m->build_id + 2))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * A separate debug file by .gnu_debuglink, where gdb looks: beside the module, in .debug/
+ * beside it, and under each debug directory by the module's own directory.
+ */
+static bool debug_file_by_link(const struct umod *m, const char *link)
+{
+	const char *slash = strrchr(m->path, '/');
+	int dir_len;
+	size_t i;
+
+	if (!slash || !*link || !strcmp(slash + 1, link))
+		return false;
+	dir_len = slash - m->path;
+	if (file_exists("%.*s/%s", dir_len, m->path, link) ||
+	    file_exists("%.*s/.debug/%s", dir_len, m->path, link))
+		return true;
+	for (i = 0; i < NR_SYSTEM_DEBUG_DIRS; i++)
+		if (file_exists("%s%.*s/%s", system_debug_dirs[i], dir_len, m->path, link))
+			return true;
+	return false;
+}
+
+/* The build id, whether the file has a .symtab, and the name its .gnu_debuglink gives. */
+static void read_sections(struct umod *m, Elf *elf, bool *symtab, char *link, size_t link_len)
+{
+	Elf_Scn *scn = NULL;
+	size_t shstrndx;
+
+	*symtab = false;
+	*link = 0;
+	if (elf_getshdrstrndx(elf, &shstrndx))
+		return;
+	while ((scn = elf_nextscn(elf, scn))) {
+		const char *name;
+		GElf_Shdr sh;
+		Elf_Data *d;
+
+		if (!gelf_getshdr(scn, &sh))
+			continue;
+		if (sh.sh_type == SHT_SYMTAB)
+			*symtab = true;
+		name = elf_strptr(elf, shstrndx, sh.sh_name);
+		if (name && !strcmp(name, ".gnu_debuglink") && (d = elf_getdata(scn, NULL)) && d->d_size)
+			snprintf(link, link_len, "%.*s", (int)strnlen(d->d_buf, d->d_size), (const char *)d->d_buf);
+	}
+	read_build_id(m, elf);
+}
+
+/*
+ * PT_LOAD segments (file offset -> virtual address), the build id and whether the
+ * machine has symbols for it, read once.
+ */
+static void read_elf(struct usyms *u, struct umod *m)
+{
+	char link[NAME_MAX + 1];
+	bool symtab = false;
 	size_t i, nph;
 	Elf *elf;
 	int fd;
@@ -362,6 +491,7 @@ static void read_elf(struct umod *m)
 	if (m->elf_read)
 		return;
 	m->elf_read = true;
+	m->syms = MOD_SYMS_FULL;	/* not ELF, or unreadable: nothing to ask for */
 	fd = open(m->path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return;
@@ -373,7 +503,9 @@ static void read_elf(struct umod *m)
 			if (gelf_getphdr(elf, i, &ph) && ph.p_type == PT_LOAD)
 				m->segs[m->nsegs++] = (struct seg){ ph.p_offset, ph.p_vaddr, ph.p_memsz };
 		}
-		read_build_id(m, elf);
+		read_sections(m, elf, &symtab, link, sizeof(link));
+		if (!symtab && !debug_file_by_build_id(u, m) && !debug_file_by_link(m, link))
+			m->syms = MOD_SYMS_DYNAMIC;
 	}
 	elf_end(elf);
 	close(fd);
@@ -389,7 +521,7 @@ int usyms__data(struct usyms *u, uint32_t pid, uint64_t uaddr, const char **modu
 	if (!v)
 		return -ENOENT;
 	m = &u->mods[v->mod];
-	read_elf(m);
+	read_elf(u, m);
 	off = uaddr - v->start + v->off;
 	*module = m->name;
 	/* .bss past the file's end sits in the same page-aligned mapping as .data */
@@ -420,7 +552,7 @@ int usyms__modules(struct usyms *u, uint32_t pid, usyms_module_fn fn, void *ctx)
 			dup = p->vmas[j].mod == v->mod && p->vmas[j].exec;
 		if (!v->exec || dup)
 			continue;
-		read_elf(m);
+		read_elf(u, m);
 		for (j = 0; j < (uint32_t)m->nsegs; j++) {
 			const struct seg *sg = &m->segs[j];
 			/* segments are mapped from their page-aligned start */
@@ -480,6 +612,87 @@ static void symbolize(struct usyms *u, const struct umod *m, uint64_t file_off, 
 	blaze_syms_free(syms);
 }
 
+/* A frame of @m stayed unnamed for want of symbols: note it, and ask debuginfod once. */
+static void want_symbols(struct usyms *u, struct umod *m)
+{
+	m->unnamed++;
+	if (!u->debuginfo || m->fetch != MOD_FETCH_NONE || !m->build_id[0])
+		return;
+	m->fetch = MOD_FETCH_PENDING;
+	debuginfo__want(u->debuginfo, m->build_id);
+}
+
+/* Forgets every frame looked up: the next lookups use the debug files that arrived. */
+static void syms_forget(struct usyms *u)
+{
+	syms_free(u->syms);
+	htab__clear(u->syms);
+}
+
+static void on_fetched(void *ctx, const char *build_id, int err)
+{
+	struct usyms *u = ctx;
+	bool landed = false;
+	uint32_t i;
+
+	for (i = 0; i < u->nr_mods; i++) {
+		struct umod *m = &u->mods[i];
+
+		if (m->fetch != MOD_FETCH_PENDING || strcmp(m->build_id, build_id))
+			continue;
+		m->fetch = err ? MOD_FETCH_FAILED : MOD_FETCH_DONE;
+		if (err)
+			continue;
+		m->syms = MOD_SYMS_FULL;
+		m->unnamed = 0;
+		landed = true;
+	}
+	if (landed && !symbolizer_new(u))
+		syms_forget(u);
+}
+
+void usyms__poll(struct usyms *u)
+{
+	if (u->debuginfo)
+		debuginfo__poll(u->debuginfo, on_fetched, u);
+}
+
+static const char *fetch_state(const struct usyms *u, const struct umod *m)
+{
+	static const char *const names[] = {
+		[MOD_FETCH_NONE] = "not asked",
+		[MOD_FETCH_PENDING] = "fetching",
+		[MOD_FETCH_DONE] = "fetched",
+		[MOD_FETCH_FAILED] = "not found",
+	};
+
+	return u->debuginfo ? names[m->fetch] : "off";
+}
+
+void usyms__missing(struct usyms *u, usyms_missing_fn fn, void *ctx)
+{
+	uint32_t i;
+
+	for (i = 0; i < u->nr_mods; i++) {
+		const struct umod *m = &u->mods[i];
+		struct usyms_missing miss = {
+			.module = m->name,
+			.path = m->path,
+			.build_id = m->build_id,
+			.unnamed = m->unnamed,
+			.debuginfod = fetch_state(u, m),
+		};
+
+		if (m->syms == MOD_SYMS_DYNAMIC && m->unnamed)
+			fn(ctx, &miss);
+	}
+}
+
+const char *usyms__debuginfod_urls(const struct usyms *u)
+{
+	return u->debuginfo ? debuginfo__urls(u->debuginfo) : NULL;
+}
+
 bool usyms__frame(struct usyms *u, uint64_t code, struct uframe *f)
 {
 	uint32_t mod = code >> USYMS_MOD_SHIFT;
@@ -497,7 +710,7 @@ bool usyms__frame(struct usyms *u, uint64_t code, struct uframe *f)
 	if (!mod || mod > u->nr_mods)
 		return true;
 	m = &u->mods[mod - 1];
-	read_elf(m);
+	read_elf(u, m);
 	f->addr = code & ((1ULL << USYMS_MOD_SHIFT) - 1);
 	f->module = m->name;
 	f->path = m->path;
@@ -506,8 +719,11 @@ bool usyms__frame(struct usyms *u, uint64_t code, struct uframe *f)
 	if (sv && created) {
 		symbolize(u, m, f->addr, sv);
 		u->stats.symbolized++;
-		if (!sv->name)
+		if (!sv->name) {
 			u->stats.unresolved++;
+			if (m->syms == MOD_SYMS_DYNAMIC)
+				want_symbols(u, m);
+		}
 	} else if (sv) {
 		u->stats.cache_hits++;
 	}

@@ -35,8 +35,22 @@ struct uframe {
 	uint32_t nr_inlined;
 };
 
-int usyms__new(size_t max_procs, struct usyms **out);
+struct usyms_opts {
+	size_t max_procs;		/* processes whose maps are cached */
+	/*
+	 * Where debug files fetched from $DEBUGINFOD_URLS go (debuginfo.h); NULL or no
+	 * URLs: symbols come from the machine only (the ELF, /usr/lib/debug).
+	 */
+	const char *debuginfod_dir;
+};
+
+int usyms__new(const struct usyms_opts *opts, struct usyms **out);
 void usyms__free(struct usyms *u);
+/*
+ * Takes the debug files fetched since the last call: frames of their modules are looked
+ * up again, by name this time. Call from the event loop's timer.
+ */
+void usyms__poll(struct usyms *u);
 /* Reads @pid's maps now unless cached: call while the process is surely alive. */
 void usyms__see(struct usyms *u, uint32_t pid);
 /* Normalizes @n addresses of process @pid into frame codes. */
@@ -66,6 +80,24 @@ struct usyms_stats {
 	uint64_t cached;	/* frames in the cache */
 };
 void usyms__stats(const struct usyms *u, struct usyms_stats *out);
+
+/*
+ * A module whose frames stay unnamed because the machine has no symbols for it: no
+ * .symtab and no separate debug file where debuggers look (/usr/lib/debug by build id or
+ * .gnu_debuglink).
+ */
+struct usyms_missing {
+	const char *module;
+	const char *path;
+	const char *build_id;
+	uint64_t unnamed;		/* frames of it no symbol was found for */
+	const char *debuginfod;		/* "off", "fetching", "fetched", "not found" */
+};
+typedef void (*usyms_missing_fn)(void *ctx, const struct usyms_missing *m);
+/* Calls @fn for each module whose frames went unnamed for want of symbols. */
+void usyms__missing(struct usyms *u, usyms_missing_fn fn, void *ctx);
+/* The debuginfod servers asked for missing debug files; NULL when none are. */
+const char *usyms__debuginfod_urls(const struct usyms *u);
 
 static inline bool usyms__is_user(uint64_t code)
 {

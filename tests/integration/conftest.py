@@ -4,6 +4,7 @@ A test that needs something the kernel or machine lacks calls require_*(); it sk
 the reason, except under CI=true (or LOCKSCOPE_REQUIRE_BPF=1), where the same skip fails:
 CI runs on a kernel that has everything, so a skip there would hide a regression.
 """
+import atexit
 import json
 import os
 import shutil
@@ -127,6 +128,21 @@ class Daemon:
         return check_response(json.loads(self.cli(*args, "--json").stdout))
 
 
+_shared_copies = {}
+
+
+def for_other_users(path):
+    """@path copied where any user may run it. Tests that switch to other users (nobody,
+    a group member) cannot reach a build in a 0700 home directory, Debian 12's default."""
+    if path not in _shared_copies:
+        d = tempfile.mkdtemp(prefix="lockscope-bin-")
+        os.chmod(d, 0o755)
+        atexit.register(shutil.rmtree, d, True)
+        _shared_copies[path] = shutil.copy2(path, d)
+        os.chmod(_shared_copies[path], 0o755)
+    return _shared_copies[path]
+
+
 def run_cli(*args, check=True, **kw):
     p = subprocess.run([LOCKSCOPE, *args], capture_output=True, text=True, timeout=120, **kw)
     if check and p.returncode != 0:
@@ -134,11 +150,13 @@ def run_cli(*args, check=True, **kw):
     return p
 
 
-def start_daemon(extra_args=(), sock=None):
+def start_daemon(extra_args=(), sock=None, wrap=(), env=None):
+    """lockscoped on a private socket; @wrap runs it inside another command (a namespace)."""
     tmp = tempfile.mkdtemp(prefix="lockscope-test-")
     sock = sock or os.path.join(tmp, "ls.sock")
     log = open(os.path.join(tmp, "daemon.log"), "w+")
-    proc = subprocess.Popen([LOCKSCOPED, "--socket", sock, *extra_args], stdout=log, stderr=log)
+    proc = subprocess.Popen([*wrap, LOCKSCOPED, "--socket", sock, *extra_args], stdout=log, stderr=log,
+                            env=env)
     d = Daemon(sock, proc, log)
     deadline = time.time() + 30
     while time.time() < deadline:

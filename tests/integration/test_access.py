@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from conftest import (LOCKSCOPE, Workload, check_response, require_bpf, require_tool, start_daemon,
-                      stop_daemon)
+from conftest import (LOCKSCOPE, Workload, check_response, for_other_users, require_bpf, require_tool,
+                      start_daemon, stop_daemon)
 from test_klock import STORM_ARGS
 
 GROUP = "lockscope"
@@ -52,6 +52,8 @@ def users():
 
 def as_user(user, *args, caps=()):
     """Runs the CLI as @user with its real groups (--init-groups), plus @caps if any."""
+    if args and args[0] == LOCKSCOPE:
+        args = (for_other_users(LOCKSCOPE), *args[1:])
     cmd = ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--init-groups"]
     if caps:
         cmd += [f"--inh-caps={','.join('+' + c for c in caps)}",

@@ -9,8 +9,8 @@ import time
 import jsonschema
 import pytest
 
-from conftest import (Workload, LOCKSCOPE, LOCKSCOPED, REQUEST, RESPONSE, require_bpf, run_cli, start_daemon,
-                      stop_daemon)
+from conftest import (LOCKSCOPE, LOCKSCOPED, REQUEST, RESPONSE, Workload, for_other_users, require_bpf,
+                      run_cli, start_daemon, stop_daemon)
 
 
 def test_bad_requests_keep_connection_and_daemon(daemon):
@@ -122,7 +122,7 @@ def test_cli_without_daemon_says_how_to_start_it(tmp_path):
     assert p.returncode == 1
     assert "cannot reach lockscoped" in p.stderr and "systemctl start lockscoped" in p.stderr
     # not root: scan cannot fall back to collecting in-process, and says so
-    p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", LOCKSCOPE,
+    p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", for_other_users(LOCKSCOPE),
                         "scan", "-p", "1", "--socket", sock], capture_output=True, text=True, timeout=60)
     assert p.returncode == 1
     assert "sudo lockscope scan" in p.stderr, p.stderr
@@ -132,7 +132,7 @@ def test_non_member_is_refused(daemon):
     """Socket 0660 keeps others out; the SO_PEERCRED check refuses them even if it were not."""
     os.chmod(daemon.sock, 0o666)
     os.chmod(os.path.dirname(daemon.sock), 0o755)
-    p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", LOCKSCOPE,
+    p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", for_other_users(LOCKSCOPE),
                         "status", "--socket", daemon.sock], capture_output=True, text=True, timeout=60)
     assert p.returncode == 1
     assert "permission denied" in p.stderr, p.stderr

@@ -12,8 +12,8 @@ import subprocess
 import tempfile
 import time
 
-from conftest import (LOCKSCOPE, LOCKSCOPED, Daemon, check_response, require_bpf, require_tool,
-                      stop_daemon)
+from conftest import (LOCKSCOPE, LOCKSCOPED, Daemon, check_response, for_other_users, require_bpf,
+                      require_tool, stop_daemon)
 
 FEATURES = ["bpf", "btf", "lock_tracepoints", "tp_btf", "task_from_pid", "perf_event",
             "syscall_tracepoints", "sched_entry", "kallsyms"]
@@ -24,7 +24,8 @@ TRACING = NOBODY + [f"--inh-caps={CAPS}", f"--ambient-caps={CAPS}"]
 
 
 def check(*args, prefix=()):
-    p = subprocess.run([*prefix, LOCKSCOPED, "--check", *args], capture_output=True, text=True, timeout=60)
+    daemon = for_other_users(LOCKSCOPED) if prefix else LOCKSCOPED
+    p = subprocess.run([*prefix, daemon, "--check", *args], capture_output=True, text=True, timeout=60)
     table = {line.split()[0]: line for line in p.stdout.splitlines()[:-1]}
     return p, table
 
@@ -67,7 +68,7 @@ def test_degraded_mode_with_tracing_capabilities_only():
     os.chown(tmp, 65534, 65534)
     sock = os.path.join(tmp, "ls.sock")
     # --strict: refused, each missing feature named in one line, nothing served
-    p = subprocess.run([*TRACING, LOCKSCOPED, "--strict", "--socket", sock], capture_output=True, text=True,
+    p = subprocess.run([*TRACING, for_other_users(LOCKSCOPED), "--strict", "--socket", sock], capture_output=True, text=True,
                        timeout=60)
     print(p.stderr)
     assert p.returncode == 1 and not os.path.exists(sock)
@@ -76,7 +77,7 @@ def test_degraded_mode_with_tracing_capabilities_only():
 
     # without it: runs, with what needs the missing features off, and says so
     log = open(os.path.join(tmp, "daemon.log"), "w+")
-    proc = subprocess.Popen([*TRACING, LOCKSCOPED, "--socket", sock], stdout=log, stderr=log)
+    proc = subprocess.Popen([*TRACING, for_other_users(LOCKSCOPED), "--socket", sock], stdout=log, stderr=log)
     d = Daemon(sock, proc, log)
     try:
         deadline = time.time() + 30

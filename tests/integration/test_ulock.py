@@ -24,6 +24,10 @@ def user_rows(d, pid, *args):
     return d.cli_json("top", "-w", "all", "--kind", "user", "-p", str(pid), *args)["rows"]
 
 
+# futex sleeps a comparison needs: enough that 1 % is tens of waits
+MIN_SLEEPS = 5000
+
+
 def run_server(d, *args):
     w = Workload("mutex_server", "--seconds", "3", *args)
     w.go()
@@ -42,14 +46,14 @@ def holder_share(row):
 
 
 def test_mutex_server_matches_workload_counters(daemon):
-    pid, res = run_server(daemon)
+    pid, res = run_server(daemon, "--until", str(MIN_SLEEPS))
     rows = user_rows(daemon, pid, "-l", "-o", "--holders", "--max-stack", "16")
     top = rows[0]
     print(res, top["contended"], top["total_wait_ns"])
     assert top["type"] == "futex:mutex"
     assert top["uaddr"] == res["mutex"], "the top user lock is not the server's mutex"
     assert top["lock"]["name"].startswith("mutex_server+0x")
-    assert res["sleeps"] > 5000, "too little contention to compare"
+    assert res["sleeps"] >= MIN_SLEEPS
     assert abs(top["contended"] - res["sleeps"]) <= COUNT_TOLERANCE * res["sleeps"]
     assert WAIT_MIN_SHARE * res["slept_wait_ns"] <= top["total_wait_ns"] <= res["slept_wait_ns"]
     assert top["owner"]["pid"] == pid and top["owner"]["comm"] == "mutex_server"
@@ -186,7 +190,7 @@ def test_bad_flags_say_what_to_do(daemon):
 
 def test_shared_futex_is_one_lock_across_processes(daemon):
     """A PTHREAD_PROCESS_SHARED mutex in a MAP_SHARED file: one lock, keyed by file and offset."""
-    w = Workload("shm_mutex", "--procs", "4", "--seconds", "2")
+    w = Workload("shm_mutex", "--procs", "4", "--seconds", "2", "--until", "1000")
     w.go()
     res = w.wait()
     time.sleep(0.5)
@@ -199,7 +203,7 @@ def test_shared_futex_is_one_lock_across_processes(daemon):
     assert row["lock"]["shared"] is True and "uaddr" not in row
     assert row["type"] == "futex:mutex"
     assert "pid" not in row, "the row must hold the waits of every process"
-    assert res["sleeps"] > 1000, "too little contention to compare"
+    assert res["sleeps"] >= 1000
     assert abs(row["contended"] - res["sleeps"]) <= COUNT_TOLERANCE * res["sleeps"]
     # one row per thread: every child waited on that same lock
     per_thread = daemon.cli_json("top", "-w", "all", "--kind", "user", "-t")["rows"]

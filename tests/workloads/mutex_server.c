@@ -24,10 +24,10 @@ enum { MAX_WORKERS = 64, QUEUE_LEN = 1024, LOG_LEN = 256 };
 
 static struct {
 	int workers;
-	double seconds;
+	struct workload_span span;	/* --until counts futex sleeps */
 	int fixed;
 	int wait_go;
-} opts = { .workers = 8, .seconds = 3 };
+} opts = { .workers = 8, .span.seconds = 3 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static struct {
@@ -114,6 +114,18 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
+/* The workers' sleeps so far: read racily, only to know when there are enough. */
+static unsigned long sleeps_so_far(void *ctx)
+{
+	const struct worker *w = ctx;
+	unsigned long n = 0;
+	int i;
+
+	for (i = 0; i < opts.workers; i++)
+		n += __atomic_load_n(&w[i].sleeps, __ATOMIC_RELAXED);
+	return n;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
@@ -121,25 +133,29 @@ int main(int argc, char **argv)
 		{ "seconds", required_argument, NULL, 's' },
 		{ "fixed", no_argument, NULL, 'f' },
 		{ "wait", no_argument, NULL, 'W' },
+		WORKLOAD_SPAN_OPTIONS,
 		{},
 	};
 	static struct worker workers[MAX_WORKERS];
 	unsigned long handled = 0, contended = 0, sleeps = 0, wait_ns = 0, slept_wait_ns = 0;
 	double start, elapsed;
-	int c, i;
+	int c, i, rc;
 
 	while ((c = getopt_long(argc, argv, "w:s:fW", longopts, NULL)) != -1) {
+		if (workload_span_opt(&opts.span, c, optarg))
+			continue;
 		switch (c) {
 		case 'w': opts.workers = atoi(optarg); break;
-		case 's': opts.seconds = atof(optarg); break;
+		case 's': opts.span.seconds = atof(optarg); break;
 		case 'f': opts.fixed = 1; break;
 		case 'W': opts.wait_go = 1; break;
 		default:
-			fprintf(stderr, "usage: mutex_server [--workers N] [--seconds S] [--fixed] [--wait]\n");
+			fprintf(stderr, "usage: mutex_server [--workers N] [--seconds S] %s [--fixed] [--wait]\n",
+				WORKLOAD_SPAN_USAGE);
 			return 2;
 		}
 	}
-	if (opts.workers < 1 || opts.workers > MAX_WORKERS || opts.seconds <= 0) {
+	if (opts.workers < 1 || opts.workers > MAX_WORKERS || opts.span.seconds <= 0) {
 		fprintf(stderr, "mutex_server: --workers must be 1..%d and --seconds > 0\n", MAX_WORKERS);
 		return 2;
 	}
@@ -150,8 +166,7 @@ int main(int argc, char **argv)
 		workers[i].id = i;
 		pthread_create(&workers[i].thread, NULL, worker_main, &workers[i]);
 	}
-	while (workload_now_s() - start < opts.seconds)
-		usleep(10000);
+	rc = workload_span_wait(&opts.span, start, sleeps_so_far, workers, "futex sleeps");
 	stop = 1;
 	for (i = 0; i < opts.workers; i++) {
 		pthread_join(workers[i].thread, NULL);
@@ -166,5 +181,5 @@ int main(int argc, char **argv)
 	       "\"contended\": %lu, \"sleeps\": %lu, \"wait_ns\": %lu, \"slept_wait_ns\": %lu}\n",
 	       (void *)&mu, handled, handled / elapsed, elapsed, contended, sleeps, wait_ns,
 	       slept_wait_ns);
-	return 0;
+	return rc;
 }

@@ -29,15 +29,15 @@ struct shared {
 	pthread_mutex_t mu;
 	unsigned long served;
 	unsigned long sleeps;	/* futex sleeps in lock(), every process, by getrusage */
+	int stop;		/* set by the parent when the span is over */
 	char log[LOG_LEN];
 };
 
-static int child(struct shared *sh, double seconds, int id)
+static int child(struct shared *sh, int id)
 {
-	double end = workload_now_s() + seconds;
 	unsigned long n = 0;
 
-	while (workload_now_s() < end) {
+	while (!__atomic_load_n(&sh->stop, __ATOMIC_RELAXED)) {
 		if (pthread_mutex_trylock(&sh->mu)) {
 			struct rusage r0, r1;
 
@@ -52,6 +52,11 @@ static int child(struct shared *sh, double seconds, int id)
 		pthread_mutex_unlock(&sh->mu);
 	}
 	return 0;
+}
+
+static unsigned long sleeps_so_far(void *ctx)
+{
+	return __atomic_load_n(&((struct shared *)ctx)->sleeps, __ATOMIC_RELAXED);
 }
 
 static struct shared *map_shared(const char *name)
@@ -82,25 +87,28 @@ int main(int argc, char **argv)
 		{ "procs", required_argument, NULL, 'n' },
 		{ "seconds", required_argument, NULL, 's' },
 		{ "wait", no_argument, NULL, 'W' },
+		WORKLOAD_SPAN_OPTIONS,
 		{},
 	};
-	int c, i, procs = 4, wait_go = 0, status, failed = 0;
+	struct workload_span span = { .seconds = 2 };	/* --until counts futex sleeps */
+	int c, i, procs = 4, wait_go = 0, status, failed = 0, rc;
 	pid_t pids[MAX_PROCS];
-	double seconds = 2;
 	struct shared *sh;
 	char name[64];
 
 	while ((c = getopt_long(argc, argv, "n:s:W", longopts, NULL)) != -1) {
+		if (workload_span_opt(&span, c, optarg))
+			continue;
 		switch (c) {
 		case 'n': procs = atoi(optarg); break;
-		case 's': seconds = atof(optarg); break;
+		case 's': span.seconds = atof(optarg); break;
 		case 'W': wait_go = 1; break;
 		default:
-			fprintf(stderr, "usage: shm_mutex [--procs N] [--seconds S] [--wait]\n");
+			fprintf(stderr, "usage: shm_mutex [--procs N] [--seconds S] %s [--wait]\n", WORKLOAD_SPAN_USAGE);
 			return 2;
 		}
 	}
-	if (procs < 2 || procs > MAX_PROCS || seconds <= 0) {
+	if (procs < 2 || procs > MAX_PROCS || span.seconds <= 0) {
 		fprintf(stderr, "shm_mutex: --procs must be 2..%d and --seconds > 0\n", MAX_PROCS);
 		return 2;
 	}
@@ -116,8 +124,10 @@ int main(int argc, char **argv)
 	for (i = 0; i < procs; i++) {
 		pids[i] = fork();
 		if (pids[i] == 0)
-			_exit(child(sh, seconds, i));
+			_exit(child(sh, i));
 	}
+	rc = workload_span_wait(&span, workload_now_s(), sleeps_so_far, sh, "futex sleeps");
+	__atomic_store_n(&sh->stop, 1, __ATOMIC_RELAXED);
 	for (i = 0; i < procs; i++)
 		if (pids[i] < 0 || waitpid(pids[i], &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status))
 			failed = 1;
@@ -127,5 +137,5 @@ int main(int argc, char **argv)
 	for (i = 0; i < procs; i++)
 		printf("%s%d", i ? ", " : "", pids[i]);
 	printf("]}\n");
-	return failed;
+	return failed ? 1 : rc;
 }

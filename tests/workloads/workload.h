@@ -4,6 +4,7 @@
 #define __LS_WORKLOAD_H
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -26,6 +27,63 @@ static inline double workload_now_s(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/*
+ * How long a workload runs: at least --seconds; then, with --until N, on until its own
+ * count of what the test compares reaches N, but never past --max-seconds. A loaded
+ * machine makes a run longer, never too short for the test; a run that reaches the cap
+ * first fails (exit 3) and says how far it got.
+ */
+struct workload_span {
+	double seconds;		/* --seconds: the least it runs */
+	unsigned long until;	/* --until: the count it must reach; 0: none */
+	double max_seconds;	/* --max-seconds: the cap */
+};
+
+enum {
+	WORKLOAD_OPT_UNTIL = 0x100,	/* getopt_long codes of the span's options */
+	WORKLOAD_OPT_MAX_SECONDS,
+	WORKLOAD_EXIT_SHORT = 3,	/* the cap came before the count */
+};
+#define WORKLOAD_DEF_MAX_SECONDS 120.0
+#define WORKLOAD_SPAN_OPTIONS \
+	{ "until", required_argument, NULL, WORKLOAD_OPT_UNTIL }, \
+	{ "max-seconds", required_argument, NULL, WORKLOAD_OPT_MAX_SECONDS }
+#define WORKLOAD_SPAN_USAGE "[--until N] [--max-seconds S]"
+
+/* Takes the span's own options; false for any other. */
+static inline int workload_span_opt(struct workload_span *s, int c, const char *arg)
+{
+	switch (c) {
+	case WORKLOAD_OPT_UNTIL: s->until = strtoul(arg, NULL, 10); return 1;
+	case WORKLOAD_OPT_MAX_SECONDS: s->max_seconds = atof(arg); return 1;
+	default: return 0;
+	}
+}
+
+/*
+ * Waits out the span that began at @start, reading @progress (the count --until is
+ * about, @what names it) every 10 ms. Returns 0, or WORKLOAD_EXIT_SHORT after saying so.
+ */
+static inline int workload_span_wait(const struct workload_span *s, double start,
+				     unsigned long (*progress)(void *ctx), void *ctx, const char *what)
+{
+	double cap = s->max_seconds > 0 ? s->max_seconds : WORKLOAD_DEF_MAX_SECONDS;
+
+	for (;;) {
+		double t = workload_now_s() - start;
+		unsigned long n = s->until ? progress(ctx) : 0;
+
+		if (t >= s->seconds && n >= s->until)
+			return 0;
+		if (t >= cap) {
+			fprintf(stderr, "workload: only %lu of the %lu %s wanted after %.0f s (--max-seconds)\n",
+				n, s->until, what, cap);
+			return WORKLOAD_EXIT_SHORT;
+		}
+		usleep(10000);
+	}
 }
 
 #endif
