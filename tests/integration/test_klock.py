@@ -169,7 +169,7 @@ def test_classic_tracepoint_fallback(tmp_path):
 def test_kernel_mutex_counts_and_owners_match_perf(daemon):
     """pipe->mutex: MUTEX|SPIN then MUTEX on one lock is one wait, as perf counts it."""
     require_tool("perf")
-    w = Workload("pipe_storm", "--threads", "2", "--messages", "40000")
+    w = Workload("pipe_storm", "--threads", "2", "--messages", "40000", "--spread")
     perf = PerfLock(w.pid)
     w.go()
     w.wait()

@@ -120,7 +120,7 @@ def test_libuv_threadpool_mutex(daemon):
     assert mutexes, rows
     top = mutexes[0]
     name = top["lock"]["name"]
-    assert name and name.startswith("libuv.so.1"), name
+    assert name and name.startswith("libuv.so.1"), mutexes[:3]
     lo, hi = libuv_data_range()
     off = int(name.split("+")[1], 16)
     assert lo <= off < hi, f"{name} is not in libuv's .data/.bss {lo:#x}-{hi:#x}"
