@@ -40,10 +40,10 @@ RUST_DIR := $(OUTPUT)/rust
 RUST_LIB := $(RUST_DIR)/release/liblockscope_rs.a
 BLAZESYM_INC := $(RUST_DIR)/include
 LIBS := -lbpf -ldw -ldebuginfod -lelf -lz -lcjson -lprotobuf-c -lresolv -lm $(RUST_LIB) -lpthread -ldl
-BPF_CFLAGS := -g -O2 -target bpf -D__TARGET_ARCH_$(ARCH) $(WARN) -Wno-unused-function -Wno-unused-parameter \
+BPF_CFLAGS := -g -O2 -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) $(WARN) -Wno-unused-function -Wno-unused-parameter \
 	      -I$(OUTPUT) -Ibpf
 
-BPF_APPS := klock ulock schedstat
+BPF_APPS := klock scheduler
 BPF_OBJS := $(patsubst %,$(OUTPUT)/%.bpf.o,$(BPF_APPS))
 SKELS := $(patsubst %,$(OUTPUT)/%.skel.h,$(BPF_APPS))
 

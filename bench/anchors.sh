@@ -21,7 +21,7 @@ need_pkgs() {
 	apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing >/dev/null
 }
 
-need_pkgs bpftrace linux-perf
+need_pkgs bpftrace linux-perf stress-ng
 
 if [ -x "$PERF" ] && "$PERF" lock contention -h 2>&1 | grep -q -- "--use-bpf"; then
 	exit 0

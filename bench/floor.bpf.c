@@ -14,13 +14,8 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 /* klock */
 SEC("tp_btf/contention_begin") int klock_begin(void *ctx) { return 0; }
 SEC("tp_btf/contention_end") int klock_end(void *ctx) { return 0; }
-/* ulock: futex waits off the switch, releasers off the waking, holder samples */
-SEC("tp_btf/sched_switch") int ulock_switch(void *ctx) { return 0; }
-SEC("tp_btf/sched_waking") int ulock_waking(void *ctx) { return 0; }
-SEC("perf_event") int ulock_hold_sample(void *ctx) { return 0; }
-/* schedstat: per-thread switches, wakeups, yields and spin samples */
-SEC("tp_btf/sched_switch") int schedstat_switch(void *ctx) { return 0; }
-SEC("tp_btf/sched_entry_tp") int schedstat_entry(void *ctx) { return 0; }
-SEC("tp_btf/sched_wakeup") int schedstat_wakeup(void *ctx) { return 0; }
-SEC("tp_btf/sched_wakeup_new") int schedstat_wakeup_new(void *ctx) { return 0; }
-SEC("perf_event") int schedstat_cpu_sample(void *ctx) { return 0; }
+/* scheduler: one switch program, releasers off the waking, holder and spin samples */
+SEC("tp_btf/sched_switch") int scheduler_switch(void *ctx) { return 0; }
+SEC("tp_btf/sched_waking") int scheduler_waking(void *ctx) { return 0; }
+SEC("perf_event") int scheduler_hold_sample(void *ctx) { return 0; }
+SEC("perf_event") int scheduler_spin_sample(void *ctx) { return 0; }

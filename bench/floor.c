@@ -98,9 +98,9 @@ int main(void)
 	}
 	err = floor_bpf__attach(skel);
 	if (!err)
-		err = sampler_attach(&spin, nr_cpus, skel->progs.schedstat_cpu_sample, SPIN_FREQ);
+		err = sampler_attach(&spin, nr_cpus, skel->progs.scheduler_spin_sample, SPIN_FREQ);
 	if (!err)
-		err = sampler_attach(&hold, nr_cpus, skel->progs.ulock_hold_sample, HOLD_FREQ);
+		err = sampler_attach(&hold, nr_cpus, skel->progs.scheduler_hold_sample, HOLD_FREQ);
 	if (err) {
 		fprintf(stderr, "floor: cannot attach: %s\n", strerror(-err));
 	} else {

@@ -1,14 +1,15 @@
 // SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause)
 /*
  * klock: time every kernel lock contention (lock:contention_begin -> contention_end) and
- * send one record per completed wait to the per-CPU ring buffers.
+ * add it to the wait table (waits.bpf.h): per thread, lock, type and owner, exactly, with
+ * no ring record.
  *
- * Counting and timing are exact for every wait. Stacks are not: a kernel stack walk costs
- * ~40x the rest of the program, so each lock has a token bucket that allows stack_rate
- * stacks per second (per CPU) and each CPU a budget of cpu_stack_rate. A lock below its
- * rate gets a stack on every wait; above it, a sample of its waits does, and the daemon
- * scales each caller's share of the sample up to the exact totals of the same thread
- * and lock (KLOCK_RF_SAMPLED marks the waits in the sample).
+ * Stacks are sampled: a kernel stack walk costs ~40x the rest of the program, so each lock
+ * has a token bucket that allows stack_rate stacks per second (per CPU) and each CPU a
+ * budget of cpu_stack_rate. A wait the sampler picks (KLOCK_RF_SAMPLED) also goes to the
+ * ring with its stack; the daemon splits each thread's and lock's exact figures among its
+ * callers in proportion to the sample. Under a lock storm the ring thus carries at most
+ * the sampling rate, whatever the rate of waits.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -18,6 +19,7 @@
 #include "common.bpf.h"
 #include "sampling.bpf.h"
 #include "kowner.bpf.h"
+#include "waits.bpf.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
@@ -360,6 +362,7 @@ static __always_inline void fill_record(struct klock_wait_rec *r, void *ctx, str
 					__u64 id, __u64 now)
 {
 	__u32 tid = (__u32)id;
+	long sid;
 
 	r->lock_addr = e->lock;
 	r->end_ns = now;
@@ -367,7 +370,7 @@ static __always_inline void fill_record(struct klock_wait_rec *r, void *ctx, str
 	r->pid = id >> 32;
 	r->tid = tid;
 	r->lcb_flags = e->lcb_flags;
-	r->rec_flags = e->rec_flags | lock_name_flags(e->lock, e->lcb_flags);
+	r->rec_flags = e->rec_flags;
 	r->nest = e->nest;
 	r->owner_pid = e->owner_pid;
 	r->owner_tid = e->owner_tid;
@@ -375,27 +378,23 @@ static __always_inline void fill_record(struct klock_wait_rec *r, void *ctx, str
 	__builtin_memcpy(r->owner_comm, e->owner_comm, sizeof(r->owner_comm));
 	bpf_get_current_comm(&r->comm, sizeof(r->comm));
 	r->stack_id = -1;
-	if (e->rec_flags & KLOCK_RF_SAMPLED) {
-		long sid = bpf_get_stackid(ctx, &stacks, 0);
-
-		if (sid >= 0) {
-			r->stack_id = sid;
-			r->rec_flags |= KLOCK_RF_STACK;
-			ls_count(LS_CNT_STACKED);
-		} else {
-			ls_count(sid == -EEXIST ? LS_DROP_STACK_COLLISION : LS_DROP_STACK_FAILED);
-		}
+	sid = bpf_get_stackid(ctx, &stacks, 0);
+	if (sid >= 0) {
+		r->stack_id = sid;
+		r->rec_flags |= KLOCK_RF_STACK;
+		ls_count(LS_CNT_STACKED);
 	} else {
-		ls_count(LS_CNT_SAMPLED_OUT);
+		ls_count(sid == -EEXIST ? LS_DROP_STACK_COLLISION : LS_DROP_STACK_FAILED);
 	}
 }
 
 /*
- * One record per wait. Each size has its own reserve-fill-submit path: older verifiers
- * (6.1) lose track of which size a shared path reserved and refuse the owner-stack copy.
+ * A sampled wait, with its stacks (it is counted in the table too). Each size has its own
+ * reserve-fill-submit path: older verifiers (6.1) lose track of which size a shared path
+ * reserved and refuse the owner-stack copy.
  */
-static __always_inline void emit_wait(void *ctx, struct klock_pending *e, __u64 id, __u64 now,
-				      const bool with_owner_stack)
+static __always_inline void emit_sample(void *ctx, struct klock_pending *e, __u64 id, __u64 now,
+					const bool with_owner_stack)
 {
 	const __u32 size = with_owner_stack ? sizeof(struct klock_wait_rec) : KLOCK_WAIT_REC_MIN_SIZE;
 	__u32 tid = (__u32)id;
@@ -411,8 +410,34 @@ static __always_inline void emit_wait(void *ctx, struct klock_pending *e, __u64 
 	fill_record(r, ctx, e, id, now);
 	if (with_owner_stack)
 		copy_owner_stack(r, tid);
-	ls_count(LS_CNT_WAIT);
 	ls_submit(rb, r);
+}
+
+/* The kind of lock a wait counts under: a mutex that spun and then slept is one mutex wait. */
+static __always_inline __u16 wait_type(__u32 lcb_flags)
+{
+	return lcb_flags & KLOCK_F_MUTEX ? KLOCK_F_MUTEX : lcb_flags;
+}
+
+/* The exact part: one wait added to its table entry. */
+static __always_inline void count_wait(const struct klock_pending *e, __u64 id, __u64 wait_ns, __u32 names)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct ls_wait_key key = {
+		.lock = e->lock,
+		.pid = id >> 32,
+		.tid = (__u32)id,
+		.class = LS_WAIT_KLOCK,
+		.type = wait_type(e->lcb_flags),
+		.flags = (names & KLOCK_RF_MMAP_LOCK ? LS_WF_MMAP_LOCK : 0) |
+			 (names & KLOCK_RF_SIGLOCK ? LS_WF_SIGLOCK : 0),
+		.owner_pid = e->owner_pid,
+		.owner_tid = e->owner_tid,
+	};
+	struct ls_wait_names nm = { .comm = task->comm, .owner_comm = e->owner_tid ? e->owner_comm : NULL };
+
+	wait_add(&key, wait_ns, false, &nm);
+	ls_count(LS_CNT_WAIT);
 }
 
 static __always_inline int __lock_acquired(struct klock_slot *cpu, void *ctx, __u64 id, __u64 lock)
@@ -425,10 +450,17 @@ static __always_inline int __lock_acquired(struct klock_slot *cpu, void *ctx, __
 		return 0;
 	}
 	now = bpf_ktime_get_ns();
+	e.rec_flags |= lock_name_flags(e.lock, e.lcb_flags);
+	count_wait(&e, id, now - e.begin_ns, e.rec_flags);
+	/* the sampled part: the wait again, with the stacks its caller is told by */
+	if (!(e.rec_flags & KLOCK_RF_SAMPLED)) {
+		ls_count(LS_CNT_SAMPLED_OUT);
+		return 0;
+	}
 	if (e.rec_flags & KLOCK_RF_OWNER_STACK)
-		emit_wait(ctx, &e, id, now, true);
+		emit_sample(ctx, &e, id, now, true);
 	else
-		emit_wait(ctx, &e, id, now, false);
+		emit_sample(ctx, &e, id, now, false);
 	return 0;
 }
 

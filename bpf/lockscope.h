@@ -22,24 +22,101 @@
 enum ls_defaults {
 	LS_DEF_MAX_LOCKS	= 8192,		/* stack sampler buckets (a power of two) */
 	LS_DEF_STACK_RATE	= 200,		/* stacks/s per lock per CPU before sampling */
+	LS_DEF_WAIT_KEYS	= 16384,	/* distinct waits per second in a wait table */
+	/*
+	 * Buckets of the pending filter: the switch program looks a thread up in its maps
+	 * only when its bucket counts something open (a wait, a preemption, a stop)
+	 */
+	LS_PENDING_BITS		= 16,
+	LS_PENDING_BUCKETS	= 1 << LS_PENDING_BITS,
+};
+
+/*
+ * Exact figures are aggregated where the waits happen: every completed wait adds to an
+ * entry of a wait table (a BPF hash), keyed by what a wait is told apart by, and the daemon
+ * drains the table once a second. The ring carries only what needs user space: the waits
+ * the stack sampler picked (their stacks), owner stacks, holder samples and rare events.
+ *
+ * Two tables alternate: programs add to tables[epoch & 1] while the daemon drains the
+ * other. A program counts itself in wait_writers[its CPU] around its use of a table; the
+ * daemon moves the epoch on, waits until no program that may have read the old epoch is
+ * still running (every CPU's count back to 0), then reads and deletes the old table. So
+ * the daemon drains whenever it likes (once a second, and before answering a query),
+ * and no wait is lost to the drain.
+ */
+#define LS_MAX_CPUS		4096	/* wait_writers' slots (CPU ids beyond share slots) */
+#define LS_HIST_BUCKETS		41	/* log2 of the wait in ns: [2^i, 2^(i+1)); 2^40 ns is 18 min */
+#define LS_WAIT_TABLES		2
+
+/* What a wait-table entry is about; the kind of lock is in ls_wait_key.type. */
+enum ls_wait_class {
+	LS_WAIT_KLOCK = 1,	/* a kernel lock: type is enum klock_lcb_flags (MUTEX|SPIN folded) */
+	LS_WAIT_FUTEX,		/* a futex wait: type is enum ls_utype (scheduler.h) */
+	LS_WAIT_KPREEMPT,	/* a kernel-lock owner preempted while others waited: type as KLOCK */
+	LS_WAIT_UPREEMPT,	/* a user-lock holder preempted while others waited */
+};
+
+/* Flags of an entry, beyond its class and type. */
+enum ls_wait_flags {
+	LS_WF_MMAP_LOCK	= 1U << 0,	/* the lock is the waiter's mm->mmap_lock */
+	LS_WF_SIGLOCK	= 1U << 1,	/* the lock is the waiter's sighand->siglock */
+	LS_WF_SHARED	= 1U << 2,	/* a futex without FUTEX_PRIVATE_FLAG: maybe cross-process */
+	LS_WF_PRECISE	= 1U << 3,	/* timed from the syscall's entry to its exit (precise mode) */
+};
+
+struct ls_wait_key {
+	__u64 lock;		/* kernel address, or the futex word's user address */
+	__u32 pid;		/* waiter tgid */
+	__u32 tid;
+	__u16 class;		/* enum ls_wait_class */
+	__u16 type;
+	__u32 flags;		/* enum ls_wait_flags */
+	__u32 owner_pid;	/* who held the lock when the wait began, 0 when unknown */
+	__u32 owner_tid;
+	__u32 releaser_pid;	/* futex: the thread whose wake ended the wait */
+	__u32 releaser_tid;
+};
+
+struct ls_wait_val {
+	__u64 count;
+	__u64 total_ns;
+	__u64 max_ns;
+	__u64 min_ns;
+	__u64 nonblocking;	/* precise mode: calls that returned without sleeping */
+	__u32 hist[LS_HIST_BUCKETS];
+	char comm[LS_COMM_LEN];
+	char owner_comm[LS_COMM_LEN];
+	char releaser_comm[LS_COMM_LEN];
 };
 
 /* Every ring-buffer record starts with this tag so one handler can dispatch. */
 enum ls_rec_type {
-	LS_REC_KLOCK_WAIT = 1,	/* struct klock_wait_rec, see klock.h */
-	LS_REC_ULOCK_WAIT,	/* struct ulock_wait_rec, see ulock.h */
+	LS_REC_KLOCK_WAIT = 1,	/* struct klock_wait_rec: a sampled kernel-lock wait, see klock.h */
+	LS_REC_ULOCK_WAIT,	/* struct ulock_wait_rec: a sampled futex wait, see scheduler.h */
 	LS_REC_ULOCK_HOLD,	/* struct ulock_hold_rec: a sample of a lock holder on CPU */
 	LS_REC_USTACK,		/* struct ls_ustack_rec: registers and stack to unwind, see ustack.h */
-	LS_REC_SCHED_YIELD,	/* struct sched_yield_rec: a yield storm's site, see schedstat.h */
+	LS_REC_SCHED_YIELD,	/* struct sched_yield_rec: a yield storm's site, see scheduler.h */
 	LS_REC_SCHED_SPIN,	/* struct sched_spin_rec: a sample in a spin loop */
 	LS_REC_SCHED_RESUME,	/* struct sched_resume_rec: a stop and the events after it */
-	LS_REC_ULOCK_PREEMPT,	/* struct ulock_preempt_rec: a lock holder preempted, see ulock.h */
+	LS_REC_WAIT,		/* struct ls_wait_rec: one wait the wait table had no room for */
 };
 
 struct ls_rec_hdr {
 	__u16 type;	/* enum ls_rec_type */
 	__u16 size;	/* bytes of the whole record, header included */
 	__u32 cpu;	/* CPU the record was written on */
+};
+
+/* A wait that found its table full: what the entry would have counted, once. */
+struct ls_wait_rec {
+	struct ls_rec_hdr hdr;
+	struct ls_wait_key key;
+	__u64 wait_ns;
+	__u32 nonblocking;	/* precise mode: the call returned without sleeping */
+	__u32 pad;
+	char comm[LS_COMM_LEN];
+	char owner_comm[LS_COMM_LEN];
+	char releaser_comm[LS_COMM_LEN];
 };
 
 /*
@@ -75,6 +152,7 @@ enum ls_counter {
 	LS_CNT_HOLDER_PREEMPT,	/* holders of a contended user lock preempted while others waited */
 	LS_CNT_KHOLDERS,	/* owners of a contended kernel lock noted for the switch check */
 	LS_CNT_KHOLDER_PREEMPT,	/* owners of a contended kernel lock preempted while others waited */
+	LS_CNT_TABLE_FULL,	/* waits sent by ring because the wait table was full */
 
 	LS_DROP_FIRST,
 	LS_DROP_RINGBUF = LS_DROP_FIRST,	/* ring buffer full: record lost */
@@ -95,6 +173,7 @@ enum ls_counter {
 	LS_DROP_STOPS_FULL,	/* stopped-thread map full: a stop and its burst not reported */
 	LS_DROP_SELF_LOCK,	/* a kernel lock contended inside lockscope's own programs (a
 				 * map's bucket lock): not timed, as its begin or end is skipped */
+	LS_DROP_WAIT_TABLE,	/* wait table full and the ring too: a wait not counted */
 	LS_DROP_LAST,
 
 	LS_CNT_MAX = LS_DROP_LAST,

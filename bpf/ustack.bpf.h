@@ -17,7 +17,11 @@
 #include "ustack.h"
 #include "common.bpf.h"
 
-/* Bytes of stack per dump, a multiple of 8; 0: frame-pointer stacks only. */
+/*
+ * Bytes of stack per dump, a multiple of 8; 0: frame-pointer stacks only. Callers pass it
+ * (or another window of theirs) to ustack_dump(): read-only after load, so the verifier
+ * knows it as a constant, which the ring reservation needs.
+ */
 const volatile __u32 ustack_bytes = 0;
 
 #if defined(__TARGET_ARCH_x86)
@@ -76,7 +80,7 @@ struct {
  * address in zeros) and the window ends after the last page read. Returns the bytes of
  * window, 0 when not even @sp's page could be read.
  */
-static __always_inline __u32 ustack_copy(void *dst, __u64 sp, __u32 *flags)
+static __always_inline __u32 ustack_copy(void *dst, __u64 sp, __u32 *flags, __u32 bytes)
 {
 	/* 64-bit: a bound checked on a 32-bit value does not carry over to the helper's arg */
 	__u64 off = 0, len = LS_USTACK_PAGE - (sp & (LS_USTACK_PAGE - 1)), end = 0;
@@ -84,14 +88,14 @@ static __always_inline __u32 ustack_copy(void *dst, __u64 sp, __u32 *flags)
 	__u32 cpu = bpf_get_smp_processor_id();
 	int i;
 
-	if (!bpf_probe_read_user(dst, ustack_bytes, (void *)sp))
-		return ustack_bytes;
+	if (!bpf_probe_read_user(dst, bytes, (void *)sp))
+		return bytes;
 	*flags |= LS_USTACK_F_SHORT;
 	scratch = bpf_map_lookup_elem(&ustack_scratch, &cpu);
 	if (!scratch)
 		return 0;
 	for (i = 0; i < LS_USTACK_MAX_BYTES / LS_USTACK_PAGE + 1; i++) {
-		if (off >= ustack_bytes || off >= LS_USTACK_MAX_BYTES)
+		if (off >= bytes || off >= LS_USTACK_MAX_BYTES)
 			break;
 		if (len > LS_USTACK_PAGE)
 			len = LS_USTACK_PAGE;
@@ -102,17 +106,18 @@ static __always_inline __u32 ustack_copy(void *dst, __u64 sp, __u32 *flags)
 		off += len;
 		len = LS_USTACK_PAGE;
 	}
-	if (end > ustack_bytes)
-		end = ustack_bytes;
-	bpf_probe_read_kernel(dst, ustack_bytes, scratch->data);
+	if (end > bytes)
+		end = bytes;
+	bpf_probe_read_kernel(dst, bytes, scratch->data);
 	return end;
 }
 
 /*
- * Writes a dump of the current thread and returns its id, or 0 when there is none
- * (dumps off, kernel thread, ring full, stack not readable; the last two are counted).
+ * Writes a dump of the current thread with a window of @bytes (a read-only global) and
+ * returns its id, or 0 when there is none (dumps off, kernel thread, ring full, stack not
+ * readable; the last two are counted).
  */
-static __always_inline __u64 ustack_dump(void)
+static __always_inline __u64 ustack_dump(__u32 bytes)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct pt_regs *uregs = (struct pt_regs *)bpf_task_pt_regs(task);
@@ -122,13 +127,13 @@ static __always_inline __u64 ustack_dump(void)
 	__u64 *seq, id;
 	void *rb;
 
-	if (!ustack_bytes || !task->mm)
+	if (!bytes || !task->mm)
 		return 0;
 	seq = bpf_map_lookup_elem(&counters, &key);
 	rb = ls_ringbuf();
 	if (!seq || !rb)
 		return 0;
-	r = bpf_ringbuf_reserve(rb, sizeof(*r) + ustack_bytes, 0);
+	r = bpf_ringbuf_reserve(rb, sizeof(*r) + bytes, 0);
 	if (!r) {
 		ls_count(LS_DROP_RINGBUF);
 		return 0;
@@ -138,12 +143,12 @@ static __always_inline __u64 ustack_dump(void)
 	if (bpf_probe_read_kernel(r->stack, sizeof(*tmp), uregs))
 		goto discard;
 	r->nregs = ustack_regs(r->regs, tmp);
-	copied = ustack_copy(r->stack, USTACK_SP(tmp), &flags);
+	copied = ustack_copy(r->stack, USTACK_SP(tmp), &flags, bytes);
 	if (!copied)
 		goto discard;
 	*seq += 1;	/* per-CPU slot: the sequence part of the id */
 	id = ((__u64)bpf_get_smp_processor_id() << LS_USTACK_ID_CPU_SHIFT) | *seq;
-	ls_hdr_init(&r->hdr, LS_REC_USTACK, sizeof(*r) + ustack_bytes);
+	ls_hdr_init(&r->hdr, LS_REC_USTACK, sizeof(*r) + bytes);
 	r->id = id;
 	r->pid = task->tgid;
 	r->tid = task->pid;

@@ -171,9 +171,10 @@ static void add_to(struct agg *a, struct htab *t, const struct agg_event *ev)
 		if (ev->releaser_comm)
 			strncpy(v->releaser_comm, ev->releaser_comm, sizeof(v->releaser_comm) - 1);
 	}
-	if (ev->nonblocking)
-		v->nonblocking++;
-	else
+	v->nonblocking += ev->nonblocking;
+	if (ev->stat)
+		agg_stat_merge(&v->st, ev->stat);
+	else if (!ev->nonblocking)
 		agg_stat_add_wait(&v->st, ev->wait_ns);
 }
 

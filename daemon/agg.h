@@ -14,9 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "lockscope.h"
+#include "scheduler.h"	/* enum ls_utype */
 
-/* log2 buckets of wait ns: bucket i holds [2^i, 2^(i+1)), bucket 0 also 0; 2^40 ns is 18 min */
-#define LS_HIST_BUCKETS 41
 
 enum ls_lock_name {
 	LS_NAME_NONE,
@@ -38,14 +37,6 @@ enum ls_window { LS_WIN_10S, LS_WIN_1M, LS_WIN_5M, LS_WIN_ALL, LS_WIN_MAX };
  */
 #define LS_KIND_KPREEMPT (1U << 30)
 
-enum ls_utype {
-	LS_UTYPE_MUTEX = 1,	/* lock-style futex word: glibc/Rust mutex, owner when known */
-	LS_UTYPE_PI,		/* FUTEX_LOCK_PI: priority-inheritance mutex */
-	LS_UTYPE_WAITV,		/* futex_waitv(2) */
-	LS_UTYPE_CONDVAR,	/* waiting for an event: condvar, semaphore, barrier, rwlock, join */
-	LS_UTYPE_HOLD,		/* not a wait: cpu-clock samples of a holder (count = samples) */
-	LS_UTYPE_PREEMPT,	/* not a wait: a holder preempted while others waited (time) */
-};
 
 struct agg_key {
 	uint64_t lock;		/* kernel address, user address, or offset in a shared object */
@@ -61,6 +52,12 @@ struct agg_key {
 	uint32_t releaser_pid;	/* the thread whose futex wake ended the wait */
 	uint32_t releaser_tid;
 	uint32_t releaser_stack;
+	/*
+	 * 1: a wait the stack sampler picked, with its stacks, also counted in the exact
+	 * entry of its thread and lock (stack none). Queries take figures from exact entries
+	 * and split them among callers by the samples.
+	 */
+	uint32_t sampled;
 };
 
 struct agg_stat {
@@ -79,10 +76,15 @@ struct agg_val {
 	char releaser_comm[LS_COMM_LEN];
 };
 
+/*
+ * What is added: one wait (@wait_ns), or a whole entry of a wait table (@stat, the
+ * waits the kernel aggregated in a second), plus calls that returned without waiting.
+ */
 struct agg_event {
 	struct agg_key key;
 	uint64_t wait_ns;
-	bool nonblocking;	/* counted apart, not a wait */
+	const struct agg_stat *stat;	/* non-NULL: these waits, not @wait_ns */
+	uint64_t nonblocking;		/* precise mode: calls counted apart, not waits */
 	const char *comm;
 	const char *owner_comm;
 	const char *releaser_comm;

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 #include <errno.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <linux/perf_event.h>
 #include <stdio.h>
@@ -7,21 +8,21 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
 #include "collector.h"
 #include "cpuclock.h"
+#include "htab.h"
 #include "klock.h"
 #include "klock.skel.h"
 #include "log.h"
 #include "probe.h"
-#include "ulock.h"
+#include "scheduler.h"
 #include "ustack.h"
-#include "ulock.skel.h"
-#include "schedstat.h"
-#include "schedstat.skel.h"
+#include "scheduler.skel.h"
 
 #define NSEC_PER_SEC 1000000000ULL
 
@@ -53,7 +54,7 @@ static const struct klock_variant klock_variants[] = {
 
 /* The precise-mode programs: attached only while a precise scan runs. */
 enum { PRECISE_PROGS = 4 };
-enum { SCHED_PROGS = 4 };	/* sched_switch, sched_wakeup, sched_wakeup_new, sched_entry */
+enum { SCHED_PROGS = 2 };	/* sched_switch, sched_waking */
 
 /* cpu-clock events, one per CPU, each running @prog at @freq samples/s. */
 struct sampler {
@@ -69,14 +70,16 @@ struct collector {
 	struct klock_bpf *skel;
 	struct bpf_link *links[2];
 	struct bpf_program *progs[2];
-	struct ulock_bpf *uskel;
-	struct bpf_link *ulinks[2];		/* sched_switch, sched_waking */
-	struct schedstat_bpf *sskel;
+	struct scheduler_bpf *sskel;
 	struct bpf_link *slinks[SCHED_PROGS];
+	struct bpf_link *iter_link;		/* the task iterator: per-thread counters */
 	struct bpf_link *precise_links[PRECISE_PROGS];
 	int precise_pids;
-	struct sampler hold;			/* ulock's holder sampler */
-	struct sampler spin;			/* schedstat's spin sampler */
+	struct sampler hold;			/* the holder sampler */
+	struct sampler spin;			/* the spin sampler */
+	int table_fds[LS_WAIT_TABLES];		/* the wait tables (lockscope.h) */
+	__u32 epoch;				/* the table programs write: table_fds[epoch & 1] */
+	uint64_t drain_races;			/* drains that went ahead with a program still on the table */
 	struct ring_buffer *rb;
 	int *ring_fds;
 	int nr_rings;
@@ -147,6 +150,8 @@ static const char *const counter_names[LS_CNT_MAX] = {
 	[LS_DROP_SCHED_FULL] = "sched_thread_map_full",
 	[LS_DROP_STOPS_FULL] = "stopped_thread_map_full",
 	[LS_DROP_SELF_LOCK] = "self_lock",
+	[LS_DROP_WAIT_TABLE] = "wait_table_full",
+	[LS_CNT_TABLE_FULL] = "table_overflow_records",
 };
 
 const char *ls_counter_name(enum ls_counter c)
@@ -165,7 +170,6 @@ static void probe_features(struct collector *c)
 {
 	c->feat.tp_btf = ls_probe_ok(&c->probes, LS_PROBE_TP_BTF);
 	c->feat.task_from_pid = ls_probe_ok(&c->probes, LS_PROBE_TASK_FROM_PID);
-	c->feat.yield_entry = ls_probe_ok(&c->probes, LS_PROBE_SCHED_ENTRY);
 }
 
 /*
@@ -307,118 +311,107 @@ static int create_rings(struct collector *c)
 }
 
 /*
- * Components after klock use the rings and counters klock created (the same map names in
- * every object): one set of rings for all records, one place where all counters sum.
+ * The wait tables every component adds to (waits.bpf.h): two hashes of the configured
+ * size, in klock's outer map; sched reuses that map.
+ */
+static int create_wait_tables(struct collector *c)
+{
+	int outer = bpf_map__fd(c->skel->maps.wait_tables), i;
+
+	for (i = 0; i < LS_WAIT_TABLES; i++)
+		c->table_fds[i] = -1;
+	for (i = 0; i < LS_WAIT_TABLES; i++) {
+		__u32 key = i;
+
+		c->table_fds[i] = bpf_map_create(BPF_MAP_TYPE_HASH, "ls_waits", sizeof(struct ls_wait_key),
+						 sizeof(struct ls_wait_val), c->opts.wait_keys, NULL);
+		if (c->table_fds[i] < 0)
+			return -errno;
+		if (bpf_map_update_elem(outer, &key, &c->table_fds[i], BPF_ANY))
+			return -errno;
+	}
+	return 0;
+}
+
+/*
+ * Components after klock use the rings, counters and wait tables klock created (the same
+ * map names in every object): one set of rings for all records, one place where all
+ * counters sum, one pair of tables to drain.
  */
 #define REUSE_SHARED_MAPS(m, c)								\
 	(bpf_map__reuse_fd((m)->ringbufs, bpf_map__fd((c)->skel->maps.ringbufs)) ?:		\
-	 bpf_map__reuse_fd((m)->counters, bpf_map__fd((c)->skel->maps.counters)))
+	 bpf_map__reuse_fd((m)->counters, bpf_map__fd((c)->skel->maps.counters)) ?:		\
+	 bpf_map__reuse_fd((m)->wait_tables, bpf_map__fd((c)->skel->maps.wait_tables)))
 
-/*
- * ulock shares the rings and counters klock created (same names in both objects), so all
- * records arrive through one set of rings and all counters sum in one place.
- */
-static int load_ulock(struct collector *c)
+static void sched_autoload(struct scheduler_bpf *s, bool precise, bool spin)
 {
-	const struct collector_opts *o = &c->opts;
-	struct ulock_bpf *u;
-	int err;
-
-	u = c->uskel = ulock_bpf__open_opts(&open_opts);
-	if (!u)
-		return -errno;
-	SET_SHARED_RODATA(u->rodata, o);
-	SET_DUMP_RODATA(u->rodata, o, o->ustack_bytes);
-	if ((err = REUSE_SHARED_MAPS(&u->maps, c)) ||
-	    (err = bpf_map__reuse_fd(u->maps.kholders, bpf_map__fd(c->skel->maps.kholders))) ||
-	    (err = bpf_map__set_max_entries(u->maps.thread_slots, o->uthreads)) ||
-	    (err = bpf_map__set_max_entries(u->maps.stacks, o->ustack_entries)) ||
-	    (err = bpf_map__set_value_size(u->maps.stacks, o->max_stack * sizeof(__u64))) ||
-	    (err = bpf_map__set_max_entries(u->maps.lock_buckets, o->max_locks)) ||
-	    (err = bpf_map__set_max_entries(u->maps.holders, o->max_holders)) ||
-	    (err = bpf_map__set_max_entries(u->maps.ustack_scratch, c->nr_cpus)))
-		return err;
 	/* the precise programs load with the rest but attach only on demand */
-	if (!c->feat.precise) {
-		bpf_program__set_autoload(u->progs.ulock_enter_futex, false);
-		bpf_program__set_autoload(u->progs.ulock_exit_futex, false);
-		bpf_program__set_autoload(u->progs.ulock_enter_futex_waitv, false);
-		bpf_program__set_autoload(u->progs.ulock_exit_futex_waitv, false);
-	}
-	return ulock_bpf__load(u);
-}
-
-static void setup_ulock(struct collector *c)
-{
-	int err;
-
-	if (!c->opts.user_locks)
-		return;
-	if (!c->feat.tp_btf) {
-		degrade(c, "ulock", "no BTF-enabled tracepoints: user-space locks are not traced");
-		return;
-	}
-	c->feat.precise = ls_probe_ok(&c->probes, LS_PROBE_SYSCALL_TP);
-	err = load_ulock(c);
-	if (err) {
-		degrade(c, "ulock", "cannot load (%s): user-space locks are not traced", strerror(-err));
-		ulock_bpf__destroy(c->uskel);
-		c->uskel = NULL;
-		c->feat.precise = false;
-		return;
-	}
-	c->feat.ulock = true;
-	c->feat.user_unwind = c->opts.ustack_bytes ? "dwarf" : "fp";
+	bpf_program__set_autoload(s->progs.sched_enter_futex, precise);
+	bpf_program__set_autoload(s->progs.sched_exit_futex, precise);
+	bpf_program__set_autoload(s->progs.sched_enter_futex_waitv, precise);
+	bpf_program__set_autoload(s->progs.sched_exit_futex_waitv, precise);
+	bpf_program__set_autoload(s->progs.spin_sample, spin);
+	bpf_program__set_autoload(s->progs.dump_tasks, spin);
 }
 
 /*
- * Per-thread scheduling, yield storms, stops and spin samples. Its stack dumps (yield
- * sites, spin samples, bursts) have their own per-CPU budget at the user dump rate.
+ * The scheduler component: futex waits (user-locks), and yields, stops, spin samples and
+ * the per-thread counters (sched-threads). Its user stacks are the waits' dumps; yield
+ * sites, spin samples and bursts have their own window (spin-stack-bytes) but the same
+ * per-CPU budget.
  */
 static int load_sched(struct collector *c)
 {
 	const struct collector_opts *o = &c->opts;
-	struct schedstat_bpf *s;
+	struct scheduler_bpf *s;
 	int err;
 
-	s = c->sskel = schedstat_bpf__open_opts(&open_opts);
+	s = c->sskel = scheduler_bpf__open_opts(&open_opts);
 	if (!s)
 		return -errno;
 	SET_SHARED_RODATA(s->rodata, o);
-	/*
-	 * Its own window: event loops keep large arrays on the stack (libuv's uv__io_poll
-	 * has 12 KiB of epoll events between a yield and uv_run), and its dumps are few.
-	 */
-	SET_DUMP_RODATA(s->rodata, o, o->ustack_bytes ? o->spin_stack_bytes : 0);
+	SET_DUMP_RODATA(s->rodata, o, o->ustack_bytes);
+	s->rodata->spin_stack_bytes = o->ustack_bytes ? o->spin_stack_bytes : 0;
+	s->rodata->futex_waits = o->user_locks;
+	s->rodata->spin_source = o->sched_threads != 0;
 	if ((err = REUSE_SHARED_MAPS(&s->maps, c)) ||
-	    (err = bpf_map__set_max_entries(s->maps.threads, o->sched_threads)) ||
-	    /* the lock buckets of sampling.bpf.h serve locks; this component has none */
-	    (err = bpf_map__set_max_entries(s->maps.lock_buckets, 1)) ||
+	    (err = bpf_map__reuse_fd(s->maps.kholders, bpf_map__fd(c->skel->maps.kholders))) ||
+	    (err = bpf_map__set_max_entries(s->maps.thread_slots, o->uthreads)) ||
+	    (err = bpf_map__set_max_entries(s->maps.stacks, o->ustack_entries)) ||
+	    (err = bpf_map__set_value_size(s->maps.stacks, o->max_stack * sizeof(__u64))) ||
+	    (err = bpf_map__set_max_entries(s->maps.lock_buckets, o->max_locks)) ||
+	    (err = bpf_map__set_max_entries(s->maps.holders, o->max_holders)) ||
+	    (err = bpf_map__set_max_entries(s->maps.spinners, o->sched_threads ?: 1)) ||
 	    (err = bpf_map__set_max_entries(s->maps.ustack_scratch, c->nr_cpus)))
 		return err;
-	s->rodata->yield_at_entry = c->feat.yield_entry;
-	bpf_program__set_autoload(s->progs.sched_entry, c->feat.yield_entry);
-	return schedstat_bpf__load(s);
+	sched_autoload(s, c->feat.precise, o->sched_threads != 0);
+	return scheduler_bpf__load(s);
 }
 
 static void setup_sched(struct collector *c)
 {
+	const char *what = c->opts.user_locks ? "user-space locks and scheduling" : "scheduling";
 	int err;
 
-	if (!c->opts.sched_threads)
+	if (!c->opts.user_locks && !c->opts.sched_threads)
 		return;
 	if (!c->feat.tp_btf) {
-		degrade(c, "sched", "no BTF-enabled tracepoints: per-thread scheduling is off");
+		degrade(c, "scheduler", "no BTF-enabled tracepoints: %s are not traced", what);
 		return;
 	}
+	c->feat.precise = c->opts.user_locks && ls_probe_ok(&c->probes, LS_PROBE_SYSCALL_TP);
 	err = load_sched(c);
 	if (err) {
-		degrade(c, "sched", "cannot load (%s): per-thread scheduling is off", strerror(-err));
-		schedstat_bpf__destroy(c->sskel);
+		degrade(c, "scheduler", "cannot load (%s): %s are not traced", strerror(-err), what);
+		scheduler_bpf__destroy(c->sskel);
 		c->sskel = NULL;
+		c->feat.precise = false;
 		return;
 	}
-	c->feat.sched = true;
+	c->feat.ulock = c->opts.user_locks;
+	c->feat.sched = c->opts.sched_threads != 0;
+	if (c->feat.ulock)
+		c->feat.user_unwind = c->opts.ustack_bytes ? "dwarf" : "fp";
 }
 
 /* A dump window: 0 (off), or a multiple of 8 in the limits that a ring holds a few of. */
@@ -474,9 +467,10 @@ int collector__new(const struct collector_opts *opts, struct collector **out)
 	c->feat.owner_stacks = c->variant->needs_task_from_pid;
 	c->feat.attach_mode = c->variant->needs_tp_btf ? "tp_btf" : "tracepoint";
 	err = create_rings(c);
+	if (!err)
+		err = create_wait_tables(c);
 	if (err)
 		goto cleanup;
-	setup_ulock(c);
 	setup_sched(c);
 	*out = c;
 	return 0;
@@ -560,33 +554,10 @@ static void sampler_free(struct sampler *sm, int nr_cpus)
 	free(sm->fds);
 }
 
-static void attach_ulock(struct collector *c)
-{
-	int err;
-
-	if (!c->feat.ulock)
-		return;
-	if ((err = attach_prog(c->uskel->progs.ulock_switch, &c->ulinks[0])) ||
-	    (err = attach_prog(c->uskel->progs.ulock_waking, &c->ulinks[1]))) {
-		degrade(c, "ulock", "cannot attach (%s): user-space locks are not traced", strerror(-err));
-		c->feat.ulock = false;
-		return;
-	}
-	if (!c->opts.hold_freq)
-		return;
-	/* created disabled: the engine turns it on only while holders are being noted */
-	err = sampler_attach(&c->hold, c->nr_cpus, c->uskel->progs.ulock_hold_sample,
-			     c->opts.hold_freq, true);
-	if (err)
-		degrade(c, "ulock", "no cpu-clock perf events (%s): holder stacks are off", strerror(-err));
-	c->feat.holder_sampling = !err;
-}
-
 static struct bpf_program *sched_prog(const struct collector *c, int i)
 {
 	struct bpf_program *progs[SCHED_PROGS] = {
-		c->sskel->progs.sched_switch, c->sskel->progs.sched_wakeup,
-		c->sskel->progs.sched_wakeup_new, c->sskel->progs.sched_entry,
+		c->sskel->progs.sched_switch, c->sskel->progs.sched_waking,
 	};
 
 	return progs[i];
@@ -596,19 +567,37 @@ static void attach_sched(struct collector *c)
 {
 	int i, err;
 
-	for (i = 0; c->feat.sched && i < SCHED_PROGS; i++) {
-		if (!bpf_program__autoload(sched_prog(c, i)))
-			continue;
+	if (!c->sskel)
+		return;
+	for (i = 0; i < SCHED_PROGS; i++) {
 		if ((err = attach_prog(sched_prog(c, i), &c->slinks[i]))) {
-			degrade(c, "sched", "cannot attach (%s): per-thread scheduling is off", strerror(-err));
-			c->feat.sched = false;
+			degrade(c, "scheduler", "cannot attach (%s): user-space locks and scheduling are not traced",
+				strerror(-err));
+			c->feat.ulock = c->feat.sched = false;
+			return;
 		}
 	}
-	if (!c->feat.sched || !c->opts.spin_freq)
+	if (c->feat.ulock && c->opts.hold_freq) {
+		/* created disabled: the engine turns it on only while holders are being noted */
+		err = sampler_attach(&c->hold, c->nr_cpus, c->sskel->progs.hold_sample, c->opts.hold_freq, true);
+		if (err)
+			degrade(c, "scheduler", "no cpu-clock perf events (%s): holder stacks are off", strerror(-err));
+		c->feat.holder_sampling = !err;
+	}
+	if (!c->feat.sched)
 		return;
-	err = sampler_attach(&c->spin, c->nr_cpus, c->sskel->progs.cpu_sample, c->opts.spin_freq, false);
+	err = ls_probe_ok(&c->probes, LS_PROBE_TASK_ITER) ? attach_prog(c->sskel->progs.dump_tasks, &c->iter_link)
+							 : -EOPNOTSUPP;
+	if (err) {
+		degrade(c, "scheduler", "no task iterator (%s): per-thread switches are off", strerror(-err));
+		c->feat.sched = false;
+		return;
+	}
+	if (!c->opts.spin_freq)
+		return;
+	err = sampler_attach(&c->spin, c->nr_cpus, c->sskel->progs.spin_sample, c->opts.spin_freq, false);
 	if (err)
-		degrade(c, "sched", "no cpu-clock perf events (%s): spin loops are not sampled", strerror(-err));
+		degrade(c, "scheduler", "no cpu-clock perf events (%s): spin loops are not sampled", strerror(-err));
 	c->feat.spin_sampling = !err;
 }
 
@@ -619,36 +608,212 @@ int collector__attach(struct collector *c)
 	for (i = 0; i < 2; i++)
 		if ((err = attach_prog(c->progs[i], &c->links[i])))
 			return err;
-	attach_ulock(c);
 	attach_sched(c);
 	return 0;
 }
 
-/* Threads per batch read: one syscall per batch, not two per thread, every second. */
-#define SCHED_BATCH 256
+/* Entries per batch read: one syscall per batch, not two per entry, every second. */
+#define THREADS_BATCH 256
+
+/* A thread's spin figures, and whether the task iterator still found it. */
+struct spinner {
+	struct sched_spin_thread sp;
+	bool alive;
+};
+
+/* The spin figures of the threads that have some, by tid (spinners is an LRU hash). */
+static struct htab *read_spinners(const struct collector *c)
+{
+	static __u32 keys[THREADS_BATCH];
+	static struct sched_spin_thread vals[THREADS_BATCH];
+	struct htab *h = htab__new(sizeof(__u32), sizeof(struct spinner), c->opts.sched_threads);
+	int fd = bpf_map__fd(c->sskel->maps.spinners), ret;
+	__u32 batch, count, i;
+	void *in = NULL;
+
+	if (!h)
+		return NULL;
+	do {
+		count = THREADS_BATCH;
+		ret = bpf_map_lookup_batch(fd, in, &batch, keys, vals, &count, NULL);
+		if (ret && errno != ENOENT)	/* ENOENT: the last batch */
+			break;
+		for (i = 0; i < count; i++) {
+			struct spinner *sp = htab__upsert(h, &keys[i], NULL, NULL);
+
+			if (sp)
+				sp->sp = vals[i];
+		}
+		in = &batch;
+	} while (!ret);
+	return h;
+}
+
+/* One thread from the kernel's counters and the programs' spin figures. */
+static void thread_of(const struct sched_task_rec *r, const struct sched_spin_thread *sp, __u64 now,
+		      struct sched_thread *st)
+{
+	__u64 life = now > r->start_ns ? now - r->start_ns : 0, off;
+
+	memset(st, 0, sizeof(*st));
+	st->tgid = r->tgid;
+	memcpy(st->comm, r->comm, sizeof(st->comm));
+	st->voluntary = r->nvcsw;
+	st->involuntary = r->nivcsw;
+	st->oncpu_ns = r->sum_exec_ns;
+	st->runq_ns = r->run_delay_ns;
+	off = r->sum_exec_ns + r->run_delay_ns;
+	st->blocked_ns = life > off ? life - off : 0;
+	st->events = r->events;
+	if (!sp)
+		return;
+	st->yields = sp->yields;
+	st->yield_spin_ns = sp->yield_spin_ns;
+	st->storm_start_ns = sp->storm_start_ns;
+	st->storm_yields = sp->storm_yields;
+	st->storm_spin_ns = sp->storm_spin_ns;
+	st->last_yield_ns = sp->last_yield_ns;
+	st->samples = sp->samples;
+	st->spin_samples = sp->spin_samples;
+	st->poll_samples = sp->poll_samples;
+	st->poll_nr = sp->poll_nr;
+	st->storm_via = sp->storm_via;
+}
+
+/* Threads that yielded or spun and have exited: their spin figures, until the LRU forgets them. */
+static int exited_spinners(struct htab *spinners, __u64 now, collector_thread_fn fn, void *ctx)
+{
+	struct sched_task_rec r = {};
+	struct sched_thread st;
+	const void *kp;
+	size_t iter = 0;
+	void *vp;
+	int err = 0;
+
+	while (!err && !htab__next(spinners, &iter, &kp, &vp)) {
+		const struct spinner *sp = vp;
+
+		if (sp->alive)
+			continue;
+		r.tid = *(const __u32 *)kp;
+		r.tgid = sp->sp.tgid;
+		r.start_ns = now;
+		memcpy(r.comm, sp->sp.comm, sizeof(r.comm));
+		thread_of(&r, &sp->sp, now, &st);
+		err = fn(ctx, r.tid, &st);
+	}
+	return err;
+}
 
 int collector__sched_threads(const struct collector *c, collector_thread_fn fn, void *ctx)
 {
-	static __u32 keys[SCHED_BATCH];
-	static struct sched_thread vals[SCHED_BATCH];
-	__u32 batch, count, i;
-	void *in = NULL;
-	int fd, err, ret;
+	struct sched_task_rec recs[THREADS_BATCH];
+	struct sched_thread st;
+	struct timespec ts;
+	struct htab *spinners;
+	ssize_t n;
+	int fd, err = 0, i;
+	__u64 now;
 
 	if (!c->feat.sched)
 		return -EOPNOTSUPP;
-	fd = bpf_map__fd(c->sskel->maps.threads);
+	spinners = read_spinners(c);
+	if (!spinners)
+		return -ENOMEM;
+	/* one pass of the task iterator: every thread's counters as the kernel keeps them */
+	fd = bpf_iter_create(bpf_link__fd(c->iter_link));
+	if (fd < 0) {
+		err = -errno;
+		goto out;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &ts);	/* the clock task start_time is on */
+	now = ts.tv_sec * NSEC_PER_SEC + ts.tv_nsec;
+	while (!err && (n = read(fd, recs, sizeof(recs))) > 0) {
+		for (i = 0; !err && i < n / (ssize_t)sizeof(recs[0]); i++) {
+			struct spinner *sp = htab__find(spinners, &recs[i].tid);
+
+			if (sp)
+				sp->alive = true;
+			thread_of(&recs[i], sp ? &sp->sp : NULL, now, &st);
+			err = fn(ctx, recs[i].tid, &st);
+		}
+	}
+	if (n < 0 && !err)
+		err = -errno;
+	close(fd);
+	if (!err)
+		err = exited_spinners(spinners, now, fn, ctx);
+out:
+	htab__free(spinners);
+	return err;
+}
+
+#define WAITS_BATCH 256
+/*
+ * How long to wait for programs still on the old table. They run for microseconds; a vCPU
+ * the hypervisor descheduled (or emulates: qemu TCG) can hold one for milliseconds.
+ */
+#define WAITS_WAIT_MAX_NS (100 * 1000 * 1000ULL)
+
+/* Programs using a wait table now, on every CPU, in every component. */
+static bool waits_busy(const struct collector *c)
+{
+	int cpu;
+
+	for (cpu = 0; cpu < c->nr_cpus && cpu < LS_MAX_CPUS; cpu++) {
+		if (__atomic_load_n(&c->skel->bss->wait_writers[cpu], __ATOMIC_SEQ_CST) ||
+		    (c->sskel && __atomic_load_n(&c->sskel->bss->wait_writers[cpu], __ATOMIC_SEQ_CST)))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Moves the programs on to the other table, then waits until none still uses the old one:
+ * programs run for microseconds, but one may be preempted (PREEMPT kernels) or its vCPU
+ * descheduled; past the bound the drain goes ahead and the race is counted.
+ */
+static void waits_flip(struct collector *c)
+{
+	struct timespec t0, t;
+
+	c->epoch++;
+	__atomic_store_n(&c->skel->bss->wait_epoch, c->epoch, __ATOMIC_SEQ_CST);
+	if (c->sskel)
+		__atomic_store_n(&c->sskel->bss->wait_epoch, c->epoch, __ATOMIC_SEQ_CST);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (waits_busy(c)) {
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if ((t.tv_sec - t0.tv_sec) * NSEC_PER_SEC + t.tv_nsec - t0.tv_nsec > WAITS_WAIT_MAX_NS) {
+			c->drain_races++;
+			return;
+		}
+		sched_yield();
+	}
+}
+
+
+int collector__waits_drain(struct collector *c, collector_wait_fn fn, void *ctx)
+{
+	static struct ls_wait_key keys[WAITS_BATCH];
+	static struct ls_wait_val vals[WAITS_BATCH];
+	__u32 batch, count, i;
+	void *in = NULL;
+	int fd, ret, err = 0, n = 0;
+
+	waits_flip(c);
+	fd = c->table_fds[(c->epoch - 1) & (LS_WAIT_TABLES - 1)];
+
 	do {
-		count = SCHED_BATCH;
-		ret = bpf_map_lookup_batch(fd, in, &batch, keys, vals, &count, NULL);
+		count = WAITS_BATCH;
+		ret = bpf_map_lookup_and_delete_batch(fd, in, &batch, keys, vals, &count, NULL);
 		if (ret && errno != ENOENT)	/* ENOENT: the last batch */
 			return -errno;
-		for (i = 0; i < count; i++)
-			if ((err = fn(ctx, keys[i], &vals[i])))
-				return err;
+		for (i = 0; i < count && !err; i++, n++)
+			err = fn(ctx, &keys[i], &vals[i]);
 		in = &batch;
-	} while (!ret);
-	return 0;
+	} while (!ret && !err);
+	return err ?: n;
 }
 
 int collector__sched_peers(const struct collector *c, collector_peer_fn fn, void *ctx)
@@ -681,8 +846,8 @@ void collector__hold_sampling(struct collector *c, bool on)
 static struct bpf_program *precise_prog(struct collector *c, int i)
 {
 	struct bpf_program *progs[PRECISE_PROGS] = {
-		c->uskel->progs.ulock_enter_futex, c->uskel->progs.ulock_exit_futex,
-		c->uskel->progs.ulock_enter_futex_waitv, c->uskel->progs.ulock_exit_futex_waitv,
+		c->sskel->progs.sched_enter_futex, c->sskel->progs.sched_exit_futex,
+		c->sskel->progs.sched_enter_futex_waitv, c->sskel->progs.sched_exit_futex_waitv,
 	};
 
 	return progs[i];
@@ -705,7 +870,7 @@ int collector__precise_add(struct collector *c, __u32 pid)
 
 	if (!c->feat.precise)
 		return -EOPNOTSUPP;
-	if (bpf_map_update_elem(bpf_map__fd(c->uskel->maps.precise_tgids), &pid, &one, BPF_NOEXIST))
+	if (bpf_map_update_elem(bpf_map__fd(c->sskel->maps.precise_tgids), &pid, &one, BPF_NOEXIST))
 		return errno == EEXIST ? -EBUSY : -errno;
 	if (c->precise_pids++)
 		return 0;
@@ -722,7 +887,7 @@ int collector__precise_add(struct collector *c, __u32 pid)
 void collector__precise_del(struct collector *c, __u32 pid)
 {
 	if (!c->feat.precise ||
-	    bpf_map_delete_elem(bpf_map__fd(c->uskel->maps.precise_tgids), &pid))
+	    bpf_map_delete_elem(bpf_map__fd(c->sskel->maps.precise_tgids), &pid))
 		return;
 	/* with no process left, every syscall leaves the tracing slow path again */
 	if (--c->precise_pids == 0)
@@ -732,8 +897,6 @@ void collector__precise_del(struct collector *c, __u32 pid)
 void collector__start(struct collector *c)
 {
 	c->skel->bss->enabled = true;
-	if (c->uskel)
-		c->uskel->bss->enabled = true;
 	if (c->sskel)
 		c->sskel->bss->enabled = true;
 }
@@ -741,8 +904,6 @@ void collector__start(struct collector *c)
 void collector__stop(struct collector *c)
 {
 	c->skel->bss->enabled = false;
-	if (c->uskel)
-		c->uskel->bss->enabled = false;
 	if (c->sskel)
 		c->sskel->bss->enabled = false;
 }
@@ -778,7 +939,7 @@ void collector__counters(const struct collector *c, uint64_t out[LS_CNT_MAX])
 static int stack_map_fd(const struct collector *c, enum collector_stack_kind kind)
 {
 	if (kind == COLL_USTACK)
-		return c->uskel ? bpf_map__fd(c->uskel->maps.stacks) : -ENOENT;
+		return c->sskel ? bpf_map__fd(c->sskel->maps.stacks) : -ENOENT;
 	return bpf_map__fd(c->skel->maps.stacks);
 }
 
@@ -829,12 +990,8 @@ int collector__gc(struct collector *c)
 
 	gc_map(bpf_map__fd(c->skel->maps.owner_stacks));
 	removed = gc_map(bpf_map__fd(c->skel->maps.thread_slots));
-	if (c->uskel)
-		removed += gc_map(bpf_map__fd(c->uskel->maps.thread_slots));
-	if (c->sskel) {
-		gc_map(bpf_map__fd(c->sskel->maps.threads));
-		gc_map(bpf_map__fd(c->sskel->maps.stops));
-	}
+	if (c->sskel)
+		removed += gc_map(bpf_map__fd(c->sskel->maps.thread_slots));
 	return removed;
 }
 
@@ -872,20 +1029,17 @@ int collector__progs(const struct collector *c, struct collector_prog *out, int 
 
 	for (i = 0; i < 2 && n < max; i++)
 		prog_info(c->progs[i], "klock", c->links[i] != NULL, false, &out[n++]);
-	if (c->feat.ulock && n + 3 <= max) {
-		prog_info(c->uskel->progs.ulock_switch, "ulock", c->ulinks[0] != NULL, false, &out[n++]);
-		prog_info(c->uskel->progs.ulock_waking, "ulock", c->ulinks[1] != NULL, false, &out[n++]);
-		prog_info(c->uskel->progs.ulock_hold_sample, "ulock",
-			  sampler_attached(&c->hold, c->nr_cpus), false, &out[n++]);
-	}
-	for (i = 0; c->feat.precise && i < PRECISE_PROGS && n < max; i++)
-		prog_info(precise_prog((struct collector *)c, i), "ulock", c->precise_links[i] != NULL,
-			  true, &out[n++]);
 	for (i = 0; c->sskel && i < SCHED_PROGS && n < max; i++)
-		prog_info(sched_prog(c, i), "schedstat", c->slinks[i] != NULL, false, &out[n++]);
-	if (c->sskel && n < max)
-		prog_info(c->sskel->progs.cpu_sample, "schedstat", sampler_attached(&c->spin, c->nr_cpus),
+		prog_info(sched_prog(c, i), "scheduler", c->slinks[i] != NULL, false, &out[n++]);
+	if (c->feat.ulock && n < max)
+		prog_info(c->sskel->progs.hold_sample, "scheduler", sampler_attached(&c->hold, c->nr_cpus),
 			  false, &out[n++]);
+	if (c->feat.sched && n < max)
+		prog_info(c->sskel->progs.spin_sample, "scheduler", sampler_attached(&c->spin, c->nr_cpus),
+			  false, &out[n++]);
+	for (i = 0; c->feat.precise && i < PRECISE_PROGS && n < max; i++)
+		prog_info(precise_prog((struct collector *)c, i), "scheduler", c->precise_links[i] != NULL,
+			  true, &out[n++]);
 	return n;
 }
 
@@ -905,6 +1059,11 @@ const struct ls_probes *collector__probes(const struct collector *c)
 	return &c->probes;
 }
 
+uint64_t collector__drain_races(const struct collector *c)
+{
+	return c->drain_races;
+}
+
 int collector__nr_rings(const struct collector *c)
 {
 	return c->nr_rings;
@@ -916,18 +1075,19 @@ void collector__free(struct collector *c)
 
 	if (!c)
 		return;
-	for (i = 0; i < 2; i++) {
+	for (i = 0; i < 2; i++)
 		bpf_link__destroy(c->links[i]);
-		bpf_link__destroy(c->ulinks[i]);
-	}
-	for (i = 0; c->uskel && i < PRECISE_PROGS; i++)
+	for (i = 0; c->sskel && i < PRECISE_PROGS; i++)
 		bpf_link__destroy(c->precise_links[i]);
 	sampler_free(&c->hold, c->nr_cpus);
 	sampler_free(&c->spin, c->nr_cpus);
 	for (i = 0; i < SCHED_PROGS; i++)
 		bpf_link__destroy(c->slinks[i]);
-	ulock_bpf__destroy(c->uskel);
-	schedstat_bpf__destroy(c->sskel);
+	bpf_link__destroy(c->iter_link);
+	scheduler_bpf__destroy(c->sskel);
+	for (i = 0; i < LS_WAIT_TABLES; i++)
+		if (c->table_fds[i] > 0)
+			close(c->table_fds[i]);
 	ring_buffer__free(c->rb);
 	for (i = 0; c->ring_fds && i < c->nr_cpus; i++)
 		if (c->ring_fds[i] >= 0)

@@ -26,6 +26,7 @@ struct collector_opts {
 	__u32 owner_stacks;		/* owner stacks in flight */
 	__u32 max_stack;		/* frames kept per waiter stack */
 	__u32 ringbuf_bytes;		/* per CPU, a power of two >= page size */
+	__u32 wait_keys;		/* entries of each wait table: distinct waits per second */
 	__u32 stack_rate;		/* stacks/s per lock per CPU; 0 disables stacks */
 	__u32 cpu_stack_rate;		/* stacks/s per CPU, all locks together */
 	bool force_tp;			/* classic tracepoints even where tp_btf works */
@@ -77,9 +78,8 @@ struct collector_features {
 	bool holder_sampling;	/* cpu-clock holder sampling is attached */
 	bool precise;		/* the futex syscall tracepoints exist (precise scans) */
 	const char *user_unwind;	/* "dwarf" (stack dumps unwound with CFI) or "fp" */
-	bool sched;		/* per-thread switches and times (sched_switch, sched_wakeup) */
+	bool sched;		/* per-thread switches and times (the task iterator), yields, stops */
 	bool spin_sampling;	/* cpu-clock spin-loop sampling is attached */
-	bool yield_entry;	/* sched_entry_tp (6.16+): every sched_yield() is counted */
 };
 
 int collector__new(const struct collector_opts *opts, struct collector **out);
@@ -118,6 +118,17 @@ struct sched_peer;
 typedef int (*collector_peer_fn)(void *ctx, const struct sched_peer_key *k, const struct sched_peer *v);
 /* Calls @fn with every (yielding thread, peer) pair of the yield storms seen. */
 int collector__sched_peers(const struct collector *c, collector_peer_fn fn, void *ctx);
+/*
+ * The wait tables (lockscope.h): moves the programs on to the other table, waits until
+ * none still uses the old one, then reads and empties it, calling @fn per entry. Returns
+ * the entries read or -errno. Call it whenever the aggregator must be current.
+ */
+struct ls_wait_key;
+struct ls_wait_val;
+typedef int (*collector_wait_fn)(void *ctx, const struct ls_wait_key *k, const struct ls_wait_val *v);
+int collector__waits_drain(struct collector *c, collector_wait_fn fn, void *ctx);
+/* Drains that went ahead while a program still used the old table (it was preempted). */
+uint64_t collector__drain_races(const struct collector *c);
 int collector__progs(const struct collector *c, struct collector_prog *out, int max);
 const struct collector_features *collector__features(const struct collector *c);
 /* The components turned off at load or attach; returns how many. */

@@ -60,6 +60,8 @@ const struct ls_setting ls_settings[] = {
 	U32("max-locks", ENG(collector.max_locks), 64, 1U << 22, LS_SET_POW2, "maps",
 	    "stack sampler buckets (power of 2)"),
 	U32("owner-stacks", ENG(collector.owner_stacks), 16, 1U << 20, 0, "maps", "owner stacks in flight"),
+	U32("wait-keys", ENG(collector.wait_keys), 64, 1U << 22, 0, "maps",
+	    "distinct waits (thread, lock, owner) per second in each of the two wait tables (BPF hash)"),
 	U32("ringbuf-kb", ENG(collector.ringbuf_bytes), 4, 1U << 20, LS_SET_POW2 | LS_SET_KIB, "maps",
 	    "ring buffer per CPU, KiB (power of 2)"),
 	U32("user-threads", ENG(collector.uthreads), 64, 1U << 22, 0, "maps",

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 #include <sys/utsname.h>
+#include <sys/resource.h>
 #include <unistd.h>
 #include "agg.h"
 #include "dumps.h"
@@ -20,12 +21,12 @@
 #include "probe.h"
 #include "prom.h"
 #include "query.h"
-#include "schedstat.h"
+#include "scheduler.h"
 #include "server.h"
 #include "spin.h"
 #include "stacks.h"
 #include "threads.h"
-#include "ulock.h"
+#include "scheduler.h"
 #include "unwind.h"
 #include "usyms.h"
 #include "ustack.h"
@@ -164,6 +165,7 @@ struct engine {
 	uint64_t last_gc_ns;
 	uint64_t now_ns;		/* at the last tick: cheap time for the record path */
 	uint64_t stale_slots;		/* open waits of exited threads, swept */
+	uint64_t wait_entries;		/* wait-table entries drained */
 };
 
 uint64_t ls_clock_ns(clockid_t id)
@@ -189,6 +191,7 @@ void engine_opts__init(struct engine_opts *o)
 	o->collector.owner_stacks = KLOCK_DEF_OWNER_STACKS;
 	o->collector.max_stack = 32;
 	o->collector.ringbuf_bytes = 256 * 1024;
+	o->collector.wait_keys = LS_DEF_WAIT_KEYS;
 	o->collector.stack_rate = LS_DEF_STACK_RATE;
 	o->collector.cpu_stack_rate = 10 * LS_DEF_STACK_RATE;
 	o->collector.user_locks = 1;
@@ -312,6 +315,8 @@ static int handle_klock(struct engine *e, const struct klock_wait_rec *r, size_t
 		e->bad_records++;
 		return 0;
 	}
+	/* a sampled wait: its figures are in the exact entry already, its stacks are here */
+	ev.key.sampled = 1;
 	ev.key.lock = r->lock_addr;
 	ev.key.pid = r->pid;
 	ev.key.tid = r->tid;
@@ -374,43 +379,39 @@ static bool owner_lookup(struct engine *e, uint32_t pid, uint32_t tid, const cha
 }
 
 /* Where a user lock lives: (object, offset) for shared futexes, else the address. */
-static void ulock_where(struct engine *e, struct agg_key *k, uint32_t pid, uint64_t uaddr,
-			uint32_t rec_flags)
+static void ulock_where(struct engine *e, struct agg_key *k, uint32_t pid, uint64_t uaddr, bool shared)
 {
-	if ((rec_flags & ULOCK_RF_SHARED) && !usyms__shared_key(e->usyms, pid, uaddr, &k->object, &k->lock))
+	if (shared && !usyms__shared_key(e->usyms, pid, uaddr, &k->object, &k->lock))
 		return;
 	k->object = 0;
 	k->lock = uaddr;
 }
 
-static void ulock_owner(struct engine *e, const struct ulock_wait_rec *r, struct agg_event *ev)
+/* The owner a futex word named (@owner, 0: none), if it is a thread of the waiter's process. */
+static void ulock_owner(struct engine *e, uint32_t pid, uint32_t tid, uint32_t owner, struct agg_event *ev)
 {
-	uint32_t owner;
-
-	if (!(r->rec_flags & ULOCK_RF_WORDS))
+	if (!owner || owner == tid || !owner_lookup(e, pid, owner, &ev->owner_comm))
 		return;
-	switch (ev->key.flags & ~LS_KIND_USER) {
-	case LS_UTYPE_PI:
-		owner = r->word0 & ULOCK_FUTEX_TID_MASK;
-		break;
-	case LS_UTYPE_MUTEX:
-		owner = r->word8;
-		break;
-	default:
-		return;
-	}
-	if (!owner || owner == r->tid || !owner_lookup(e, r->pid, owner, &ev->owner_comm))
-		return;
-	ev->key.owner_pid = r->pid;
+	ev->key.owner_pid = pid;
 	ev->key.owner_tid = owner;
+}
+
+/* The owner a sampled wait's words name, as the BPF side reads them for the table. */
+static uint32_t word_owner(const struct ulock_wait_rec *r, uint32_t type)
+{
+	if (!(r->rec_flags & ULOCK_RF_WORDS))
+		return 0;
+	if (type == LS_UTYPE_PI)
+		return r->word0 & ULOCK_FUTEX_TID_MASK;
+	return type == LS_UTYPE_MUTEX ? r->word8 : 0;
 }
 
 /* What waits and holder samples share: the process seen, the lock placed, the thread. */
 static void ulock_event_init(struct engine *e, struct agg_event *ev, uint32_t pid, uint32_t tid,
-			     uint64_t uaddr, uint32_t rec_flags, const char *comm)
+			     uint64_t uaddr, bool shared, const char *comm)
 {
 	usyms__see(e->usyms, pid);
-	ulock_where(e, &ev->key, pid, uaddr, rec_flags);
+	ulock_where(e, &ev->key, pid, uaddr, shared);
 	ev->key.pid = pid;
 	ev->key.tid = tid;
 	ev->comm = comm;
@@ -481,12 +482,13 @@ static int handle_ulock(struct engine *e, const struct ulock_wait_rec *r, size_t
 	if (!dump_ready(e, r->rec_flags, ULOCK_RF_DUMP, r->stack_dump) ||
 	    !dump_ready(e, r->rec_flags, ULOCK_RF_RELEASER_DUMP, r->releaser_dump))
 		return -EAGAIN;
-	ulock_event_init(e, &ev, r->pid, r->tid, r->uaddr, r->rec_flags, r->comm);
-	ev.key.flags = LS_KIND_USER | query__futex_type(r->op, r->val);
-	if (r->rec_flags & ULOCK_RF_SAMPLED)
-		ev.key.stack = user_stack(e, r->rec_flags, ULOCK_RF_DUMP, r->stack_dump,
-					  ULOCK_RF_STACK, r->stack_id, r->pid);
-	ulock_owner(e, r, &ev);
+	ulock_event_init(e, &ev, r->pid, r->tid, r->uaddr, r->rec_flags & ULOCK_RF_SHARED, r->comm);
+	/* a sampled wait: its figures are in the exact entry already, its stacks are here */
+	ev.key.sampled = 1;
+	ev.key.flags = LS_KIND_USER | ls_futex_type(r->op, r->val);
+	ev.key.stack = user_stack(e, r->rec_flags, ULOCK_RF_DUMP, r->stack_dump,
+				  ULOCK_RF_STACK, r->stack_id, r->pid);
+	ulock_owner(e, r->pid, r->tid, word_owner(r, ev.key.flags & ~LS_KIND_USER), &ev);
 	if (r->rec_flags & ULOCK_RF_RELEASER) {
 		ev.key.releaser_pid = r->releaser_pid;
 		ev.key.releaser_tid = r->releaser_tid;
@@ -496,8 +498,11 @@ static int handle_ulock(struct engine *e, const struct ulock_wait_rec *r, size_t
 							   r->releaser_dump, ULOCK_RF_RELEASER_STACK,
 							   r->releaser_stack_id, r->releaser_pid);
 	}
-	ev.nonblocking = (r->rec_flags & ULOCK_RF_PRECISE) && !(r->rec_flags & ULOCK_RF_BLOCKED);
-	ev.wait_ns = r->wait_ns;
+	/* precise mode: a call that returned without sleeping is not a wait */
+	if ((r->rec_flags & ULOCK_RF_PRECISE) && !(r->rec_flags & ULOCK_RF_BLOCKED))
+		ev.nonblocking = 1;
+	else
+		ev.wait_ns = r->wait_ns;
 	add_event(e, &ev);
 	return 0;
 }
@@ -513,7 +518,7 @@ static int handle_uhold(struct engine *e, const struct ulock_hold_rec *r, size_t
 	}
 	if (!dump_ready(e, r->rec_flags, ULOCK_RF_DUMP, r->stack_dump))
 		return -EAGAIN;
-	ulock_event_init(e, &ev, r->pid, r->tid, r->uaddr, r->rec_flags, r->comm);
+	ulock_event_init(e, &ev, r->pid, r->tid, r->uaddr, r->rec_flags & ULOCK_RF_SHARED, r->comm);
 	ev.key.flags = LS_KIND_USER | LS_UTYPE_HOLD;
 	ev.key.stack = user_stack(e, r->rec_flags, ULOCK_RF_DUMP, r->stack_dump, ULOCK_RF_STACK,
 				  r->stack_id, r->pid);
@@ -521,26 +526,90 @@ static int handle_uhold(struct engine *e, const struct ulock_hold_rec *r, size_t
 	return 0;
 }
 
-/* A holder preempted while others waited: an event of type LS_UTYPE_PREEMPT, its time as the wait. */
-static int handle_upreempt(struct engine *e, const struct ulock_preempt_rec *r, size_t size)
+/*
+ * A wait-table entry, or the one wait that found its table full, as the aggregator keys
+ * it: exact figures, no stack (the samples carry those).
+ */
+static int wait_key(struct engine *e, const struct ls_wait_key *k, const char *owner_comm,
+		    struct agg_event *ev)
 {
-	struct agg_event ev = {};
+	bool shared = k->flags & LS_WF_SHARED;
+
+	memset(ev, 0, sizeof(*ev));
+	ev->key.lock = k->lock;
+	ev->key.pid = k->pid;
+	ev->key.tid = k->tid;
+	switch (k->class) {
+	case LS_WAIT_KLOCK:
+		ev->key.flags = normalize_flags(k->type);
+		ev->key.name = k->flags & LS_WF_MMAP_LOCK ? LS_NAME_MMAP_LOCK :
+			       k->flags & LS_WF_SIGLOCK ? LS_NAME_SIGLOCK : LS_NAME_NONE;
+		ev->key.owner_pid = k->owner_pid;
+		ev->key.owner_tid = k->owner_tid;
+		ev->owner_comm = owner_comm;
+		return 0;
+	case LS_WAIT_KPREEMPT:	/* a kernel address: global, no mapping */
+		ev->key.flags = LS_KIND_KPREEMPT | normalize_flags(k->type);
+		return 0;
+	case LS_WAIT_FUTEX:
+		usyms__see(e->usyms, k->pid);
+		ulock_where(e, &ev->key, k->pid, k->lock, shared);
+		ev->key.flags = LS_KIND_USER | k->type;
+		ulock_owner(e, k->pid, k->tid, k->owner_tid, ev);
+		ev->key.releaser_pid = k->releaser_pid;
+		ev->key.releaser_tid = k->releaser_tid;
+		return 0;
+	case LS_WAIT_UPREEMPT:
+		usyms__see(e->usyms, k->pid);
+		ulock_where(e, &ev->key, k->pid, k->lock, shared);
+		ev->key.flags = LS_KIND_USER | LS_UTYPE_PREEMPT;
+		return 0;
+	default:
+		e->bad_records++;
+		return -EINVAL;
+	}
+}
+
+static int on_wait_entry(void *ctx, const struct ls_wait_key *k, const struct ls_wait_val *v)
+{
+	struct engine *e = ctx;
+	struct agg_event ev;
+	struct agg_stat st;
+	int i;
+
+	if (wait_key(e, k, v->owner_comm, &ev))
+		return 0;
+	st.count = v->count;
+	st.total_ns = v->total_ns;
+	st.max_ns = v->max_ns;
+	st.min_ns = v->count ? v->min_ns : 0;
+	for (i = 0; i < LS_HIST_BUCKETS; i++)
+		st.hist[i] = v->hist[i];
+	ev.stat = &st;
+	ev.nonblocking = v->nonblocking;
+	ev.comm = v->comm;
+	ev.releaser_comm = v->releaser_comm;
+	add_event(e, &ev);
+	e->wait_entries++;
+	return 0;
+}
+
+static int handle_wait(struct engine *e, const struct ls_wait_rec *r, size_t size)
+{
+	struct agg_event ev;
 
 	if (size < sizeof(*r)) {
 		e->bad_records++;
 		return 0;
 	}
-	if (r->kind == ULOCK_HOLDER_KERNEL) {	/* a kernel address: global, no mapping */
-		ev.key.lock = r->uaddr;
-		ev.key.pid = r->pid;
-		ev.key.tid = r->tid;
-		ev.key.flags = LS_KIND_KPREEMPT | normalize_flags(r->rec_flags);
-		ev.comm = r->comm;
-	} else {
-		ulock_event_init(e, &ev, r->pid, r->tid, r->uaddr, r->rec_flags, r->comm);
-		ev.key.flags = LS_KIND_USER | LS_UTYPE_PREEMPT;
-	}
-	ev.wait_ns = r->preempted_ns;
+	if (wait_key(e, &r->key, r->owner_comm, &ev))
+		return 0;
+	if (r->nonblocking)
+		ev.nonblocking = 1;
+	else
+		ev.wait_ns = r->wait_ns;
+	ev.comm = r->comm;
+	ev.releaser_comm = r->releaser_comm;
 	add_event(e, &ev);
 	return 0;
 }
@@ -565,6 +634,7 @@ static int handle_sched(struct engine *e, const struct ls_rec_hdr *h, size_t siz
 	const struct sched_yield_rec *y = (const void *)h;
 	const struct sched_spin_rec *sp = (const void *)h;
 	const struct sched_resume_rec *rs = (const void *)h;
+	uint64_t base_events, base_ns;
 	uint32_t stack;
 
 	if (size < sizes[h->type]) {
@@ -585,7 +655,9 @@ static int handle_sched(struct engine *e, const struct ls_rec_hdr *h, size_t siz
 	default:
 		if (sched_stack(e, rs->rec_flags, rs->stack_dump, rs->pid, &stack))
 			return -EAGAIN;
-		spin__resume(e->spin, rs, stack);
+		threads__baseline(e->threads, rs->tid, rs->resume_ns - rs->stop_ns, rs->stop_events,
+				  &base_events, &base_ns);
+		spin__resume(e->spin, rs, stack, base_events, base_ns);
 		break;
 	}
 	return 0;
@@ -609,8 +681,8 @@ static int dispatch(struct engine *e, const void *data, size_t size)
 		return handle_uhold(e, data, size);
 	case LS_REC_USTACK:
 		return handle_ustack(e, data, size);
-	case LS_REC_ULOCK_PREEMPT:
-		return handle_upreempt(e, data, size);
+	case LS_REC_WAIT:
+		return handle_wait(e, data, size);
 	case LS_REC_SCHED_YIELD:
 	case LS_REC_SCHED_SPIN:
 	case LS_REC_SCHED_RESUME:
@@ -669,10 +741,16 @@ int engine__new(const struct engine_opts *opts, engine_reply_fn reply, void *rep
 	struct agg_opts ao = { .windows = opts->windows, .max_keys = opts->max_keys };
 	struct collector_opts co = opts->collector;
 	struct engine *e = calloc(1, sizeof(*e));
+	struct rlimit nofile;
 	int err;
 
 	if (!e)
 		return -ENOMEM;
+	/* the symbolizer holds a descriptor per binary mapped anywhere: allow what may be allowed */
+	if (!getrlimit(RLIMIT_NOFILE, &nofile) && nofile.rlim_cur < nofile.rlim_max) {
+		nofile.rlim_cur = nofile.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &nofile);
+	}
 	e->opts = *opts;
 	e->reply = reply;
 	e->reply_ctx = reply_ctx;
@@ -840,6 +918,8 @@ static cJSON *dropped_json(struct engine *e, const uint64_t *base)
 	cJSON_AddNumberToObject(d, "stack_dump_missing", e->dump_missing);
 	cJSON_AddNumberToObject(d, "stack_dump_unclaimed", e->dumps_expired);
 	cJSON_AddNumberToObject(d, "stack_dump_table_full", e->dump_table_full);
+	/* a wait table drained while a preempted program still used it: its wait may be lost */
+	cJSON_AddNumberToObject(d, "wait_drain_raced", collector__drain_races(e->coll));
 	return d;
 }
 
@@ -975,6 +1055,14 @@ static cJSON *unwind_json(struct engine *e, const uint64_t *cnt)
 }
 
 static cJSON *handle_status(struct engine *e);
+static void drain_waits(struct engine *e);
+
+/* An answer covers every wait up to now: the rings' records and the tables' entries. */
+static void catch_up(struct engine *e)
+{
+	engine__consume(e);
+	drain_waits(e);
+}
 
 static cJSON *degraded_json(const struct engine *e)
 {
@@ -1042,7 +1130,6 @@ static cJSON *handle_status(struct engine *e)
 	cJSON_AddStringToObject(feat, "user_unwind", f->user_unwind ? f->user_unwind : "none");
 	cJSON_AddBoolToObject(feat, "sched", f->sched);
 	cJSON_AddBoolToObject(feat, "spin_sampling", f->spin_sampling);
-	cJSON_AddBoolToObject(feat, "every_yield", f->yield_entry);
 	cJSON_AddItemToObject(o, "probes", ls_probes_json(collector__probes(e->coll)));
 	cJSON_AddItemToObject(o, "degraded", degraded_json(e));
 	cJSON_AddItemToObject(o, "self", self_json(e));
@@ -1286,7 +1373,7 @@ static cJSON *handle_spin(struct engine *e, const struct ls_peer *peer, const cJ
 	if (query__uint_field(req, "pid", INT32_MAX, &pid, err, sizeof(err)) ||
 	    query__uint_field(req, "max_stack", LS_MAX_STACK_DEPTH, &max_stack, err, sizeof(err)))
 		return engine__error("%s", err);
-	engine__consume(e);
+	catch_up(e);
 	now = ls_now_ns();
 	/* holder preemptions over everything kept, like the thread figures since first seen */
 	t = agg__window(e->agg, LS_WIN_ALL, now, &start);
@@ -1581,7 +1668,7 @@ char *engine__metrics(struct engine *e, size_t *len)
 
 	query__init(&q);
 	q.type_mask = 0;	/* every type, event waits too: the labels tell them apart */
-	engine__consume(e);
+	catch_up(e);
 	if (prometheus_text(e, e->agg, &q, true, &buf)) {
 		free(buf.data);
 		return NULL;
@@ -1618,7 +1705,7 @@ cJSON *engine__handle(struct engine *e, uint64_t client, const struct ls_peer *p
 		return engine__error("'format' applies to export and scan; %s has its own output", cmd->valuestring);
 	if (!strcmp(cmd->valuestring, "scan"))
 		return handle_scan(e, client, peer, req, &q, &x);
-	engine__consume(e);
+	catch_up(e);
 	if (!strcmp(cmd->valuestring, "report") || !strcmp(cmd->valuestring, "export"))
 		return export_response(e, cmd->valuestring, e->agg, &q, &x, ls_now_ns(), NULL,
 				       kernel_addrs_allowed(e, peer));
@@ -1663,6 +1750,38 @@ static void hold_sampling(struct engine *e, uint64_t now, const uint64_t *cnt)
 	collector__hold_sampling(e->coll, now - e->last_holder_ns < HOLD_QUIET_NS);
 }
 
+/* Brings the aggregator up to date with the wait tables: every wait ended by now is in it. */
+static void drain_waits(struct engine *e)
+{
+	int n = collector__waits_drain(e->coll, on_wait_entry, e);
+
+	if (n < 0)
+		pr_warn("wait table: cannot drain: %s\n", strerror(-n));
+}
+
+/* Scans that ended (deadline or exit) are answered, with every wait up to now. */
+static void finish_scans(struct engine *e, uint64_t now)
+{
+	struct scan **pp, *s;
+	bool drained = false;
+
+	for (pp = &e->scans; (s = *pp);) {
+		bool exited = !pid_alive(s->pid);
+
+		if (now < s->deadline_ns && !exited) {
+			pp = &s->next;
+			continue;
+		}
+		if (!drained) {
+			drain_waits(e);
+			drained = true;
+		}
+		*pp = s->next;
+		finish_scan(e, s, now, exited);
+		scan_free(e, s);
+	}
+}
+
 /* Once a second: one read of the counters feeds the rate and the holder sampler. */
 static void per_second(struct engine *e, uint64_t now)
 {
@@ -1674,12 +1793,12 @@ static void per_second(struct engine *e, uint64_t now)
 	sample_rate(e, now, cnt);
 	hold_sampling(e, now, cnt);
 	threads__tick(e->threads, e->coll, now);
+	drain_waits(e);
 }
 
 void engine__tick(struct engine *e)
 {
 	uint64_t now;
-	struct scan **pp, *s;
 
 	engine__consume(e);
 	now = e->now_ns = ls_now_ns();
@@ -1693,17 +1812,7 @@ void engine__tick(struct engine *e)
 		e->dumps_expired += dumps__gc(e->dumps, now);
 		e->last_gc_ns = now;
 	}
-	for (pp = &e->scans; (s = *pp);) {
-		bool exited = !pid_alive(s->pid);
-
-		if (now < s->deadline_ns && !exited) {
-			pp = &s->next;
-			continue;
-		}
-		*pp = s->next;
-		finish_scan(e, s, now, exited);
-		scan_free(e, s);
-	}
+	finish_scans(e, now);
 }
 
 void engine__client_gone(struct engine *e, uint64_t client)

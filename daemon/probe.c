@@ -22,7 +22,7 @@ static const struct ls_probe templates[LS_PROBE_MAX] = {
 	[LS_PROBE_TASK_FROM_PID] = { "task_from_pid", .needs = "owner stacks (owners are still named)" },
 	[LS_PROBE_PERF_EVENT] = { "perf_event", .needs = "holder stacks and spin-loop sampling" },
 	[LS_PROBE_SYSCALL_TP] = { "syscall_tracepoints", .needs = "precise scans (scan --precise)" },
-	[LS_PROBE_SCHED_ENTRY] = { "sched_entry", .needs = "yields that do not switch (counted only when they switch)" },
+	[LS_PROBE_TASK_ITER] = { "task_iter", .needs = "per-thread switches and times (lockscope threads)" },
 	[LS_PROBE_KALLSYMS] = { "kallsyms", .needs = "kernel symbols (frames and locks shown as addresses)" },
 };
 
@@ -72,7 +72,7 @@ static void probe_btf(struct ls_probes *p)
 		set(p, LS_PROBE_BTF, "%s: %s (CONFIG_DEBUG_INFO_BTF)", VMLINUX_BTF, strerror(errno));
 		set(p, LS_PROBE_TP_BTF, "no kernel BTF");
 		set(p, LS_PROBE_TASK_FROM_PID, "no kernel BTF");
-		set(p, LS_PROBE_SCHED_ENTRY, "no kernel BTF");
+		set(p, LS_PROBE_TASK_ITER, "no kernel BTF");
 		return;
 	}
 	p->p[LS_PROBE_BTF].ok = true;
@@ -83,9 +83,9 @@ static void probe_btf(struct ls_probes *p)
 	p->p[LS_PROBE_TASK_FROM_PID].ok = btf__find_by_name_kind(btf, "bpf_task_from_pid", BTF_KIND_FUNC) > 0;
 	set(p, LS_PROBE_TASK_FROM_PID, p->p[LS_PROBE_TASK_FROM_PID].ok ? "bpf_task_from_pid kfunc" :
 	    "no bpf_task_from_pid kfunc (Linux 6.2+)");
-	p->p[LS_PROBE_SCHED_ENTRY].ok = btf__find_by_name_kind(btf, "btf_trace_sched_entry_tp", BTF_KIND_TYPEDEF) > 0;
-	set(p, LS_PROBE_SCHED_ENTRY, p->p[LS_PROBE_SCHED_ENTRY].ok ? "sched_entry_tp" :
-	    "no sched_entry_tp tracepoint (Linux 6.16+)");
+	p->p[LS_PROBE_TASK_ITER].ok = btf__find_by_name_kind(btf, "bpf_iter__task", BTF_KIND_STRUCT) > 0;
+	set(p, LS_PROBE_TASK_ITER, p->p[LS_PROBE_TASK_ITER].ok ? "iter/task" :
+	    "no task iterator (bpf_iter__task, Linux 5.8+)");
 	/* tp_btf needs no tracefs: the BTF type is the tracepoint's presence */
 	if (p->p[LS_PROBE_TP_BTF].ok) {
 		p->p[LS_PROBE_LOCK_TP].ok = true;

@@ -20,7 +20,7 @@ enum ls_probe_id {
 	LS_PROBE_TASK_FROM_PID,	/* bpf_task_from_pid kfunc (6.2+): owner stacks */
 	LS_PROBE_PERF_EVENT,	/* cpu-clock perf events: holder and spin sampling */
 	LS_PROBE_SYSCALL_TP,	/* syscalls:sys_enter_futex(_waitv): precise scans */
-	LS_PROBE_SCHED_ENTRY,	/* sched_entry_tp (6.16+): yields that do not switch */
+	LS_PROBE_TASK_ITER,	/* iter/task (5.8+): per-thread counters read from the tasks */
 	LS_PROBE_KALLSYMS,	/* /proc/kallsyms with addresses: kernel symbols */
 	LS_PROBE_MAX,
 };

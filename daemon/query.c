@@ -10,7 +10,7 @@
 #include "ksyms.h"
 #include "query.h"
 #include "stacks.h"
-#include "ulock.h"
+#include "scheduler.h"
 #include "usyms.h"
 #include "vec.h"
 
@@ -310,8 +310,8 @@ struct stratum_key {
 };
 
 struct stratum {
-	uint64_t count, total_ns;		/* every wait */
-	uint64_t s_count, s_total_ns;		/* waits that carried a stack (or wanted one) */
+	uint64_t count, total_ns;		/* every wait: the exact entries */
+	uint64_t s_count, s_total_ns;		/* the sampled waits (with their stacks) */
 };
 
 struct row_key {
@@ -333,7 +333,7 @@ struct row {
 	uint64_t nonblocking;
 	/* the owner and the releaser with the most waits behind this row */
 	struct party {
-		double best;
+		double best, stack_best;
 		uint32_t pid, tid, stack;
 		char comm[LS_COMM_LEN];
 	} owner, releaser;
@@ -341,12 +341,16 @@ struct row {
 
 enum party_role { PARTY_OWNER, PARTY_RELEASER };
 
+/*
+ * A party (owner or releaser) of a row: its waits decide which one the row names; its
+ * stacks come from the samples (stack != LS_STACK_NONE), each counted by the waits behind.
+ */
 struct owner_key {
 	uint32_t row, role, pid, tid, stack;
 };
 
 struct owner_val {
-	double count;
+	double count;		/* the row's waits it was the party of (stack none: all of them) */
 	char comm[LS_COMM_LEN];
 };
 
@@ -438,15 +442,30 @@ static struct row *row_get(struct row_set *rs, const struct row_key *rk, uint32_
 	return &rs->rows[*ip];
 }
 
-static void party_add(struct row_set *rs, uint32_t idx, enum party_role role, uint32_t pid,
-		      uint32_t tid, uint32_t stack, const char *comm, double count)
+static void party_tally(struct row_set *rs, const struct owner_key *ok, const char *comm, double count)
 {
-	struct owner_key ok = { idx, role, pid, tid, stack };
-	struct owner_val *ov = htab__upsert(rs->owners, &ok, NULL, NULL);
+	struct owner_val *ov = htab__upsert(rs->owners, ok, NULL, NULL);
 
 	if (ov) {
 		ov->count += count;
 		memcpy(ov->comm, comm, sizeof(ov->comm));
+	}
+}
+
+/*
+ * One key's party: its waits count for the party as such (stack none), and a sampled
+ * key's waits also for the stack it was seen with.
+ */
+static void party_add(struct row_set *rs, uint32_t idx, enum party_role role, const struct agg_key *k,
+		      const struct agg_val *v, uint32_t pid, uint32_t tid, uint32_t stack, const char *comm,
+		      double count)
+{
+	struct owner_key ok = { idx, role, pid, tid, LS_STACK_NONE };
+
+	party_tally(rs, &ok, comm, count);
+	if (k->sampled && stack != LS_STACK_NONE) {
+		ok.stack = stack;
+		party_tally(rs, &ok, comm, v->st.count);
 	}
 }
 
@@ -466,7 +485,7 @@ static void row_add(struct row_set *rs, struct row *r, uint32_t idx, const struc
 	r->many_locks |= r->rep.lock != k->lock;
 	r->count += v->st.count * fc;
 	r->total_ns += v->st.total_ns * fw;
-	r->estimated |= fc != 1.0 || fw != 1.0;
+	r->estimated |= fc && (fc != 1.0 || fw != 1.0);
 	if (v->st.max_ns > r->max_ns)
 		r->max_ns = v->st.max_ns;
 	if (v->st.min_ns < r->min_ns)
@@ -478,13 +497,14 @@ static void row_add(struct row_set *rs, struct row *r, uint32_t idx, const struc
 	r->type_total[query__type_index(k->flags)] += v->st.total_ns * fw;
 	r->nonblocking += v->nonblocking;
 	if (k->owner_tid)
-		party_add(rs, idx, PARTY_OWNER, k->owner_pid, k->owner_tid, k->owner_stack,
+		party_add(rs, idx, PARTY_OWNER, k, v, k->owner_pid, k->owner_tid, k->owner_stack,
 			  v->owner_comm, v->st.count * fc);
 	if (k->releaser_tid)
-		party_add(rs, idx, PARTY_RELEASER, k->releaser_pid, k->releaser_tid, k->releaser_stack,
+		party_add(rs, idx, PARTY_RELEASER, k, v, k->releaser_pid, k->releaser_tid, k->releaser_stack,
 			  v->releaser_comm, v->st.count * fc);
 }
 
+/* Each row's party with the most waits, then that party's stack seen most. */
 static void pick_owners(struct row_set *rs)
 {
 	const void *kp;
@@ -497,12 +517,24 @@ static void pick_owners(struct row_set *rs)
 		struct row *r = &rs->rows[ok->row];
 		struct party *p = ok->role == PARTY_OWNER ? &r->owner : &r->releaser;
 
-		if (ov->count > p->best) {
+		if (ok->stack == LS_STACK_NONE && ov->count >= p->best && (ov->count > p->best || !p->tid)) {
 			p->best = ov->count;
 			p->pid = ok->pid;
 			p->tid = ok->tid;
-			p->stack = ok->stack;
+			p->stack = LS_STACK_NONE;
 			memcpy(p->comm, ov->comm, sizeof(p->comm));
+		}
+	}
+	for (iter = 0; !htab__next(rs->owners, &iter, &kp, &vp);) {
+		const struct owner_key *ok = kp;
+		const struct owner_val *ov = vp;
+		struct row *r = &rs->rows[ok->row];
+		struct party *p = ok->role == PARTY_OWNER ? &r->owner : &r->releaser;
+
+		if (ok->stack != LS_STACK_NONE && ok->pid == p->pid && ok->tid == p->tid &&
+		    ov->count > p->stack_best) {
+			p->stack_best = ov->count;
+			p->stack = ok->stack;
 		}
 	}
 }
@@ -534,11 +566,12 @@ static struct htab *build_strata(const struct htab *tab, const struct query *q, 
 		s = htab__upsert(strata, &sk, NULL, NULL);
 		if (!s)
 			continue;
-		s->count += v->st.count;
-		s->total_ns += v->st.total_ns;
-		if (side_stack(k, side) != LS_STACK_NONE) {
+		if (k->sampled && side_stack(k, side) != LS_STACK_NONE) {
 			s->s_count += v->st.count;
 			s->s_total_ns += v->st.total_ns;
+		} else if (!k->sampled) {
+			s->count += v->st.count;
+			s->total_ns += v->st.total_ns;
 		}
 	}
 	return strata;
@@ -568,17 +601,25 @@ int query__for_each_wait(const struct htab *tab, const struct query *q, enum que
 			const struct stratum *s = htab__find(strata, &sk);
 
 			/*
-			 * A stack is known only for sampled waits. Scale each stacked key by
-			 * its stratum's (same thread, lock and type) exact total over its
-			 * sampled part; waits of a stratum with no sample at all keep their
-			 * own (stackless) entry, never dropped.
+			 * A stack is known only for sampled waits. Scale each sampled key by
+			 * its stratum's (same thread, lock and type) exact figures over the
+			 * sample's; a stratum with no sample at all keeps its exact entry
+			 * (stackless), never dropped.
 			 */
-			if (stack == LS_STACK_NONE && s->s_count)
+			if (!k->sampled && s->s_count)
 				continue;
-			if (stack != LS_STACK_NONE) {
+			if (k->sampled && stack == LS_STACK_NONE)
+				continue;	/* a sample without this side's stack */
+			if (k->sampled) {
 				fc = (double)s->count / s->s_count;
 				fw = s->s_total_ns ? (double)s->total_ns / s->s_total_ns : fc;
 			}
+		} else if (k->sampled) {
+			/*
+			 * By thread or lock the exact entries are the figures; the samples only
+			 * lend their stacks (owners', releasers') to the row
+			 */
+			fc = fw = 0;
 		}
 		err = fn(arg, k, v, stack, fc, fw);
 	}

@@ -33,6 +33,7 @@ struct sample_key {
 struct resume {
 	struct sched_resume_rec r;
 	uint32_t stack;
+	uint64_t base_events, base_ns;	/* the thread's events before the stop, and over how long */
 };
 
 struct spin {
@@ -107,10 +108,13 @@ void spin__precise_ran(struct spin *s, uint32_t pid, uint64_t ns)
 		*t += ns;
 }
 
-void spin__resume(struct spin *s, const struct sched_resume_rec *r, uint32_t stack)
+void spin__resume(struct spin *s, const struct sched_resume_rec *r, uint32_t stack, uint64_t base_events,
+		  uint64_t base_ns)
 {
 	struct resume *slot = &s->resumes[s->head];
 
+	slot->base_events = base_events;
+	slot->base_ns = base_ns;
 	slot->r = *r;
 	slot->r.comm[LS_COMM_LEN - 1] = 0;
 	slot->stack = stack;
@@ -140,7 +144,6 @@ struct snapshot {
 	struct htab *by_tid;		/* tid -> index in threads */
 	struct peer *peers;
 	size_t nr_peers, cap_peers;
-	bool every_yield;		/* yields that did not switch are counted too */
 };
 
 static int snap_thread(void *ctx, __u32 tid, const struct sched_thread *st)
@@ -265,7 +268,6 @@ static void yield_findings(struct spin *s, const struct snapshot *sn, const stru
 		cJSON_AddNumberToObject(ev, "last_yield_ago_s", (double)(now - st->last_yield_ns) / NSEC_PER_SEC);
 		cJSON_AddNumberToObject(ev, "yields_total", st->yields);
 		cJSON_AddNumberToObject(ev, "yield_spin_ns_total", st->yield_spin_ns);
-		cJSON_AddBoolToObject(ev, "every_yield", sn->every_yield);
 		if (st->storm_via == LS_POLL_SLEEP) {	/* sleeps: nothing ran in its place */
 			cJSON_AddStringToObject(ev, "via", "nanosleep");
 			cJSON_AddNullToObject(f, "peer");
@@ -458,14 +460,18 @@ static int futex_findings(struct spin *s, const struct htab *tab, const struct s
 			continue;
 		if (created)
 			memcpy(fs->comm, av->comm, sizeof(fs->comm));
-		/* the caller with most calls, among those with a stack if any has one */
+		/*
+		 * The calls are the exact entries'; the caller shown is the sampled one with most
+		 * calls, among those with a stack if any has one
+		 */
 		if (created || (k->stack > LS_STACK_MISSING) > (fs->rep.stack > LS_STACK_MISSING) ||
 		    ((k->stack > LS_STACK_MISSING) == (fs->rep.stack > LS_STACK_MISSING) &&
 		     av->nonblocking > fs->rep_calls)) {
 			fs->rep = *k;
 			fs->rep_calls = av->nonblocking;
 		}
-		fs->calls += av->nonblocking;
+		if (!k->sampled)
+			fs->calls += av->nonblocking;
 	}
 	v = (void *)sorted_values(by, cmp_futex_spins, &nr);
 	for (i = 0; i < nr; i++) {
@@ -509,7 +515,7 @@ static void burst_findings(struct spin *s, const struct snapshot *sn, const stru
 		const struct sched_resume_rec *r = &rs->r;
 		double window_s = (double)SCHED_BURST_WINDOW_NS / NSEC_PER_SEC;
 		/* the thread's own events per window before the stop */
-		double base = r->base_ns ? (double)r->base_events * SCHED_BURST_WINDOW_NS / r->base_ns : 0;
+		double base = rs->base_ns ? (double)rs->base_events * SCHED_BURST_WINDOW_NS / rs->base_ns : 0;
 		cJSON *f, *ev;
 
 		if ((sn->pid && r->pid != sn->pid) || r->window_events < sn->th->burst_min_events ||
@@ -629,7 +635,7 @@ int spin__json(struct spin *s, const struct collector *c, const struct htab *tab
 	       cJSON *o, const char **err)
 {
 	const struct collector_features *feat = collector__features(c);
-	struct snapshot sn = { .pid = pid, .th = th, .every_yield = feat->yield_entry };
+	struct snapshot sn = { .pid = pid, .th = th };
 	cJSON *arr, *src;
 	int ret = -ENOMEM;
 
@@ -646,7 +652,6 @@ int spin__json(struct spin *s, const struct collector *c, const struct htab *tab
 	}
 	src = cJSON_AddObjectToObject(o, "sources");
 	cJSON_AddBoolToObject(src, "yield", true);
-	cJSON_AddBoolToObject(src, "every_yield", feat->yield_entry);
 	cJSON_AddBoolToObject(src, "pause_sampling", feat->spin_sampling);
 	cJSON_AddBoolToObject(src, "busy_poll_sampling", feat->spin_sampling);
 	cJSON_AddBoolToObject(src, "futex_eagain", feat->precise);

@@ -17,7 +17,7 @@
 
 #include <stdint.h>
 #include <cjson/cJSON.h>
-#include "schedstat.h"
+#include "scheduler.h"
 
 struct collector;
 struct htab;
@@ -53,7 +53,9 @@ void spin__free(struct spin *s);
 /* Records: a yield storm's site, a spin sample's stack, a stop and its aftermath. */
 void spin__yield_site(struct spin *s, const struct sched_yield_rec *r, uint32_t stack);
 void spin__sample(struct spin *s, const struct sched_spin_rec *r, uint32_t stack);
-void spin__resume(struct spin *s, const struct sched_resume_rec *r, uint32_t stack);
+/* @base_events in @base_ns: the thread's own rate before the stop (threads__baseline()). */
+void spin__resume(struct spin *s, const struct sched_resume_rec *r, uint32_t stack, uint64_t base_events,
+		  uint64_t base_ns);
 /*
  * A precise scan of @pid ran @ns: futex waits that returned at once (EAGAIN) are counted
  * only then, and their rate is over that time.

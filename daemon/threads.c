@@ -9,15 +9,25 @@
 #include "collector.h"
 #include "engine.h"
 #include "htab.h"
-#include "schedstat.h"
+#include "scheduler.h"
 #include "threads.h"
 #include "vec.h"
 
 #define NSEC_PER_SEC 1000000000ULL
 #define MAX_THREADS (1U << 22)
 
+/* (time on the boot clock, events) points of a thread's history, newest first */
+#define REF_POINTS 4
+
 struct snap {
 	uint64_t voluntary, involuntary;
+	/*
+	 * The thread's event count (nvcsw and I/O syscalls) at the starts of its last baseline
+	 * periods, newest first: its own rate before a stop, for bursts. A period starts anew
+	 * only once the count moved, so a stopped thread keeps the points it had before the
+	 * stop; a few points, as the first after the resume comes before the stop's record.
+	 */
+	uint64_t ref_ns[REF_POINTS], ref_events[REF_POINTS];
 };
 
 struct threads {
@@ -67,14 +77,58 @@ static uint64_t proc_ctxt(void)
 	return v;
 }
 
+struct snapping {
+	struct threads *t;
+	uint64_t boot_ns;
+};
+
+/* Starts a new baseline period once one has passed and the thread did something since. */
+static void baseline(struct snap *s, const struct snap *old, uint64_t events, uint64_t now)
+{
+	if (old) {
+		memcpy(s->ref_ns, old->ref_ns, sizeof(s->ref_ns));
+		memcpy(s->ref_events, old->ref_events, sizeof(s->ref_events));
+	}
+	if (s->ref_ns[0] && (now - s->ref_ns[0] < SCHED_BASE_PERIOD_NS || events == s->ref_events[0]))
+		return;
+	memmove(s->ref_ns + 1, s->ref_ns, (REF_POINTS - 1) * sizeof(s->ref_ns[0]));
+	memmove(s->ref_events + 1, s->ref_events, (REF_POINTS - 1) * sizeof(s->ref_events[0]));
+	s->ref_ns[0] = now;
+	s->ref_events[0] = events;
+}
+
 static int snap_one(void *ctx, __u32 tid, const struct sched_thread *st)
 {
-	struct snap *s = htab__upsert(ctx, &tid, NULL, NULL);
+	struct snapping *sn = ctx;
+	struct snap *s = htab__upsert(sn->t->cur, &tid, NULL, NULL);
 
 	if (s) {
 		s->voluntary = st->voluntary;
 		s->involuntary = st->involuntary;
+		baseline(s, htab__find(sn->t->old, &tid), st->events, sn->boot_ns);
 	}
+	return 0;
+}
+
+int threads__baseline(const struct threads *t, uint32_t tid, uint64_t stop_boot_ns, uint64_t stop_events,
+		      uint64_t *events, uint64_t *ns)
+{
+	const struct snap *s = htab__find(t->cur, &tid);
+	int i, pick = -1;
+
+	*events = *ns = 0;
+	/* the newest point a baseline period before the stop, else the oldest before it */
+	for (i = 0; s && i < REF_POINTS && s->ref_ns[i]; i++) {
+		if (s->ref_ns[i] >= stop_boot_ns || stop_events < s->ref_events[i])
+			continue;
+		pick = i;
+		if (stop_boot_ns - s->ref_ns[i] >= SCHED_BASE_PERIOD_NS)
+			break;
+	}
+	if (pick < 0)
+		return -ENOENT;
+	*events = stop_events - s->ref_events[pick];
+	*ns = stop_boot_ns - s->ref_ns[pick];
 	return 0;
 }
 
@@ -92,7 +146,7 @@ void threads__tick(struct threads *t, const struct collector *c, uint64_t now)
 	t->cur = h;
 	t->cur_ns = now;
 	t->ctxt_cur = proc_ctxt();
-	collector__sched_threads(c, snap_one, h);
+	collector__sched_threads(c, snap_one, &(struct snapping){ t, ls_clock_ns(CLOCK_BOOTTIME) });
 }
 
 struct row {

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <sys/stat.h>
 #include <gelf.h>
 #include <inttypes.h>
 #include <libelf.h>
@@ -44,8 +45,15 @@ enum mod_syms {
 enum mod_fetch { MOD_FETCH_NONE, MOD_FETCH_PENDING, MOD_FETCH_DONE, MOD_FETCH_FAILED };
 
 struct umod {
-	char *path;
+	char *path;		/* as /proc/PID/maps names it: for display and debug-file lookups */
 	const char *name;	/* into path */
+	/*
+	 * Where the file is opened: /proc/self/fd/N of a descriptor held open. The maps'
+	 * path names it from the reader's root, which in another mount namespace (a container,
+	 * a chroot) is not the file: the descriptor is taken through the process itself.
+	 */
+	char open_path[32];
+	int fd;
 	uint64_t dev, ino;
 	bool elf_read;
 	char build_id[2 * BUILD_ID_MAX + 1];
@@ -190,15 +198,66 @@ void usyms__free(struct usyms *u)
 	htab__free(u->mod_index);
 	syms_free(u->syms);
 	htab__free(u->syms);
-	for (i = 0; i < u->nr_mods; i++)
+	for (i = 0; i < u->nr_mods; i++) {
 		free(u->mods[i].path);
+		if (u->mods[i].fd >= 0)
+			close(u->mods[i].fd);
+	}
 	free(u->mods);
 	debuginfo__free(u->debuginfo);
 	blaze_symbolizer_free(u->symbolizer);
 	free(u);
 }
 
-static int mod_intern(struct usyms *u, uint64_t dev, uint64_t ino, const char *path, uint32_t *idx)
+/* @fd is the file (dev, ino) maps named, not another one at the same path. */
+static bool same_file(int fd, uint64_t dev, uint64_t ino)
+{
+	struct stat st;
+
+	return fd >= 0 && !fstat(fd, &st) && st.st_dev == dev && st.st_ino == ino;
+}
+
+/*
+ * Opens the file a mapping of @pid maps: through the mapping itself (map_files, which needs
+ * CAP_SYS_ADMIN), through the process's root (containers), or by the path as maps gives it
+ * (the same mount namespace). The one that is the right file (dev, ino) is kept open.
+ */
+static void mod_open(struct umod *m, uint32_t pid, const struct uvma *v)
+{
+	char path[PATH_MAX];
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%u/map_files/%" PRIx64 "-%" PRIx64, pid, v->start, v->end);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (!same_file(fd, m->dev, m->ino)) {
+		if (fd >= 0)
+			close(fd);
+		fd = -1;
+		if (snprintf(path, sizeof(path), "/proc/%u/root%s", pid, m->path) < (int)sizeof(path))
+			fd = open(path, O_RDONLY | O_CLOEXEC);
+	}
+	if (!same_file(fd, m->dev, m->ino)) {
+		if (fd >= 0)
+			close(fd);
+		fd = open(m->path, O_RDONLY | O_CLOEXEC);
+	}
+	if (!same_file(fd, m->dev, m->ino)) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	m->fd = fd;
+	snprintf(m->open_path, sizeof(m->open_path), "/proc/self/fd/%d", fd);
+}
+
+/* The path the module's file opens by: the descriptor held open, else the maps' path. */
+static const char *mod_path(const struct umod *m)
+{
+	return m->fd >= 0 ? m->open_path : m->path;
+}
+
+static int mod_intern(struct usyms *u, uint64_t dev, uint64_t ino, const char *path, uint32_t pid,
+		      const struct uvma *v, uint32_t *idx)
 {
 	struct mod_key k = { dev, ino };
 	uint32_t *ip;
@@ -228,6 +287,8 @@ static int mod_intern(struct usyms *u, uint64_t dev, uint64_t ino, const char *p
 						       : u->mods[u->nr_mods].path;
 	u->mods[u->nr_mods].dev = dev;
 	u->mods[u->nr_mods].ino = ino;
+	u->mods[u->nr_mods].fd = -1;
+	mod_open(&u->mods[u->nr_mods], pid, v);
 	*idx = *ip = u->nr_mods++;
 	return 0;
 }
@@ -286,7 +347,7 @@ static int read_maps(struct usyms *u, uint32_t pid, struct uproc *p)
 		}
 		if (!ino || *file != '/')
 			continue;
-		err = mod_intern(u, makedev(maj, min), ino, file, &v.mod);
+		err = mod_intern(u, makedev(maj, min), ino, file, pid, &v, &v.mod);
 		if (!err)
 			err = vma_push(p, &cap, &v);
 	}
@@ -492,7 +553,7 @@ static void read_elf(struct usyms *u, struct umod *m)
 		return;
 	m->elf_read = true;
 	m->syms = MOD_SYMS_FULL;	/* not ELF, or unreadable: nothing to ask for */
-	fd = open(m->path, O_RDONLY | O_CLOEXEC);
+	fd = open(mod_path(m), O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return;
 	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
@@ -561,7 +622,7 @@ int usyms__modules(struct usyms *u, uint32_t pid, usyms_module_fn fn, void *ctx)
 			if (v->off < off || v->off >= sg->off + sg->memsz)
 				continue;
 			/* where the file's virtual address 0 sits in this process */
-			err = fn(ctx, m->path, v->start - (v->off - off + vaddr));
+			err = fn(ctx, mod_path(m), v->start - (v->off - off + vaddr));
 			if (err)
 				return err;
 			break;
@@ -596,7 +657,7 @@ static void symbolize(struct usyms *u, const struct umod *m, uint64_t file_off, 
 {
 	blaze_symbolize_src_elf src = {
 		.type_size = sizeof(src),
-		.path = m->path,
+		.path = mod_path(m),
 		.debug_syms = true,
 	};
 	const struct blaze_syms *syms;

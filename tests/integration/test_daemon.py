@@ -161,8 +161,9 @@ def test_status_reports_the_daemon_itself(daemon):
     st = daemon.call({"cmd": "status"})
     me = st["self"]
     print(me)
-    assert me["per_s"]["futex_waits"] > 100 and me["per_s"]["records"] >= me["per_s"]["futex_waits"]
-    assert me["records"] >= st["events"]["futex_waits"]
+    # the waits are counted in the kernel's tables: the ring carries only the sampled ones
+    assert me["per_s"]["futex_waits"] > 100 and me["per_s"]["records"] < me["per_s"]["futex_waits"]
+    assert 0 < me["records"] < st["events"]["futex_waits"]
     assert 1 << 20 < me["rss_bytes"] < 256 << 20 and me["cpu_ns"] > 0
     assert me["kernel_symbols"] > 10000
     daemon.cli_json("top", "--kind", "user", "-p", str(w.pid), "-w", "all", "--stacks")

@@ -28,8 +28,8 @@ def test_debian_61_kernels():
         assert v["attach_mode"] == "tp_btf" and v["owner_stacks"] is False, v
         assert not v["dropped"].get("ringbuf_full"), v
         # degraded mode: what 6.1 lacks is probed, named, and only it is off; --strict refuses
-        assert v["missing"] == ["sched_entry", "task_from_pid"], v
-        assert {k for k, ok in v["check"].items() if ok == "missing"} == {"sched_entry", "task_from_pid"}, v
+        assert v["missing"] == ["task_from_pid"], v
+        assert {k for k, ok in v["check"].items() if ok == "missing"} == {"task_from_pid"}, v
         assert v["strict_rc"] == 1 and "task_from_pid missing: no bpf_task_from_pid kfunc (Linux 6.2+)" \
             in v["strict_log"], v
     assert by_flavour["amd64"]["mmap_lock_types"] == ["rwsem:R", "rwsem:W"]

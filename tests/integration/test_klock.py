@@ -136,7 +136,7 @@ def test_status_reports_programs_and_drops(daemon):
     klock = [p for p in st["programs"] if p["source"] == "klock"]
     assert all(p["attached"] for p in klock) and len(klock) == 2
     # user locks: always-on programs attached, the precise ones waiting for a precise scan
-    assert all(p["attached"] != p["on_demand"] for p in st["programs"] if p["source"] == "ulock")
+    assert all(p["attached"] != p["on_demand"] for p in st["programs"] if p["source"] == "scheduler")
     assert st["features"]["attach_mode"] in ("tp_btf", "tracepoint")
     for key in ("ringbuf_full", "wait_map_full", "nest_too_deep", "stack_collision", "stack_failed",
                 "owner_stack_failed", "missed_end", "self_lock", "prog_recursion", "agg_full"):

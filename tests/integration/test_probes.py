@@ -4,7 +4,7 @@
 turns off only what needs it (one line each in the log and in status); `--strict` makes it
 fatal. The missing features here are real: an unprivileged user's bpf(), and the kallsyms
 addresses and tracefs that a user holding only CAP_BPF and CAP_PERFMON cannot read. The
-kernel matrix (test_kernels.py) adds a kernel without bpf_task_from_pid and sched_entry_tp.
+kernel matrix (test_kernels.py) adds a kernel without bpf_task_from_pid.
 """
 import json
 import os
@@ -16,7 +16,7 @@ from conftest import (LOCKSCOPE, LOCKSCOPED, Daemon, check_response, for_other_u
                       require_tool, stop_daemon)
 
 FEATURES = ["bpf", "btf", "lock_tracepoints", "tp_btf", "task_from_pid", "perf_event",
-            "syscall_tracepoints", "sched_entry", "kallsyms"]
+            "syscall_tracepoints", "task_iter", "kallsyms"]
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 # what the unit grants, less what lets it read kallsyms addresses and tracefs as root does
 CAPS = "+bpf,+perfmon,+sys_ptrace,+dac_read_search"

@@ -53,7 +53,7 @@ CASES = {
     # few collisions, each a 32 MiB write long
     "blocking_work": (("io_under_lock",), ("io_under_lock", "--fixed")),
     # a nice-19 holder preempted by real-time hogs: waits of the hogs' 30 ms bursts; fixed, the
-    # holder outranks the hogs (measured: tail share ~60 % vs ~3 % fixed, threshold 20 %)
+    # holder outranks the hogs (measured: tail share 33-39 % vs 2-5 % fixed, threshold 20 %)
     "wait_jitter": (("prio_inversion",), ("prio_inversion", "--fixed")),
     # four threads waking and waiting on one futex word: its hash bucket's spinlock
     "futex_wake_contention": (("futex_bucket",), ("futex_bucket", "--fixed")),

@@ -168,8 +168,8 @@ def test_capability_bounding_set_is_enough():
         st = d.call({"cmd": "status"})
         attached = {p["name"] for p in st["programs"] if p["attached"]}
         print(bounding, sorted(attached))
-        for prog in ("contention_begin_btf_owner_stack", "contention_end_btf", "ulock_switch",
-                     "ulock_waking", "ulock_hold_sample", "sched_switch", "cpu_sample"):
+        for prog in ("contention_begin_btf_owner_stack", "contention_end_btf", "sched_switch",
+                     "sched_waking", "hold_sample", "spin_sample"):
             assert prog in attached, (prog, attached)
     finally:
         proc.send_signal(signal.SIGTERM)

@@ -23,23 +23,35 @@ def frames(f):
 
 
 def perf_count_yields(tid):
-    """perf counting sched_yield() entries of one thread: the independent reference."""
+    """perf recording one thread's sched_yield() calls and its switches out: the independent
+    reference. A yield switched when the thread's next event is a switch out while runnable
+    (prev_state R, not preempted: R+)."""
     require_tool("perf")
-    out = f"/tmp/lockscope-perf-yield-{tid}.csv"
-    p = subprocess.Popen(["perf", "stat", "-x,", "-o", out, "-e", "syscalls:sys_enter_sched_yield",
-                          "-t", str(tid)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return p, out
+    data = f"/tmp/lockscope-perf-yield-{tid}.data"
+    p = subprocess.Popen(["perf", "record", "-q", "-o", data, "-e", "syscalls:sys_enter_sched_yield",
+                          "-e", "sched:sched_switch", "-t", str(tid)],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return p, data
 
 
-def perf_result(p, out):
+def perf_result(p, data):
+    """{"yields": all sched_yield() calls, "switched": those that switched to another thread}."""
     p.send_signal(signal.SIGINT)
     p.wait(timeout=30)
-    with open(out) as f:
-        for line in f:
-            fields = line.split(",")
-            if len(fields) > 2 and "sched_yield" in fields[2]:
-                return int(fields[0])
-    raise AssertionError(f"no count in {out}")
+    out = subprocess.run(["perf", "script", "-i", data, "-F", "event,trace"], capture_output=True,
+                         text=True, check=True).stdout
+    os.unlink(data)
+    yields = switched = 0
+    in_yield = False
+    for line in out.splitlines():
+        if "sys_enter_sched_yield" in line:
+            yields += 1
+            in_yield = True
+        elif "sched_switch" in line and in_yield:
+            switched += re.search(r"prev_state=R(?!\+)", line) is not None
+            in_yield = False
+    assert yields, f"perf saw no sched_yield(): {out[:500]}"
+    return {"yields": yields, "switched": switched}
 
 
 def test_libuv_async_yield_spin(daemon):
@@ -50,16 +62,18 @@ def test_libuv_async_yield_spin(daemon):
     time.sleep(0.3)
     w.go()
     res = w.wait()
-    yields_perf = perf_result(perf, out)
+    perf_counts = perf_result(perf, out)
     fs = findings(daemon, w.pid, "yield_spin")
-    print(json.dumps(fs, indent=1)[:3000], "perf:", yields_perf)
+    print(json.dumps(fs, indent=1)[:3000], "perf:", perf_counts)
     assert [f["tid"] for f in fs] == [res["loop_tid"]], "the loop thread, and only it"
     f = fs[0]
     assert f["comm"] == "uv-loop" and f["pid"] == w.pid
-    # every yield of the loop thread switched to the runnable sender on its CPU: each is counted
+    # the yields that switched are counted at the switch, each one (those that found nothing
+    # else to run return at once: the CPU they burn is in cpu_ns and the samples)
     ev = f["evidence"]
-    assert yields_perf >= 300, "the reproducer must spin"
-    assert abs(ev["yields_total"] - yields_perf) <= max(2, 0.01 * yields_perf)
+    switched = perf_counts["switched"]
+    assert switched >= 300, "the reproducer must spin"
+    assert abs(ev["yields_total"] - switched) <= max(2, 0.01 * switched)
     assert f["rate_per_s"] >= 100 and abs(f["rate_per_s"] - ev["storm_yields"] / ev["storm_s"]) < 1
     assert 0 < f["cpu_ns"] < 3e9
     # the thread it waits for: the sender, preempted (by the loop thread's own wakeup)

@@ -15,7 +15,7 @@
 #include "ksyms.h"
 #include "query.h"
 #include "stacks.h"
-#include "ulock.h"
+#include "scheduler.h"
 
 static const char kallsyms_text[] =
 	"ffffffff81000000 T _stext\n"
@@ -56,7 +56,7 @@ static int setup(void **state)
 {
 	static const uint64_t stack_x[] = { 0xffffffff81002110, 0xffffffff81001020 };
 	static const uint64_t stack_y[] = { 0xffffffff81000510, 0xffffffff81001810 };
-	static const uint64_t w_x[] = { 50, 150 }, w_y[] = { 100 };
+	static const uint64_t w_x[] = { 50, 150 }, w_y[] = { 100 }, w_sampled[] = { 50, 150, 100 };
 	static const uint64_t w_none[] = { 100, 100, 100, 100, 100, 100, 100 };
 	static const uint64_t w_spin[] = { 10, 10, 10, 10 };
 	struct fixture *f = calloc(1, sizeof(*f));
@@ -75,16 +75,21 @@ static int setup(void **state)
 	assert_int_equal(stacks__intern(f->stacks, stack_x, 2, 0, &f->x), 0);
 	assert_int_equal(stacks__intern(f->stacks, stack_y, 2, 0, &f->y), 0);
 	f->tab = htab__new(sizeof(struct agg_key), sizeof(struct agg_val), 100);
-	/* thread 101 on mmap_lock: 10 waits, 3 of them with stacks */
-	k1.stack = f->x;
+	/*
+	 * thread 101 on mmap_lock: 10 waits in the exact entries (3 owned by 103, 7 by 104),
+	 * 3 of them also sampled with their stacks
+	 */
 	k1.owner_pid = 100;
 	k1.owner_tid = 103;
+	put(f->tab, k1, w_sampled, 3, "writer");
+	k1.owner_tid = 104;
+	put(f->tab, k1, w_none, 7, "writer");
+	k1.owner_tid = 103;
+	k1.sampled = 1;
+	k1.stack = f->x;
 	put(f->tab, k1, w_x, 2, "writer");
 	k1.stack = f->y;
 	put(f->tab, k1, w_y, 1, "writer");
-	k1.stack = LS_STACK_NONE;
-	k1.owner_tid = 104;
-	put(f->tab, k1, w_none, 7, "writer");
 	/* thread 102 on a static spinlock: 4 waits, none sampled */
 	put(f->tab, k2, w_spin, 4, "spinner");
 	f->qc.stacks = f->stacks;

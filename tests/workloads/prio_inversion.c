@@ -1,19 +1,21 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * prio_inversion: seed 004's "max >> avg", priority inversion. A request thread takes a
- * mutex briefly every 100 us; a background compactor holds the same mutex in sections of
- * tens of us, with a short sleep between them. A batch job of CPU hogs, one per CPU, wakes
- * every 100 ms and runs a 30 ms burst. The request thread outranks the hogs, and the hogs
- * outrank the compactor, a nice-19 background thread: most of the request thread's waits
- * last at most one section, but a compactor preempted by the hogs while it holds the mutex
- * keeps it until the burst ends, and the request waits that long, three orders of
- * magnitude above the average. With --fixed the lock holder is not a low-priority thread:
- * the compactor outranks the hogs, no wait lasts longer than a section.
+ * mutex briefly every 100 us; a background compactor holds the same mutex most of the
+ * time, in sections of tens of us. A batch job of CPU hogs, one per CPU, wakes every
+ * 100 ms and runs a 30 ms burst, all at once. The request thread outranks the hogs, and
+ * the hogs outrank the compactor, a nice-19 background thread: most of the request
+ * thread's waits last at most one section, but a compactor preempted by the hogs while it
+ * holds the mutex keeps it until the burst ends, and the request waits that long, three
+ * orders of magnitude above the average. With --fixed the lock holder is not a
+ * low-priority thread: the compactor outranks the hogs, no wait lasts longer than a
+ * section.
  *
  * The request thread, the hogs and the fixed compactor are real-time (SCHED_FIFO) so that
  * the inversion, and its absence with --fixed, do not depend on how busy the machine is:
- * no normal task can preempt them. The compactor sleeps between sections so that the
- * real-time threads stay far below the kernel's real-time CPU limit (95 %). Needs root.
+ * no normal task can preempt them. The fixed compactor sleeps between its sections, so
+ * that the real-time threads stay below the kernel's real-time CPU limit (95 %); the nice
+ * one pauses on the CPU, and so holds the mutex at most of the bursts' starts. Needs root.
  *
  * Prints the requests served as JSON at exit.
  */
@@ -36,8 +38,8 @@ enum { NICE_LOW = 19, REQUEST_PERIOD_US = 100, COMPACT_PAUSE_US = 20 };
 
 /* the batch job: bursts of this long every period, so hogs and the rest take turns */
 static const double burst_s = 0.03, period_s = 0.1;
-/* the compactor's section, in busy-loop iterations */
-static const unsigned long section_iters = 20000, hog_iters = 2000;
+/* the compactor's section and the nice one's pause between sections, in busy-loop iterations */
+static const unsigned long section_iters = 20000, pause_iters = 2000, hog_iters = 2000;
 
 static struct {
 	double seconds;
@@ -89,7 +91,10 @@ static void *compactor_main(void *arg)
 		perror("prio_inversion: setpriority");
 	while (!stop) {
 		compact_section();
-		usleep(COMPACT_PAUSE_US);
+		if (opts.fixed)
+			usleep(COMPACT_PAUSE_US);
+		else
+			spin_for(pause_iters);
 	}
 	return NULL;
 }
@@ -101,16 +106,26 @@ __attribute__((noinline)) static void serve_request(void)
 	pthread_mutex_unlock(&mu);
 }
 
+/*
+ * The hogs burst together, at the same multiples of the period: a burst on one CPU alone
+ * would only push the compactor to the other one, and the inversion would need luck.
+ */
 static void *hog_main(void *arg)
 {
-	(void)arg;
+	const struct timespec *base = arg;
+	struct timespec next = *base;
+
 	set_fifo(PRIO_HOGS);
 	while (!stop) {
-		double start = workload_now_s();
+		double start;
 
+		clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &next, NULL);
+		start = workload_now_s();
 		while (!stop && workload_now_s() - start < burst_s)
 			spin_for(hog_iters);
-		usleep((period_s - burst_s) * 1e6);
+		next.tv_nsec += period_s * 1e9;
+		next.tv_sec += next.tv_nsec / 1000000000L;
+		next.tv_nsec %= 1000000000L;
 	}
 	return NULL;
 }
@@ -124,6 +139,7 @@ int main(int argc, char **argv)
 	};
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN), requests = 0, i;
 	pthread_t compactor, *hogs;
+	struct timespec base;
 	double start;
 	int c;
 
@@ -140,9 +156,10 @@ int main(int argc, char **argv)
 	if (!hogs)
 		return 1;
 	start = workload_now_s();
+	clock_gettime(CLOCK_MONOTONIC, &base);
 	pthread_create(&compactor, NULL, compactor_main, NULL);
 	for (i = 0; i < cpus; i++)
-		pthread_create(&hogs[i], NULL, hog_main, NULL);
+		pthread_create(&hogs[i], NULL, hog_main, &base);
 	/* the main thread serves the requests; after the others, which inherit its policy */
 	set_fifo(PRIO_REQUEST);
 	while (workload_now_s() - start < opts.seconds) {

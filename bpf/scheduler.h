@@ -1,0 +1,353 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * scheduler: everything lockscope reads off the scheduler, in one BPF component with one
+ * sched_switch program (every program on that hook costs every context switch of the host,
+ * even empty). Shared by scheduler.bpf.c and the daemon; see lockscope.h for what all
+ * components share.
+ *
+ * - futex waits that block (user-space lock contention), their releasers, the holders of
+ *   contended locks (sampled on CPU, and preempted while others wait);
+ * - yield storms, stops and the bursts after them, spin loops and busy polls (sampled);
+ * - per-thread switches and times, which the kernel counts already: read once a second
+ *   from the tasks (an iter/task program), never counted per switch.
+ */
+#ifndef __SCHEDULER_H
+#define __SCHEDULER_H
+
+#include "lockscope.h"
+
+/*
+ * futex(2) commands and flags (include/uapi/linux/futex.h), copied as values because the
+ * kernel has them only as macros, which BTF does not carry.
+ */
+enum ulock_futex_cmd {
+	ULOCK_FUTEX_WAIT		= 0,
+	ULOCK_FUTEX_WAKE		= 1,
+	ULOCK_FUTEX_REQUEUE		= 3,
+	ULOCK_FUTEX_CMP_REQUEUE		= 4,
+	ULOCK_FUTEX_WAKE_OP		= 5,
+	ULOCK_FUTEX_LOCK_PI		= 6,
+	ULOCK_FUTEX_UNLOCK_PI		= 7,
+	ULOCK_FUTEX_TRYLOCK_PI		= 8,
+	ULOCK_FUTEX_WAIT_BITSET		= 9,
+	ULOCK_FUTEX_WAKE_BITSET		= 10,
+	ULOCK_FUTEX_WAIT_REQUEUE_PI	= 11,
+	ULOCK_FUTEX_CMP_REQUEUE_PI	= 12,
+	ULOCK_FUTEX_LOCK_PI2		= 13,
+	/* not a futex(2) command: the futex_waitv(2) syscall, first futex of the vector */
+	ULOCK_FUTEX_WAITV		= 1 << 16,
+};
+
+enum ulock_futex_flags {
+	ULOCK_FUTEX_PRIVATE	= 128,	/* FUTEX_PRIVATE_FLAG: the word is process-private */
+	ULOCK_FUTEX_CLOCK_RT	= 256,	/* FUTEX_CLOCK_REALTIME */
+	ULOCK_FUTEX_CMD_MASK	= ~(ULOCK_FUTEX_PRIVATE | ULOCK_FUTEX_CLOCK_RT),
+	ULOCK_FUTEX_TID_MASK	= 0x3fffffff,	/* PI futex word: owner tid in the low bits */
+};
+
+/*
+ * glibc's pthread_mutex_t (x86-64, aarch64): the futex word `__lock` at offset 0 and the
+ * owner's tid `__owner` at offset 8 (sysdeps/nptl/bits/struct_mutex.h). __lock is 2 while
+ * the mutex is locked with waiters, the value lll_lock_wait sleeps on.
+ */
+enum ulock_glibc_layout {
+	ULOCK_MUTEX_OWNER_OFF	= 8,
+	ULOCK_LOCKED_WAITERS	= 2,
+	ULOCK_FUTEX_WAITERS	= 0x80000000,	/* PI futex word: someone waits */
+};
+
+/*
+ * What a futex wait is, by its op and the value it expected: a wait table entry's type for
+ * LS_WAIT_FUTEX (and LS_WAIT_UPREEMPT: LS_UTYPE_PREEMPT).
+ */
+enum ls_utype {
+	LS_UTYPE_MUTEX = 1,	/* lock-style futex word: glibc/Rust mutex, owner when known */
+	LS_UTYPE_PI,		/* FUTEX_LOCK_PI: priority-inheritance mutex */
+	LS_UTYPE_WAITV,		/* futex_waitv(2) */
+	LS_UTYPE_CONDVAR,	/* waiting for an event: condvar, semaphore, barrier, rwlock, join */
+	LS_UTYPE_HOLD,		/* not a wait: cpu-clock samples of a holder (count = samples) */
+	LS_UTYPE_PREEMPT,	/* not a wait: a holder preempted while others waited (time) */
+};
+
+/*
+ * "locked, with waiters": what glibc's lll_lock, Rust's Mutex and most futex locks sleep
+ * on. Anything else waits for an event: a condvar's sequence, a semaphore at 0, a thread
+ * id to clear. (glibc's rwlock sleeps on 3, and so does its condvar's group switch: the
+ * value alone cannot tell them apart, so rwlocks count as events.)
+ */
+static inline __u16 ls_futex_type(__u32 op, __u32 val)
+{
+	switch (op & ULOCK_FUTEX_CMD_MASK) {
+	case ULOCK_FUTEX_LOCK_PI:
+	case ULOCK_FUTEX_LOCK_PI2:
+	case ULOCK_FUTEX_TRYLOCK_PI:
+		return LS_UTYPE_PI;
+	case ULOCK_FUTEX_WAITV:
+		return LS_UTYPE_WAITV;
+	case ULOCK_FUTEX_WAIT_REQUEUE_PI:	/* pthread_cond_wait on a PI mutex */
+		return LS_UTYPE_CONDVAR;
+	default:
+		return val == ULOCK_LOCKED_WAITERS ? LS_UTYPE_MUTEX : LS_UTYPE_CONDVAR;
+	}
+}
+
+/* What the BPF side learnt about one futex wait. */
+enum ulock_rec_flags {
+	ULOCK_RF_SHARED		= 1U << 0,	/* no FUTEX_PRIVATE_FLAG: may be shared across processes */
+	ULOCK_RF_STACK		= 1U << 1,	/* stack_id is valid */
+	ULOCK_RF_SAMPLED	= 1U << 2,	/* the sampler wanted stacks for this wait */
+	ULOCK_RF_RELEASER	= 1U << 3,	/* releaser_* fields are valid */
+	ULOCK_RF_RELEASER_STACK	= 1U << 4,	/* releaser_stack_id is valid */
+	ULOCK_RF_PRECISE	= 1U << 5,	/* timed from sys_enter to sys_exit (precise mode) */
+	ULOCK_RF_BLOCKED	= 1U << 6,	/* the call slept (always set in switch mode) */
+	ULOCK_RF_WORDS		= 1U << 7,	/* word0 and word8 were read */
+	ULOCK_RF_HOLDER		= 1U << 8,	/* the owner was noted for holder sampling */
+	ULOCK_RF_DUMP		= 1U << 9,	/* stack_dump names a dump to unwind (ustack.h) */
+	ULOCK_RF_RELEASER_DUMP	= 1U << 10,	/* releaser_dump names a dump to unwind */
+};
+
+/* How a noted holder is checked: where its tid sits relative to the futex word. */
+enum ulock_holder_kind {
+	ULOCK_HOLDER_MUTEX = 1,	/* glibc mutex: tid at word + ULOCK_MUTEX_OWNER_OFF */
+	ULOCK_HOLDER_PI,	/* PI futex: tid in the word itself */
+	ULOCK_HOLDER_KERNEL,	/* a kernel sleeping lock (preemption records only; see kowner.bpf.h) */
+};
+
+/*
+ * A futex wait the stack sampler picked, with its stacks. Every wait is counted in the
+ * wait table; these are the sample the daemon tells callers apart by.
+ */
+struct ulock_wait_rec {
+	struct ls_rec_hdr hdr;
+	__u64 uaddr;		/* the futex word, in the waiter's address space */
+	__u64 end_ns;
+	__u64 wait_ns;
+	__u32 pid;
+	__u32 tid;
+	__u32 op;		/* futex(2) op as passed (command | flags), or ULOCK_FUTEX_WAITV */
+	__u32 val;		/* the value the waiter expected the word to hold */
+	__u32 word0;		/* the word at uaddr when the wait began */
+	__u32 word8;		/* the word at uaddr + 8: glibc mutex __owner */
+	__u32 rec_flags;	/* enum ulock_rec_flags */
+	__s32 ret;		/* precise mode: the syscall's return value */
+	__s32 stack_id;		/* waiter user stack in ustacks, < 0 when none */
+	__s32 releaser_stack_id;
+	__u64 stack_dump;	/* waiter stack dump id (ULOCK_RF_DUMP), instead of stack_id */
+	__u64 releaser_dump;	/* releaser stack dump id (ULOCK_RF_RELEASER_DUMP) */
+	__u32 releaser_pid;
+	__u32 releaser_tid;
+	char comm[LS_COMM_LEN];
+	char releaser_comm[LS_COMM_LEN];
+};
+
+/* One cpu-clock sample of a thread while it held a lock others were waiting for. */
+struct ulock_hold_rec {
+	struct ls_rec_hdr hdr;
+	__u64 uaddr;
+	__u32 pid;
+	__u32 tid;
+	__s32 stack_id;		/* holder user stack in ustacks, < 0 when none */
+	__u32 kind;		/* enum ulock_holder_kind */
+	__u32 rec_flags;	/* ULOCK_RF_SHARED as the waiter saw the word; ULOCK_RF_STACK or _DUMP */
+	__u32 pad;
+	__u64 stack_dump;	/* holder stack dump id (ULOCK_RF_DUMP), instead of stack_id */
+	char comm[LS_COMM_LEN];
+};
+
+
+/*
+ * One thread as the daemon sees it (not a BPF map value): the kernel's own counters, read
+ * once a second by the task iterator (struct sched_task_rec), and the spin figures the
+ * programs count (struct sched_spin_thread). The switch counts are the kernel's
+ * (nvcsw/nivcsw: the very counters /proc prints): a switch is voluntary when the task was
+ * not preempted and its state was not TASK_RUNNING; everything else (preemption,
+ * sched_yield) is involuntary.
+ */
+struct sched_thread {
+	__u64 voluntary;
+	__u64 involuntary;
+	__u64 oncpu_ns;		/* se.sum_exec_runtime */
+	__u64 blocked_ns;	/* off CPU, not runnable: its life less the two others */
+	__u64 runq_ns;		/* off CPU, runnable: sched_info.run_delay */
+	/*
+	 * Yield spinning: sched_yield() calls that switched to another thread, and zero
+	 * sleeps (nanosleep(0)), which always switch. Yields that find nothing else to run
+	 * return without a switch: the samples see those (poll_nr LS_POLL_YIELD).
+	 */
+	__u64 yields;
+	__u64 yield_spin_ns;	/* on CPU between the yields of a storm */
+	__u64 storm_start_ns;	/* the current storm: yields at most SCHED_STORM_GAP_NS apart */
+	__u64 storm_yields;
+	__u64 storm_spin_ns;
+	__u64 last_yield_ns;
+	/*
+	 * cpu-clock samples that found the thread on CPU, those in a spin loop, and those
+	 * inside a wait that returns at once (busy polling: zero-timeout poll/epoll/select)
+	 */
+	__u64 samples;
+	__u64 spin_samples;
+	__u64 poll_samples;
+	__u64 events;		/* sched_task_rec.events: what a burst is made of */
+	__u32 tgid;
+	__u32 poll_nr;		/* the syscall of its last busy-poll sample (enum ls_poll_call) */
+	__u32 storm_via;	/* LS_POLL_NONE (sched_yield) or LS_POLL_SLEEP (a zero sleep) */
+	__u32 pad;
+	char comm[LS_COMM_LEN];
+};
+
+/* What the task iterator writes per thread: the kernel's counters, nothing counted by us. */
+struct sched_task_rec {
+	__u32 tid;
+	__u32 tgid;
+	__u64 nvcsw;
+	__u64 nivcsw;
+	__u64 sum_exec_ns;	/* se.sum_exec_runtime */
+	__u64 run_delay_ns;	/* sched_info.run_delay (CONFIG_SCHED_INFO), 0 without */
+	__u64 start_ns;		/* start_time: CLOCK_MONOTONIC when the thread started */
+	__u64 events;		/* nvcsw + I/O syscalls (ioac.syscr + syscw): what a burst is made of */
+	char comm[LS_COMM_LEN];
+};
+
+/*
+ * The figures the programs count per thread, only for threads that yield or are sampled
+ * (an LRU map: those long quiet age out).
+ */
+struct sched_spin_thread {
+	__u64 yields;
+	__u64 yield_spin_ns;
+	__u64 storm_start_ns;
+	__u64 storm_yields;
+	__u64 storm_spin_ns;
+	__u64 last_yield_ns;
+	__u64 last_yield_exec_ns;	/* sum_exec_runtime at the last yield */
+	__u64 samples;
+	__u64 spin_samples;
+	__u64 poll_samples;
+	__u32 poll_nr;
+	__u32 storm_via;
+	__u32 tgid;		/* who it was: the thread may have exited when the daemon reads it */
+	__u32 pad;
+	char comm[LS_COMM_LEN];
+};
+
+/* The waits that return at once when their timeout is zero, as poll_nr names them. */
+enum ls_poll_call {
+	LS_POLL_NONE,
+	LS_POLL_POLL,		/* poll(2), ppoll(2) */
+	LS_POLL_SELECT,		/* select(2), pselect6(2) */
+	LS_POLL_EPOLL,		/* epoll_wait(2), epoll_pwait(2), epoll_pwait2(2) */
+	LS_POLL_SLEEP,		/* nanosleep(2), relative clock_nanosleep(2): storm_via only */
+	LS_POLL_YIELD,		/* sched_yield(2) that found nothing else to run */
+};
+
+/* A thread a sched_yield() storm yielded to: the one it is probably waiting for. */
+struct sched_peer_key {
+	__u32 tid;		/* the yielding thread */
+	__u32 peer;		/* the thread its yield switched to */
+};
+
+struct sched_peer {
+	__u64 yields;
+	__u64 preempted;	/* yields where the peer had last been switched out by preemption */
+};
+
+/*
+ * A thread that was stopped (SIGSTOP, ptrace, freezer, suspend), from its stop until
+ * the burst window after it resumed has closed. Times on the boot clock, which runs
+ * through system suspend.
+ */
+struct sched_stop {
+	__u64 stop_ns;
+	__u64 resume_ns;
+	__u64 stop_events;	/* sched_events() when it stopped */
+	__u64 resume_events;	/* sched_events() when it resumed */
+	__u64 window_events;	/* sched_events() when last counted in the window after the resume */
+	__u64 window_ns;	/* when they were last counted, after the resume */
+	__u64 stack_dump;	/* a user stack dump taken in the window, 0 if none */
+};
+
+/* Records the scheduler component writes; stack dumps precede the record naming them. */
+enum sched_rec_flags {
+	SCHED_RF_DUMP		= 1U << 0,	/* stack_dump names a dump to unwind */
+	SCHED_RF_POLL		= 1U << 1,	/* sched_spin_rec: a busy-poll sample, not PAUSE */
+};
+
+/* The site of a yield storm: written on the storm's second yield, then every so often. */
+struct sched_yield_rec {
+	struct ls_rec_hdr hdr;
+	__u32 pid;
+	__u32 tid;
+	__u32 rec_flags;	/* enum sched_rec_flags */
+	__u32 pad;
+	__u64 stack_dump;
+	char comm[LS_COMM_LEN];
+};
+
+/*
+ * A cpu-clock sample that found a thread in a user spin loop, or busy polling
+ * (SCHED_RF_POLL), with its user stack.
+ */
+struct sched_spin_rec {
+	struct ls_rec_hdr hdr;
+	__u32 pid;
+	__u32 tid;
+	__u64 ip;		/* the sampled user instruction pointer (busy poll: after the syscall) */
+	__u64 stack_dump;
+	__u32 rec_flags;
+	__u32 pad;
+	char comm[LS_COMM_LEN];
+};
+
+/* A stop and what followed: written when the burst window after the resume closes. */
+struct sched_resume_rec {
+	struct ls_rec_hdr hdr;
+	__u32 pid;
+	__u32 tid;
+	__u64 stop_ns;		/* how long the thread was stopped (boot clock) */
+	__u64 resume_ns;	/* when it resumed (boot clock) */
+	__u64 window_events;	/* events in the first SCHED_BURST_WINDOW_NS after it */
+	__u64 window_ns;	/* the part of the window the count covers */
+	/*
+	 * sched_events() when it stopped: the daemon holds it to the thread's rate before,
+	 * from the task counters it reads every second
+	 */
+	__u64 stop_events;
+	__u64 stack_dump;
+	__u32 rec_flags;
+	__u32 pad;
+	char comm[LS_COMM_LEN];
+};
+
+enum sched_defaults {
+	SCHED_DEF_MAX_THREADS	= 32768,
+	SCHED_DEF_MAX_PEERS	= 4096,		/* (yielder, peer) pairs */
+	SCHED_DEF_MAX_STOPS	= 1024,		/* threads stopped at once */
+	/*
+	 * spin samples/s per CPU: prime, and no simple ratio to the common HZ (100, 250,
+	 * 300, 1000), so sampling does not lock onto the tick that preempts lock holders
+	 */
+	SCHED_DEF_SPIN_FREQ	= 173,
+	SCHED_DEF_STACK_BYTES	= 16384,	/* dump window: event loops keep big arrays on the stack */
+	/* the storm's second yield and every 1024th after it carry the site's stack */
+	SCHED_YIELD_STACK_FIRST	= 2,
+	SCHED_YIELD_STACK_EVERY	= 1024,
+};
+
+/* Times, in nanoseconds. */
+#define SCHED_STORM_GAP_NS	1000000000ULL	/* a pause this long ends a yield storm */
+#define SCHED_BASE_PERIOD_NS	1000000000ULL	/* baseline period of a thread's event rate (daemon) */
+#define SCHED_BURST_WINDOW_NS	100000000ULL	/* events counted this long after a resume */
+#define SCHED_STOP_MIN_NS	100000000ULL	/* shorter stops (a tracer's syscall stops) are not reported */
+/* a burst's stack is taken once this many events followed the resume */
+#define SCHED_BURST_STACK_EVENTS 64
+
+/* Defaults the daemon sizes maps with when the config says nothing. */
+enum ulock_defaults {
+	ULOCK_DEF_MAX_THREADS	= 16384,	/* threads that blocked on a futex */
+	ULOCK_DEF_STACK_ENTRIES	= 16384,	/* distinct user stacks */
+	ULOCK_DEF_MAX_HOLDERS	= 4096,		/* holders noted for sampling at once */
+	ULOCK_DEF_HOLD_FREQ	= 997,		/* holder samples/s per CPU (prime: no lockstep) */
+	ULOCK_DEF_PRECISE_PIDS	= 64,		/* processes in precise (syscall) mode at once */
+};
+
+#endif /* __SCHEDULER_H */

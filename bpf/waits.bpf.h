@@ -1,0 +1,197 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * The wait tables (see lockscope.h): every completed wait adds to its entry, exactly, with
+ * atomic adds, so that a wait costs a hash lookup and no ring record. The daemon creates
+ * the tables and hands every component the same ones; wait_epoch says which one is being
+ * written.
+ */
+#ifndef __LS_WAITS_BPF_H
+#define __LS_WAITS_BPF_H
+
+#include "lockscope.h"
+#include "common.bpf.h"
+
+/*
+ * Only a template: the daemon creates both tables, sized by wait-keys. Sizes, not types:
+ * clang emits a struct seen only through the template's pointers as a forward
+ * declaration, whose size libbpf cannot know.
+ */
+struct ls_wait_table {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 1);
+	__uint(key_size, sizeof(struct ls_wait_key));
+	__uint(value_size, sizeof(struct ls_wait_val));
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, LS_WAIT_TABLES);
+	__type(key, __u32);
+	__array(values, struct ls_wait_table);
+} wait_tables SEC(".maps");
+
+/* A new entry's first value, built off the stack (it is half the stack's size). */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct ls_wait_val);
+} wait_scratch SEC(".maps");
+
+/* Which table programs write; the daemon moves it on (lockscope.h). */
+__u32 wait_epoch = 0;
+/* Programs using a table right now, per CPU: the daemon drains when all are 0. */
+__u32 wait_writers[LS_MAX_CPUS];
+
+/*
+ * floor(log2(@v)) for @v > 0, 0 for 0: the histogram bucket, branch-free as bcc's log2l().
+ * 64-bit throughout: older verifiers (6.1) lose the bound of a 32-bit result that indexes
+ * a map value.
+ */
+static __always_inline __u64 ls_log2(__u64 v)
+{
+	__u64 r, shift;
+
+	r = (v > 0xFFFFFFFFULL) << 5; v >>= r;
+	shift = (v > 0xFFFF) << 4; v >>= shift; r |= shift;
+	shift = (v > 0xFF) << 3; v >>= shift; r |= shift;
+	shift = (v > 0xF) << 2; v >>= shift; r |= shift;
+	shift = (v > 0x3) << 1; v >>= shift; r |= shift;
+	return r | (v >> 1);
+}
+
+/* *p = max(*p, v), racing other CPUs: retried while another writer moved it. */
+static __always_inline void ls_atomic_max(__u64 *p, __u64 v)
+{
+	__u64 old = *p, seen;
+	int i;
+
+	for (i = 0; i < 4 && v > old; i++) {
+		seen = __sync_val_compare_and_swap(p, old, v);
+		if (seen == old)
+			break;
+		old = seen;
+	}
+}
+
+static __always_inline void ls_atomic_min(__u64 *p, __u64 v)
+{
+	__u64 old = *p, seen;
+	int i;
+
+	for (i = 0; i < 4 && v < old; i++) {
+		seen = __sync_val_compare_and_swap(p, old, v);
+		if (seen == old)
+			break;
+		old = seen;
+	}
+}
+
+/*
+ * The names a new entry carries (copied once, when the key is first seen in this table).
+ * Any of them may be NULL.
+ */
+struct ls_wait_names {
+	const char *comm;		/* kernel memory: a task's comm */
+	const char *owner_comm;
+	const char *releaser_comm;
+};
+
+/* One wait that found no room in the table: a ring record instead, so it is still counted. */
+static __always_inline void wait_overflow(const struct ls_wait_key *key, __u64 wait_ns, bool nonblocking,
+					  const struct ls_wait_names *names)
+{
+	struct ls_wait_rec *r;
+	void *rb;
+
+	r = ls_reserve(&rb, LS_REC_WAIT, sizeof(*r));
+	if (!r) {
+		ls_count(LS_DROP_WAIT_TABLE);
+		return;
+	}
+	r->key = *key;
+	r->wait_ns = wait_ns;
+	r->nonblocking = nonblocking;
+	r->pad = 0;
+	__builtin_memset(r->comm, 0, sizeof(r->comm) * 3);
+	if (names->comm)
+		bpf_probe_read_kernel_str(r->comm, sizeof(r->comm), names->comm);
+	if (names->owner_comm)
+		bpf_probe_read_kernel_str(r->owner_comm, sizeof(r->owner_comm), names->owner_comm);
+	if (names->releaser_comm)
+		bpf_probe_read_kernel_str(r->releaser_comm, sizeof(r->releaser_comm), names->releaser_comm);
+	ls_count(LS_CNT_TABLE_FULL);
+	ls_submit(rb, r);
+}
+
+static __always_inline struct ls_wait_val *wait_entry(void *table, const struct ls_wait_key *key,
+						      const struct ls_wait_names *names)
+{
+	struct ls_wait_val *v = bpf_map_lookup_elem(table, key), *init;
+	__u32 zero = 0;
+
+	if (v)
+		return v;
+	init = bpf_map_lookup_elem(&wait_scratch, &zero);
+	if (!init)
+		return NULL;
+	__builtin_memset(init, 0, sizeof(*init));
+	init->min_ns = ~0ULL;
+	if (names->comm)
+		bpf_probe_read_kernel_str(init->comm, sizeof(init->comm), names->comm);
+	if (names->owner_comm)
+		bpf_probe_read_kernel_str(init->owner_comm, sizeof(init->owner_comm), names->owner_comm);
+	if (names->releaser_comm)
+		bpf_probe_read_kernel_str(init->releaser_comm, sizeof(init->releaser_comm),
+					  names->releaser_comm);
+	/* another CPU may have added it meanwhile: then its entry is the one */
+	bpf_map_update_elem(table, key, init, BPF_NOEXIST);
+	return bpf_map_lookup_elem(table, key);
+}
+
+static __always_inline void wait_count(struct ls_wait_val *v, __u64 wait_ns, bool nonblocking)
+{
+	__u64 b;
+
+	if (nonblocking) {
+		__sync_fetch_and_add(&v->nonblocking, 1);
+		return;
+	}
+	__sync_fetch_and_add(&v->count, 1);
+	__sync_fetch_and_add(&v->total_ns, wait_ns);
+	ls_atomic_max(&v->max_ns, wait_ns);
+	ls_atomic_min(&v->min_ns, wait_ns);
+	b = ls_log2(wait_ns);
+	if (b >= LS_HIST_BUCKETS)
+		b = LS_HIST_BUCKETS - 1;
+	__sync_fetch_and_add(&v->hist[b], 1);
+}
+
+/*
+ * Adds one wait of @wait_ns (or, @nonblocking, one call that did not wait) to @key's entry
+ * in the table being written. The writer count goes up before the epoch is read (a locked
+ * add: a full barrier), so the daemon, which moves the epoch on before it reads the
+ * counts, either sees this program or is seen by it.
+ */
+static __always_inline void wait_add(const struct ls_wait_key *key, __u64 wait_ns, bool nonblocking,
+				     const struct ls_wait_names *names)
+{
+	__u32 cpu = bpf_get_smp_processor_id() & (LS_MAX_CPUS - 1), epoch, before;
+	struct ls_wait_val *v = NULL;
+	void *table;
+
+	/* the fetching form: JITs make it a full barrier on every architecture (ldaddal on arm64) */
+	before = __sync_fetch_and_add(&wait_writers[cpu], 1);
+	barrier_var(before);
+	epoch = wait_epoch & (LS_WAIT_TABLES - 1);
+	table = bpf_map_lookup_elem(&wait_tables, &epoch);
+	if (table)
+		v = wait_entry(table, key, names);
+	if (v)
+		wait_count(v, wait_ns, nonblocking);
+	__sync_fetch_and_add(&wait_writers[cpu], -1);
+	if (!v)
+		wait_overflow(key, wait_ns, nonblocking, names);
+}
+
+#endif /* __LS_WAITS_BPF_H */
