@@ -40,12 +40,20 @@ struct klock_pending {
 	__u32 pad;
 	__u32 owner_pid;
 	__u32 owner_tid;
-	char owner_comm[LS_COMM_LEN];
+	/*
+	 * The owner's task: its name is read only where it is kept (a new table entry, a
+	 * sampled record), not on every wait
+	 */
+	__u64 owner_task;
 };
 
 struct klock_slot {
 	__u32 depth;
 	__u32 busy;	/* cpu slot: one of our programs runs on this CPU (see guard_enter()) */
+	/* cpu slot: the owner this CPU last noted in kholders, to skip noting it again */
+	__u64 noted_lock;
+	__u32 noted_tid;
+	__u32 pad;
 	struct klock_pending e[KLOCK_NEST_MAX];
 };
 
@@ -97,12 +105,17 @@ static const struct owner_stack empty_owner_stack;
 /* Kernels 6.2+; only the *_owner_stack program variants call them. */
 extern struct task_struct *bpf_task_from_pid(s32 pid) __ksym __weak;
 extern void bpf_task_release(struct task_struct *p) __ksym __weak;
+extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym __weak;
 
+/*
+ * Waits timed in the per-CPU slot: spinlocks and rwlocks, and a mutex's optimistic spin
+ * (MUTEX|SPIN), which runs with preemption off: most mutex waits end there, on the same
+ * CPU, without a map lookup. One that goes on to sleep (MUTEX) moves to the thread's
+ * slot (continue_sleeping()). PREEMPT_RT's spinlock_t is SPIN|RT and sleeps.
+ */
 static __always_inline bool is_spinning(__u32 flags)
 {
-	/* PREEMPT_RT's spinlock_t is SPIN|RT and sleeps; a mutex spins as MUTEX|SPIN first
-	 * and then sleeps as MUTEX on the same lock, in the same thread. */
-	return (flags & KLOCK_F_SPIN) && !(flags & (KLOCK_F_MUTEX | KLOCK_F_RT));
+	return (flags & KLOCK_F_SPIN) && !(flags & KLOCK_F_RT);
 }
 
 static __always_inline bool is_continuation(__u32 old_flags, __u32 new_flags)
@@ -149,35 +162,120 @@ static __always_inline struct klock_slot *cpu_slot(void)
 	return bpf_map_lookup_elem(&cpu_slots, &zero);
 }
 
-/* Fills the owner fields of @e; returns the owner for this program's use only. */
-static __always_inline struct task_struct *read_owner(struct klock_pending *e, __u64 lock, __u32 flags)
+/* Names the two per-task locks the waiter's task points at; only where the type fits. */
+static __always_inline __u32 lock_name_flags(__u64 lock, __u32 flags)
 {
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	struct sighand_struct *sighand;
+	struct mm_struct *mm;
+
+	if (flags & (KLOCK_F_MUTEX | KLOCK_F_PERCPU))
+		return 0;
+	if ((flags & (KLOCK_F_READ | KLOCK_F_WRITE)) && !(flags & KLOCK_F_SPIN)) {
+		/* an rwsem (RT|READ/WRITE on PREEMPT_RT): mmap_lock? */
+		mm = BPF_CORE_READ(task, mm);
+		if (mm && lock == (__u64)mm + bpf_core_field_offset(struct mm_struct, mmap_lock))
+			return KLOCK_RF_MMAP_LOCK;
+		return 0;
+	}
+	/* a spinlock_t (SPIN, or RT on PREEMPT_RT): siglock? */
+	sighand = BPF_CORE_READ(task, sighand);
+	if (sighand && lock == (__u64)sighand + bpf_core_field_offset(struct sighand_struct, siglock))
+		return KLOCK_RF_SIGLOCK;
+	return 0;
+}
+
+/* The owner's tid and tgid: adjacent in task_struct, one read where they still are. */
+static __always_inline void owner_ids(struct task_struct *owner, __u32 *tid, __u32 *tgid)
+{
+	__u32 ids[2] = {};
+
+	if (bpf_core_field_offset(struct task_struct, tgid) == bpf_core_field_offset(struct task_struct, pid) + 4) {
+		bpf_probe_read_kernel(ids, sizeof(ids), (void *)owner + bpf_core_field_offset(struct task_struct, pid));
+		*tid = ids[0];
+		*tgid = ids[1];
+		return;
+	}
+	*tid = BPF_CORE_READ(owner, pid);
+	*tgid = BPF_CORE_READ(owner, tgid);
+}
+
+/*
+ * A mutex's owner by plain loads (bpf_rdonly_cast, 6.2+, in the variants that have
+ * kfuncs): the storm case, on every wait, without a helper call per field. NULL when the
+ * lock is not a plain mutex (PREEMPT_RT's is an rt_mutex) or has no owner.
+ */
+static __always_inline struct task_struct *mutex_owner_direct(__u64 lock, __u32 *tid, __u32 *tgid)
+{
+	struct mutex___plain *m;
+	struct task_struct *t;
+	unsigned long word;
+
+	if (!bpf_core_field_exists(((struct mutex___plain *)0)->owner))
+		return NULL;
+	m = bpf_rdonly_cast((void *)lock, bpf_core_type_id_kernel(struct mutex));
+	word = m->owner.counter & ~KOWNER_FLAGS_MASK;
+	if (!word)
+		return NULL;
+	t = bpf_rdonly_cast((void *)word, bpf_core_type_id_kernel(struct task_struct));
+	*tid = t->pid;
+	*tgid = t->tgid;
+	return (struct task_struct *)word;
+}
+
+/*
+ * Fills the owner fields of @e; returns the owner for this program's use only. @direct:
+ * the variant has kfuncs, mutexes are read with plain loads.
+ */
+static __always_inline struct task_struct *read_owner(struct klock_pending *e, __u64 lock, __u32 flags,
+						      const bool direct)
+{
+	struct task_struct *owner;
 	bool waiters;
-	struct task_struct *owner = kowner_read(lock, flags, &waiters);
 
 	e->owner_pid = 0;
 	e->owner_tid = 0;
+	if (direct && (flags & KLOCK_F_MUTEX)) {
+		owner = mutex_owner_direct(lock, &e->owner_tid, &e->owner_pid);
+		e->owner_task = (__u64)owner;
+		if (!owner || !e->owner_tid)
+			return NULL;
+		e->rec_flags |= KLOCK_RF_OWNER;
+		return owner;
+	}
+	owner = kowner_read(lock, flags, &waiters);
+	e->owner_task = (__u64)owner;
 	if (!owner)
 		return NULL;
-	e->owner_tid = BPF_CORE_READ(owner, pid);
-	e->owner_pid = BPF_CORE_READ(owner, tgid);
+	owner_ids(owner, &e->owner_tid, &e->owner_pid);
 	if (!e->owner_tid)
 		return NULL;
-	BPF_CORE_READ_STR_INTO(&e->owner_comm, owner, comm);
 	e->rec_flags |= KLOCK_RF_OWNER;
 	return owner;
 }
 
+/* Where the owner's name is, for a helper to read when it is kept. */
+static __always_inline const char *owner_comm(const struct klock_pending *e)
+{
+	return e->owner_tid ? (const char *)(e->owner_task + bpf_core_field_offset(struct task_struct, comm)) : NULL;
+}
+
 /*
  * Remembers that @e's owner holds its lock, for the check at its next involuntary switch.
- * Most waits on a lock name the owner the previous one named: look before writing.
+ * Most waits on a lock name the owner the previous one named: this CPU remembers the
+ * last one it noted, and the map is looked at only when that changes.
  */
-static __always_inline void note_holder(const struct klock_pending *e, __u64 lock, __u32 flags)
+static __always_inline void note_holder(struct klock_slot *cpu, const struct klock_pending *e, __u64 lock,
+					__u32 flags)
 {
 	struct kholder h = { .lock = lock, .lcb_flags = flags & ~KLOCK_F_SPIN };
 	__u32 tid = e->owner_tid;
 	struct kholder *old;
 
+	if (cpu->noted_tid == tid && cpu->noted_lock == lock)
+		return;
+	cpu->noted_tid = tid;
+	cpu->noted_lock = lock;
 	old = bpf_map_lookup_elem(&kholders, &tid);
 	if (old && old->lock == lock)
 		return;
@@ -221,6 +319,44 @@ static __always_inline void take_owner_stack(__u32 tid, struct klock_pending *e,
 	e->rec_flags |= KLOCK_RF_OWNER_STACK;
 }
 
+/*
+ * A mutex that spun on this CPU (MUTEX|SPIN at the top of @cpu) now goes to sleep on the
+ * same lock (MUTEX): one wait, timed from its first begin, moved to the thread's slot
+ * because it may wake on another CPU. True when that was the case.
+ */
+static __always_inline bool continue_sleeping(struct klock_slot *cpu, __u32 tid, __u64 lock, __u32 flags)
+{
+	__u32 depth = cpu->depth, idx;
+	struct klock_pending *top;
+	struct klock_slot *slot;
+
+	if (!depth || depth > KLOCK_NEST_MAX)
+		return false;
+	idx = depth - 1;
+	barrier_var(idx);
+	top = &cpu->e[idx & (KLOCK_NEST_MAX - 1)];
+	if (top->lock != lock || !is_continuation(top->lcb_flags, flags))
+		return false;
+	cpu->depth = depth - 1;
+	slot = thread_slot(tid, true);
+	if (!slot) {
+		ls_count(LS_DROP_SLOT_FULL);
+		return true;
+	}
+	if (slot->depth >= KLOCK_NEST_MAX) {
+		ls_count(LS_DROP_NEST_DEPTH);
+		return true;
+	}
+	idx = slot->depth;
+	barrier_var(idx);
+	slot->e[idx & (KLOCK_NEST_MAX - 1)] = *top;
+	slot->e[idx & (KLOCK_NEST_MAX - 1)].lcb_flags = flags;
+	slot->e[idx & (KLOCK_NEST_MAX - 1)].rec_flags &= ~KLOCK_RF_SPINNING;
+	slot->depth = idx + 1;
+	ls_count(LS_CNT_CONTINUED);
+	return true;
+}
+
 static __always_inline int __lock_contended(struct klock_slot *cpu, __u64 id, __u64 lock, __u32 flags,
 					    bool with_owner_stack)
 {
@@ -231,6 +367,8 @@ static __always_inline int __lock_contended(struct klock_slot *cpu, __u64 id, __
 	struct task_struct *owner;
 	struct klock_slot *slot;
 
+	if (!spinning && (flags & KLOCK_F_MUTEX) && continue_sleeping(cpu, tid, lock, flags))
+		return 0;
 	slot = spinning ? cpu : thread_slot(tid, true);
 	if (!slot) {
 		ls_count(LS_DROP_SLOT_FULL);
@@ -274,14 +412,15 @@ static __always_inline int __lock_contended(struct klock_slot *cpu, __u64 id, __
 		ls_count(LS_CNT_NESTED);
 	if (sample_stack(lock, now))
 		e->rec_flags |= KLOCK_RF_SAMPLED;
-	owner = read_owner(e, lock, flags);
+	owner = read_owner(e, lock, flags, with_owner_stack);
 	if (note_holders && owner)
-		note_holder(e, lock, flags);
+		note_holder(cpu, e, lock, flags);
+	/* named now, not at the end: the end runs inside the critical section */
+	e->rec_flags |= lock_name_flags(lock, flags);
 	if (with_owner_stack && owner && (e->rec_flags & KLOCK_RF_SAMPLED))
 		take_owner_stack(tid, e, owner);
 	/* published last: contention_end from an interrupt only looks below depth */
 	slot->depth = depth + 1;
-	ls_count(LS_CNT_BEGIN);
 	return 0;
 }
 
@@ -320,29 +459,6 @@ static __always_inline bool find_wait(struct klock_slot *cpu, __u64 lock, __u32 
 	return slot && slot_pop(slot, lock, out);
 }
 
-/* Names the two per-task locks the waiter's task points at; only where the type fits. */
-static __always_inline __u32 lock_name_flags(__u64 lock, __u32 flags)
-{
-	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
-	struct sighand_struct *sighand;
-	struct mm_struct *mm;
-
-	if (flags & (KLOCK_F_MUTEX | KLOCK_F_PERCPU))
-		return 0;
-	if ((flags & (KLOCK_F_READ | KLOCK_F_WRITE)) && !(flags & KLOCK_F_SPIN)) {
-		/* an rwsem (RT|READ/WRITE on PREEMPT_RT): mmap_lock? */
-		mm = BPF_CORE_READ(task, mm);
-		if (mm && lock == (__u64)mm + bpf_core_field_offset(struct mm_struct, mmap_lock))
-			return KLOCK_RF_MMAP_LOCK;
-		return 0;
-	}
-	/* a spinlock_t (SPIN, or RT on PREEMPT_RT): siglock? */
-	sighand = BPF_CORE_READ(task, sighand);
-	if (sighand && lock == (__u64)sighand + bpf_core_field_offset(struct sighand_struct, siglock))
-		return KLOCK_RF_SIGLOCK;
-	return 0;
-}
-
 static __always_inline void copy_owner_stack(struct klock_wait_rec *r, __u32 tid)
 {
 	struct owner_stack *os = bpf_map_lookup_elem(&owner_stacks, &tid);
@@ -375,7 +491,9 @@ static __always_inline void fill_record(struct klock_wait_rec *r, void *ctx, str
 	r->owner_pid = e->owner_pid;
 	r->owner_tid = e->owner_tid;
 	r->owner_nr = 0;
-	__builtin_memcpy(r->owner_comm, e->owner_comm, sizeof(r->owner_comm));
+	__builtin_memset(r->owner_comm, 0, sizeof(r->owner_comm));
+	if (e->owner_tid)
+		bpf_probe_read_kernel_str(r->owner_comm, sizeof(r->owner_comm), owner_comm(e));
 	bpf_get_current_comm(&r->comm, sizeof(r->comm));
 	r->stack_id = -1;
 	sid = bpf_get_stackid(ctx, &stacks, 0);
@@ -434,10 +552,9 @@ static __always_inline void count_wait(const struct klock_pending *e, __u64 id, 
 		.owner_pid = e->owner_pid,
 		.owner_tid = e->owner_tid,
 	};
-	struct ls_wait_names nm = { .comm = task->comm, .owner_comm = e->owner_tid ? e->owner_comm : NULL };
+	struct ls_wait_names nm = { .comm = task->comm, .owner_comm = owner_comm(e) };
 
 	wait_add(&key, wait_ns, false, &nm);
-	ls_count(LS_CNT_WAIT);
 }
 
 static __always_inline int __lock_acquired(struct klock_slot *cpu, void *ctx, __u64 id, __u64 lock)
@@ -450,13 +567,11 @@ static __always_inline int __lock_acquired(struct klock_slot *cpu, void *ctx, __
 		return 0;
 	}
 	now = bpf_ktime_get_ns();
-	e.rec_flags |= lock_name_flags(e.lock, e.lcb_flags);
 	count_wait(&e, id, now - e.begin_ns, e.rec_flags);
 	/* the sampled part: the wait again, with the stacks its caller is told by */
-	if (!(e.rec_flags & KLOCK_RF_SAMPLED)) {
-		ls_count(LS_CNT_SAMPLED_OUT);
+	if (!(e.rec_flags & KLOCK_RF_SAMPLED))
 		return 0;
-	}
+	ls_count(LS_CNT_SAMPLED);
 	if (e.rec_flags & KLOCK_RF_OWNER_STACK)
 		emit_sample(ctx, &e, id, now, true);
 	else

@@ -27,7 +27,7 @@ enum ls_defaults {
 	 * Buckets of the pending filter: the switch program looks a thread up in its maps
 	 * only when its bucket counts something open (a wait, a preemption, a stop)
 	 */
-	LS_PENDING_BITS		= 16,
+	LS_PENDING_BITS		= 15,
 	LS_PENDING_BUCKETS	= 1 << LS_PENDING_BITS,
 };
 
@@ -46,6 +46,12 @@ enum ls_defaults {
  */
 #define LS_MAX_CPUS		4096	/* wait_writers' slots (CPU ids beyond share slots) */
 #define LS_HIST_BUCKETS		41	/* log2 of the wait in ns: [2^i, 2^(i+1)); 2^40 ns is 18 min */
+/*
+ * In front of the shared tables, each CPU keeps a small direct-mapped cache of entries
+ * (per epoch half), updated with plain adds: no atomic, no hash lookup, for the waits a
+ * storm repeats. A wait whose slot holds another key goes to the shared table.
+ */
+#define LS_WAIT_CACHE_SLOTS	256
 #define LS_WAIT_TABLES		2
 
 /* What a wait-table entry is about; the kind of lock is in ls_wait_key.type. */
@@ -89,6 +95,14 @@ struct ls_wait_val {
 	char releaser_comm[LS_COMM_LEN];
 };
 
+/* One slot of a CPU's wait cache: an entry of the epoch it names (0: never used). */
+struct ls_wait_cached {
+	struct ls_wait_key key;
+	struct ls_wait_val val;
+	__u32 epoch;
+	__u32 used;
+};
+
 /* Every ring-buffer record starts with this tag so one handler can dispatch. */
 enum ls_rec_type {
 	LS_REC_KLOCK_WAIT = 1,	/* struct klock_wait_rec: a sampled kernel-lock wait, see klock.h */
@@ -124,19 +138,19 @@ struct ls_wait_rec {
  * fails to record lands in one of the LS_DROP_* slots; the daemon reports all of them.
  */
 enum ls_counter {
-	LS_CNT_BEGIN,		/* contention_begin seen (after filters) */
-	LS_CNT_WAIT,		/* completed waits recorded */
+	/*
+	 * Waits themselves are counted in the wait tables (the daemon sums them): no counter
+	 * on the per-wait path
+	 */
+	LS_CNT_SAMPLED,		/* kernel-lock waits the stack sampler picked */
 	LS_CNT_STACKED,		/* waits that carried a waiter stack */
-	LS_CNT_SAMPLED_OUT,	/* waits where sampling chose not to take a stack */
 	LS_CNT_OWNER_STACKED,	/* waits that carried an owner stack */
 	LS_CNT_CONTINUED,	/* begin on the lock already waited for (mutex spin -> sleep) */
 	LS_CNT_RB_WAKEUPS,	/* records submitted with a forced ring-buffer wakeup */
 	LS_CNT_OWNER_ON_CPU,	/* owner was running: another CPU's stack cannot be walked */
 	LS_CNT_NESTED,		/* waits that began while another was open in the same slot */
-	LS_CNT_UBEGIN,		/* futex waits that blocked (after filters) */
-	LS_CNT_UWAIT,		/* futex waits recorded */
+	LS_CNT_USAMPLED,	/* futex waits the stack sampler picked */
 	LS_CNT_USTACKED,	/* futex waits that carried a waiter user stack */
-	LS_CNT_USAMPLED_OUT,	/* futex waits where sampling chose not to take a stack */
 	LS_CNT_URELEASER,	/* futex waits whose waker was a thread in futex(WAKE...) */
 	LS_CNT_UNONBLOCK,	/* precise mode: futex wait calls that returned without sleeping */
 	LS_CNT_HOLDERS,		/* holders noted for sampling (owner of a contended lock) */

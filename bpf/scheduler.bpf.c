@@ -114,8 +114,20 @@ struct {
  */
 struct pending_bucket {
 	__u32 open;
+	/*
+	 * enum pending_marks: a thread of the bucket is in a map the samplers read. The
+	 * samplers run in interrupts, where a map is cold in the cache and the TLB: this array
+	 * is hot (every switch reads it), so they look here before they look there.
+	 */
+	__u32 marks;
 	/* the last switch out of a thread of the bucket was a preemption (yield peers) */
 	__u32 preempted;
+	__u32 pad;
+};
+
+enum pending_marks {
+	PB_HOLDER	= 1 << 0,	/* noted in holders */
+	PB_SPINNER	= 1 << 1,	/* has an entry in spinners */
 };
 
 struct {
@@ -217,6 +229,21 @@ static __always_inline bool pending_any(__u32 tid)
 	return b && b->open;
 }
 
+static __always_inline void pending_mark(__u32 tid, __u32 mark)
+{
+	struct pending_bucket *b = pending_bucket(tid);
+
+	if (b && !(b->marks & mark))
+		__sync_fetch_and_or(&b->marks, mark);
+}
+
+static __always_inline bool pending_marked(__u32 tid, __u32 mark)
+{
+	struct pending_bucket *b = pending_bucket(tid);
+
+	return b && (b->marks & mark);
+}
+
 static __always_inline struct sched_slot *thread_slot(__u32 tid, bool create)
 {
 	struct sched_slot *slot = bpf_map_lookup_elem(&thread_slots, &tid);
@@ -299,6 +326,7 @@ static __always_inline void note_holder(struct sched_slot *e, __u32 tgid, __u32 
 		return;
 	h.kind = cmd == ULOCK_FUTEX_LOCK_PI || cmd == ULOCK_FUTEX_LOCK_PI2 ? ULOCK_HOLDER_PI : ULOCK_HOLDER_MUTEX;
 	if (!bpf_map_update_elem(&holders, &owner, &h, BPF_ANY)) {
+		pending_mark(owner, PB_HOLDER);
 		e->rec_flags |= ULOCK_RF_HOLDER;
 		ls_count(LS_CNT_HOLDERS);
 	}
@@ -371,7 +399,6 @@ static __always_inline void wait_open(void *ctx, struct sched_slot *e, __u32 tgi
 	if (e->state == SLOT_IDLE)
 		pending_open(tid);
 	e->state = state;
-	ls_count(LS_CNT_UBEGIN);
 }
 
 /* A sampled wait, with its stacks: the sample callers are told apart by. */
@@ -431,17 +458,14 @@ static __always_inline void wait_close(struct sched_slot *e, __u32 tgid, __u32 t
 	e->state = SLOT_IDLE;
 	pending_close(tid);
 	wait_add(&key, wait_ns, nonblocking, &names);
-	if (nonblocking) {
+	if (nonblocking)
 		ls_count(LS_CNT_UNONBLOCK);
-	} else {
-		ls_count(LS_CNT_UWAIT);
-		if (e->rec_flags & (ULOCK_RF_STACK | ULOCK_RF_DUMP))
-			ls_count(LS_CNT_USTACKED);
-		else if (!(e->rec_flags & ULOCK_RF_SAMPLED))
-			ls_count(LS_CNT_USAMPLED_OUT);
-	}
-	if (e->rec_flags & ULOCK_RF_SAMPLED)
-		emit_sample(e, tgid, tid, comm, wait_ns, ret);
+	if (!(e->rec_flags & ULOCK_RF_SAMPLED))
+		return;
+	ls_count(LS_CNT_USAMPLED);
+	if (!nonblocking && (e->rec_flags & (ULOCK_RF_STACK | ULOCK_RF_DUMP)))
+		ls_count(LS_CNT_USTACKED);
+	emit_sample(e, tgid, tid, comm, wait_ns, ret);
 }
 
 /* @prev goes to sleep in futex call @nr: a futex wait begins. Runs in @prev's context. */
@@ -572,6 +596,7 @@ static __always_inline struct sched_spin_thread *spinner_get(struct task_struct 
 		if (!sp)
 			return NULL;
 		sp->tgid = t->tgid;
+		pending_mark(tid, PB_SPINNER);
 	}
 	__builtin_memcpy(sp->comm, t->comm, sizeof(sp->comm));
 	return sp;
@@ -637,6 +662,7 @@ static __always_inline void yielded(struct task_struct *prev, struct task_struct
 		struct pending_bucket *b = pending_bucket(next->pid);
 
 		p->yields++;
+		__builtin_memcpy(p->comm, next->comm, sizeof(p->comm));
 		/* the peer had last been switched out by preemption: it was not waiting, it
 		 * lost its CPU (seed 000: the sender preempted between its two stores) */
 		p->preempted += next->pid && b && b->preempted;
@@ -806,7 +832,9 @@ static __always_inline void switched_out(void *ctx, bool preempt, struct task_st
 		resume_window(e, prev, true);
 	/* a preempted task is runnable, not waiting */
 	if (!preempt && prev_state != TASK_RUNNING) {
-		b->preempted = 0;
+		/* written only when it changes: most switches leave the line clean */
+		if (b->preempted)
+			b->preempted = 0;
 		switched_out_asleep(ctx, prev, prev_state);
 		return;
 	}
@@ -815,7 +843,8 @@ static __always_inline void switched_out(void *ctx, bool preempt, struct task_st
 	 * space (a wakeup that made it reschedule there switches it out without the flag)
 	 */
 	yield = !preempt && spin_source && is_yield(prev);
-	b->preempted = !yield;
+	if (b->preempted != !yield)
+		b->preempted = !yield;
 	if (yield)
 		yielded(prev, next, bpf_ktime_get_ns());
 	if (futex_waits && !holder_preempted(prev))	/* one preemption, charged to one lock */
@@ -910,8 +939,10 @@ int hold_sample(struct bpf_perf_event_data *ctx)
 	__u64 where;
 	void *rb;
 
+	if (!enabled || !pending_marked(tid, PB_HOLDER))
+		return 0;
 	h = bpf_map_lookup_elem(&holders, &tid);
-	if (!h || !enabled)
+	if (!h)
 		return 0;
 	where = h->kind == ULOCK_HOLDER_PI ? h->uaddr : h->uaddr + ULOCK_MUTEX_OWNER_OFF;
 	if (bpf_probe_read_user(&word, sizeof(word), (void *)where))
@@ -987,7 +1018,8 @@ static __always_inline __u32 busy_poll(struct task_struct *t)
  * Spin loops, every CPU, always on at a low rate: counts the thread's samples, those
  * whose user code is a spin loop (its spin share) and those inside a wait that returns
  * at once (its busy-poll share). Either kind takes the user stack (the loop's caller)
- * within the CPU's dump budget.
+ * within the CPU's dump budget. A thread's samples are counted from its first spin or
+ * poll sample on: the others never touch a map.
  */
 SEC("perf_event")
 int spin_sample(struct bpf_perf_event_data *ctx)
@@ -995,24 +1027,31 @@ int spin_sample(struct bpf_perf_event_data *ctx)
 	struct task_struct *t = bpf_get_current_task_btf();
 	bool user = LS_USER_MODE(&ctx->regs);
 	__u64 ip = PT_REGS_IP(&ctx->regs), dump = 0;
-	struct sched_spin_thread *sp;
+	struct sched_spin_thread *sp = NULL;
 	struct sched_spin_rec *r;
-	__u32 flags, poll;
+	__u32 flags, poll = LS_POLL_NONE;
+	bool spin;
 	void *rb;
 
-	if (!t->pid || !ls_tgid_wanted(t->tgid) || !(sp = spinner_get(t)))
+	if (!t->pid || !ls_tgid_wanted(t->tgid))
+		return 0;
+	/* user spin loops only: a kernel spinlock's waits are klock's, timed exactly */
+	if (user)
+		spin = ls_spinning_at(ip);
+	else	/* in the kernel on behalf of a process: in a wait that returns at once? */
+		spin = t->mm && (poll = busy_poll(t)) != LS_POLL_NONE;
+	if (!spin && !pending_marked(t->pid, PB_SPINNER))
+		return 0;
+	sp = spinner_get(t);
+	if (!sp)
 		return 0;
 	sp->samples++;
+	if (!spin)
+		return 0;
 	if (user) {
-		/* user spin loops only: a kernel spinlock's waits are klock's, timed exactly */
-		if (!ls_spinning_at(ip))
-			return 0;
 		sp->spin_samples++;
 		flags = 0;
 	} else {
-		/* in the kernel on behalf of a process: in a wait that returns at once? */
-		if (!t->mm || (poll = busy_poll(t)) == LS_POLL_NONE)
-			return 0;
 		sp->poll_samples++;
 		sp->poll_nr = poll;
 		ip = PT_REGS_IP_CORE((struct pt_regs *)bpf_task_pt_regs(t));

@@ -249,6 +249,7 @@ struct sched_peer_key {
 struct sched_peer {
 	__u64 yields;
 	__u64 preempted;	/* yields where the peer had last been switched out by preemption */
+	char comm[LS_COMM_LEN];	/* the peer's name at the last yield: it may exit first */
 };
 
 /*
@@ -320,6 +321,12 @@ struct sched_resume_rec {
 
 enum sched_defaults {
 	SCHED_DEF_MAX_THREADS	= 32768,
+	/*
+	 * Threads with spin figures: those sampled on CPU or yielding, forgotten oldest first.
+	 * Small on purpose: the sampler's map is cold in the cache at every sample, and a
+	 * large one costs TLB misses too
+	 */
+	SCHED_DEF_MAX_SPINNERS	= 4096,
 	SCHED_DEF_MAX_PEERS	= 4096,		/* (yielder, peer) pairs */
 	SCHED_DEF_MAX_STOPS	= 1024,		/* threads stopped at once */
 	/*

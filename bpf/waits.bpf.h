@@ -38,6 +38,26 @@ struct {
 	__type(value, struct ls_wait_val);
 } wait_scratch SEC(".maps");
 
+/* The CPUs' wait caches: LS_WAIT_CACHE_SLOTS slots per epoch half. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, LS_WAIT_TABLES * LS_WAIT_CACHE_SLOTS);
+	__type(key, __u32);
+	__type(value, struct ls_wait_cached);
+} wait_cache SEC(".maps");
+
+/*
+ * Per CPU: a program is updating a cache slot. A program that runs on the same CPU
+ * meanwhile (an interrupt's, or another task's after preemption on a PREEMPT kernel) uses
+ * the shared table instead of tearing the entry.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} wait_cache_busy SEC(".maps");
+
 /* Which table programs write; the daemon moves it on (lockscope.h). */
 __u32 wait_epoch = 0;
 /* Programs using a table right now, per CPU: the daemon drains when all are 0. */
@@ -58,6 +78,14 @@ static __always_inline __u64 ls_log2(__u64 v)
 	shift = (v > 0xF) << 2; v >>= shift; r |= shift;
 	shift = (v > 0x3) << 1; v >>= shift; r |= shift;
 	return r | (v >> 1);
+}
+
+/* The histogram bucket of @wait_ns: 64-bit, bounded where the verifier can see it. */
+static __always_inline __u64 ls_hist_bucket(__u64 wait_ns)
+{
+	__u64 b = ls_log2(wait_ns);
+
+	return b < LS_HIST_BUCKETS ? b : LS_HIST_BUCKETS - 1;
 }
 
 /* *p = max(*p, v), racing other CPUs: retried while another writer moved it. */
@@ -151,8 +179,6 @@ static __always_inline struct ls_wait_val *wait_entry(void *table, const struct 
 
 static __always_inline void wait_count(struct ls_wait_val *v, __u64 wait_ns, bool nonblocking)
 {
-	__u64 b;
-
 	if (nonblocking) {
 		__sync_fetch_and_add(&v->nonblocking, 1);
 		return;
@@ -161,10 +187,76 @@ static __always_inline void wait_count(struct ls_wait_val *v, __u64 wait_ns, boo
 	__sync_fetch_and_add(&v->total_ns, wait_ns);
 	ls_atomic_max(&v->max_ns, wait_ns);
 	ls_atomic_min(&v->min_ns, wait_ns);
-	b = ls_log2(wait_ns);
-	if (b >= LS_HIST_BUCKETS)
-		b = LS_HIST_BUCKETS - 1;
-	__sync_fetch_and_add(&v->hist[b], 1);
+	__sync_fetch_and_add(&v->hist[ls_hist_bucket(wait_ns)], 1);
+}
+
+/* The key as five words: compared and hashed without a loop the verifier must unroll. */
+static __always_inline bool wait_key_eq(const struct ls_wait_key *a, const struct ls_wait_key *b)
+{
+	const __u64 *x = (const __u64 *)a, *y = (const __u64 *)b;
+
+	return x[0] == y[0] && x[1] == y[1] && x[2] == y[2] && x[3] == y[3] && x[4] == y[4];
+}
+
+static __always_inline __u32 wait_key_slot(const struct ls_wait_key *k)
+{
+	const __u64 *x = (const __u64 *)k;
+	__u64 h = (x[0] ^ (x[1] * 0x9E3779B97F4A7C15ULL) ^ x[2] ^ (x[3] << 7) ^ x[4]) * 0x9E3779B97F4A7C15ULL;
+
+	return h >> 56;	/* LS_WAIT_CACHE_SLOTS is 2^8 */
+}
+
+/*
+ * One wait into this CPU's cache slot for @key in the half of @epoch: true when done,
+ * false when the slot holds another key (or the cache is in use on this CPU).
+ */
+static __always_inline bool wait_cache_add(const struct ls_wait_key *key, __u32 epoch, __u64 wait_ns,
+					   bool nonblocking, const struct ls_wait_names *names)
+{
+	__u32 idx = (epoch & (LS_WAIT_TABLES - 1)) * LS_WAIT_CACHE_SLOTS + wait_key_slot(key), zero = 0;
+	struct ls_wait_cached *c;
+	__u32 *busy;
+	bool done = false;
+
+	busy = bpf_map_lookup_elem(&wait_cache_busy, &zero);
+	if (!busy || *busy)
+		return false;
+	*busy = 1;
+	c = bpf_map_lookup_elem(&wait_cache, &idx);
+	if (!c)
+		goto out;
+	/* a slot of an older epoch of this half was drained already: it is free */
+	if (!c->used || c->epoch != epoch) {
+		__builtin_memset(&c->val, 0, sizeof(c->val));
+		c->key = *key;
+		c->val.min_ns = ~0ULL;
+		if (names->comm)
+			bpf_probe_read_kernel_str(c->val.comm, sizeof(c->val.comm), names->comm);
+		if (names->owner_comm)
+			bpf_probe_read_kernel_str(c->val.owner_comm, sizeof(c->val.owner_comm), names->owner_comm);
+		if (names->releaser_comm)
+			bpf_probe_read_kernel_str(c->val.releaser_comm, sizeof(c->val.releaser_comm),
+						  names->releaser_comm);
+		c->epoch = epoch;
+		c->used = 1;
+	} else if (!wait_key_eq(&c->key, key)) {
+		goto out;
+	}
+	done = true;
+	if (nonblocking) {
+		c->val.nonblocking++;
+		goto out;
+	}
+	c->val.count++;
+	c->val.total_ns += wait_ns;
+	if (wait_ns > c->val.max_ns)
+		c->val.max_ns = wait_ns;
+	if (wait_ns < c->val.min_ns)
+		c->val.min_ns = wait_ns;
+	c->val.hist[ls_hist_bucket(wait_ns)]++;
+out:
+	*busy = 0;
+	return done;
 }
 
 /*
@@ -183,7 +275,12 @@ static __always_inline void wait_add(const struct ls_wait_key *key, __u64 wait_n
 	/* the fetching form: JITs make it a full barrier on every architecture (ldaddal on arm64) */
 	before = __sync_fetch_and_add(&wait_writers[cpu], 1);
 	barrier_var(before);
-	epoch = wait_epoch & (LS_WAIT_TABLES - 1);
+	epoch = wait_epoch;
+	if (wait_cache_add(key, epoch, wait_ns, nonblocking, names)) {
+		__sync_fetch_and_add(&wait_writers[cpu], -1);
+		return;
+	}
+	epoch &= LS_WAIT_TABLES - 1;
 	table = bpf_map_lookup_elem(&wait_tables, &epoch);
 	if (table)
 		v = wait_entry(table, key, names);

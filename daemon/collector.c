@@ -107,19 +107,17 @@ degrade(struct collector *c, const char *component, const char *fmt, ...)
 }
 
 static const char *const counter_names[LS_CNT_MAX] = {
-	[LS_CNT_BEGIN] = "begin",
-	[LS_CNT_WAIT] = "waits",
+
 	[LS_CNT_STACKED] = "stacked",
-	[LS_CNT_SAMPLED_OUT] = "sampled_out",
+	[LS_CNT_SAMPLED] = "sampled",
 	[LS_CNT_OWNER_STACKED] = "owner_stacked",
 	[LS_CNT_CONTINUED] = "continued",
 	[LS_CNT_RB_WAKEUPS] = "ringbuf_wakeups",
 	[LS_CNT_OWNER_ON_CPU] = "owner_on_cpu",
 	[LS_CNT_NESTED] = "nested",
-	[LS_CNT_UBEGIN] = "futex_begin",
-	[LS_CNT_UWAIT] = "futex_waits",
+
 	[LS_CNT_USTACKED] = "futex_stacked",
-	[LS_CNT_USAMPLED_OUT] = "futex_sampled_out",
+	[LS_CNT_USAMPLED] = "futex_sampled",
 	[LS_CNT_URELEASER] = "futex_releasers",
 	[LS_CNT_UNONBLOCK] = "futex_nonblocking",
 	[LS_CNT_HOLDERS] = "holders_noted",
@@ -341,7 +339,9 @@ static int create_wait_tables(struct collector *c)
 #define REUSE_SHARED_MAPS(m, c)								\
 	(bpf_map__reuse_fd((m)->ringbufs, bpf_map__fd((c)->skel->maps.ringbufs)) ?:		\
 	 bpf_map__reuse_fd((m)->counters, bpf_map__fd((c)->skel->maps.counters)) ?:		\
-	 bpf_map__reuse_fd((m)->wait_tables, bpf_map__fd((c)->skel->maps.wait_tables)))
+	 bpf_map__reuse_fd((m)->wait_tables, bpf_map__fd((c)->skel->maps.wait_tables)) ?:	\
+	 bpf_map__reuse_fd((m)->wait_cache, bpf_map__fd((c)->skel->maps.wait_cache)) ?:	\
+	 bpf_map__reuse_fd((m)->wait_cache_busy, bpf_map__fd((c)->skel->maps.wait_cache_busy)))
 
 static void sched_autoload(struct scheduler_bpf *s, bool precise, bool spin)
 {
@@ -381,7 +381,7 @@ static int load_sched(struct collector *c)
 	    (err = bpf_map__set_value_size(s->maps.stacks, o->max_stack * sizeof(__u64))) ||
 	    (err = bpf_map__set_max_entries(s->maps.lock_buckets, o->max_locks)) ||
 	    (err = bpf_map__set_max_entries(s->maps.holders, o->max_holders)) ||
-	    (err = bpf_map__set_max_entries(s->maps.spinners, o->sched_threads ?: 1)) ||
+	    (err = bpf_map__set_max_entries(s->maps.spinners, o->sched_threads ? SCHED_DEF_MAX_SPINNERS : 1)) ||
 	    (err = bpf_map__set_max_entries(s->maps.ustack_scratch, c->nr_cpus)))
 		return err;
 	sched_autoload(s, c->feat.precise, o->sched_threads != 0);
@@ -793,6 +793,53 @@ static void waits_flip(struct collector *c)
 }
 
 
+/*
+ * The CPUs' cache slots of the half programs left: every CPU's copy of each slot that
+ * holds an entry of that epoch. The half is read whole; the next epoch of this parity
+ * finds its slots stale and takes them over, so nothing needs clearing.
+ */
+static int drain_caches(struct collector *c, __u32 epoch, collector_wait_fn fn, void *ctx)
+{
+	int fd = bpf_map__fd(c->skel->maps.wait_cache), err = 0, n = 0, cpu;
+	size_t stride = (sizeof(struct ls_wait_cached) + 7) & ~(size_t)7;
+	__u32 first = (epoch & (LS_WAIT_TABLES - 1)) * LS_WAIT_CACHE_SLOTS, key, batch, count, i;
+	__u32 keys[LS_WAIT_CACHE_SLOTS];
+	void *in = NULL;
+	char *vals;
+	int ret;
+
+	vals = calloc(LS_WAIT_CACHE_SLOTS, stride * c->nr_cpus);
+	if (!vals)
+		return -ENOMEM;
+	/* lookup_batch walks from a key: start just before the half's first slot */
+	key = first - 1;
+	if (first)
+		in = &key;
+	do {
+		count = LS_WAIT_CACHE_SLOTS;
+		ret = bpf_map_lookup_batch(fd, in, &batch, keys, vals, &count, NULL);
+		if (ret && errno != ENOENT) {
+			err = -errno;
+			break;
+		}
+		for (i = 0; i < count && !err; i++) {
+			if (keys[i] < first || keys[i] >= first + LS_WAIT_CACHE_SLOTS)
+				continue;
+			for (cpu = 0; cpu < c->nr_cpus && !err; cpu++) {
+				const struct ls_wait_cached *e = (const void *)(vals + (i * c->nr_cpus + cpu) * stride);
+
+				if (!e->used || e->epoch != epoch)
+					continue;
+				err = fn(ctx, &e->key, &e->val);
+				n++;
+			}
+		}
+		in = &batch;
+	} while (!ret && !err && keys[count ? count - 1 : 0] < first + LS_WAIT_CACHE_SLOTS - 1);
+	free(vals);
+	return err ?: n;
+}
+
 int collector__waits_drain(struct collector *c, collector_wait_fn fn, void *ctx)
 {
 	static struct ls_wait_key keys[WAITS_BATCH];
@@ -813,7 +860,10 @@ int collector__waits_drain(struct collector *c, collector_wait_fn fn, void *ctx)
 			err = fn(ctx, &keys[i], &vals[i]);
 		in = &batch;
 	} while (!ret && !err);
-	return err ?: n;
+	if (err)
+		return err;
+	ret = drain_caches(c, c->epoch - 1, fn, ctx);
+	return ret < 0 ? ret : n + ret;
 }
 
 int collector__sched_peers(const struct collector *c, collector_peer_fn fn, void *ctx)

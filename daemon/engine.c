@@ -166,6 +166,7 @@ struct engine {
 	uint64_t now_ns;		/* at the last tick: cheap time for the record path */
 	uint64_t stale_slots;		/* open waits of exited threads, swept */
 	uint64_t wait_entries;		/* wait-table entries drained */
+	uint64_t kernel_waits, futex_waits;	/* waits drained (and by ring), counted per class */
 };
 
 uint64_t ls_clock_ns(clockid_t id)
@@ -570,6 +571,15 @@ static int wait_key(struct engine *e, const struct ls_wait_key *k, const char *o
 	}
 }
 
+/* The waits status counts per source: the tables are where they are counted. */
+static void count_class(struct engine *e, const struct ls_wait_key *k, uint64_t n)
+{
+	if (k->class == LS_WAIT_KLOCK)
+		e->kernel_waits += n;
+	else if (k->class == LS_WAIT_FUTEX)
+		e->futex_waits += n;
+}
+
 static int on_wait_entry(void *ctx, const struct ls_wait_key *k, const struct ls_wait_val *v)
 {
 	struct engine *e = ctx;
@@ -590,6 +600,7 @@ static int on_wait_entry(void *ctx, const struct ls_wait_key *k, const struct ls
 	ev.comm = v->comm;
 	ev.releaser_comm = v->releaser_comm;
 	add_event(e, &ev);
+	count_class(e, k, v->count);
 	e->wait_entries++;
 	return 0;
 }
@@ -611,6 +622,8 @@ static int handle_wait(struct engine *e, const struct ls_wait_rec *r, size_t siz
 	ev.comm = r->comm;
 	ev.releaser_comm = r->releaser_comm;
 	add_event(e, &ev);
+	if (!r->nonblocking)
+		count_class(e, &r->key, 1);
 	return 0;
 }
 
@@ -1108,11 +1121,14 @@ cJSON *engine__status(struct engine *e)
 static cJSON *handle_status(struct engine *e)
 {
 	const struct collector_features *f = collector__features(e->coll);
-	uint64_t cnt[LS_CNT_MAX], now = ls_now_ns();
+	uint64_t cnt[LS_CNT_MAX], now;
 	cJSON *o = response("status"), *ev, *st, *feat, *wins, *agg;
 	struct usyms_stats syms;
 	int w;
 
+	/* the waits counted per source are the tables' */
+	catch_up(e);
+	now = ls_now_ns();
 	collector__counters(e->coll, cnt);
 	usyms__stats(e->usyms, &syms);
 	cJSON_AddStringToObject(o, "version", LS_VERSION);
@@ -1136,13 +1152,12 @@ static cJSON *handle_status(struct engine *e)
 	cJSON_AddNumberToObject(o, "switch_cost_ns", threads__switch_cost_ns(e->threads));
 	cJSON_AddItemToObject(o, "programs", programs_json(e));
 	ev = cJSON_AddObjectToObject(o, "events");
-	cJSON_AddNumberToObject(ev, "begin", cnt[LS_CNT_BEGIN]);
-	cJSON_AddNumberToObject(ev, "waits", cnt[LS_CNT_WAIT]);
+	cJSON_AddNumberToObject(ev, "waits", e->kernel_waits);
 	cJSON_AddNumberToObject(ev, "continued", cnt[LS_CNT_CONTINUED]);
 	cJSON_AddNumberToObject(ev, "nested", cnt[LS_CNT_NESTED]);
 	cJSON_AddNumberToObject(ev, "waits_per_s", rate(e, RATE_KERNEL_WAITS));
 	cJSON_AddNumberToObject(ev, "ringbuf_wakeups", cnt[LS_CNT_RB_WAKEUPS]);
-	cJSON_AddNumberToObject(ev, "futex_waits", cnt[LS_CNT_UWAIT]);
+	cJSON_AddNumberToObject(ev, "futex_waits", e->futex_waits);
 	cJSON_AddNumberToObject(ev, "futex_nonblocking", cnt[LS_CNT_UNONBLOCK]);
 	cJSON_AddNumberToObject(ev, "futex_releasers", cnt[LS_CNT_URELEASER]);
 	cJSON_AddNumberToObject(ev, "holders_noted", cnt[LS_CNT_HOLDERS]);
@@ -1158,13 +1173,15 @@ static cJSON *handle_status(struct engine *e)
 	cJSON_AddNumberToObject(ev, "resumes", cnt[LS_CNT_RESUMES]);
 	st = cJSON_AddObjectToObject(o, "stacks");
 	cJSON_AddNumberToObject(st, "stacked", cnt[LS_CNT_STACKED]);
-	cJSON_AddNumberToObject(st, "sampled_out", cnt[LS_CNT_SAMPLED_OUT]);
-	cJSON_AddNumberToObject(st, "share", cnt[LS_CNT_WAIT] ?
-				(double)cnt[LS_CNT_STACKED] / cnt[LS_CNT_WAIT] : 0);
+	cJSON_AddNumberToObject(st, "sampled_out", e->kernel_waits > cnt[LS_CNT_SAMPLED] ?
+				e->kernel_waits - cnt[LS_CNT_SAMPLED] : 0);
+	cJSON_AddNumberToObject(st, "share", e->kernel_waits > cnt[LS_CNT_STACKED] ?
+				(double)cnt[LS_CNT_STACKED] / e->kernel_waits : !!e->kernel_waits);
 	cJSON_AddNumberToObject(st, "owner_stacked", cnt[LS_CNT_OWNER_STACKED]);
 	cJSON_AddNumberToObject(st, "owner_on_cpu", cnt[LS_CNT_OWNER_ON_CPU]);
 	cJSON_AddNumberToObject(st, "user_stacked", cnt[LS_CNT_USTACKED]);
-	cJSON_AddNumberToObject(st, "user_sampled_out", cnt[LS_CNT_USAMPLED_OUT]);
+	cJSON_AddNumberToObject(st, "user_sampled_out", e->futex_waits > cnt[LS_CNT_USAMPLED] ?
+				e->futex_waits - cnt[LS_CNT_USAMPLED] : 0);
 	cJSON_AddNumberToObject(st, "user_unresolved_frames", syms.unresolved);
 	cJSON_AddNumberToObject(st, "interned", stacks__count(e->stacks));
 	cJSON_AddNumberToObject(st, "kernel_ids_freed", e->kstacks.freed + e->ustacks.freed);
@@ -1727,8 +1744,8 @@ static void sample_rate(struct engine *e, uint64_t now, const uint64_t *cnt)
 {
 	uint64_t *v = e->rate_v[e->rate_head];
 
-	v[RATE_KERNEL_WAITS] = cnt[LS_CNT_WAIT];
-	v[RATE_FUTEX_WAITS] = cnt[LS_CNT_UWAIT];
+	v[RATE_KERNEL_WAITS] = e->kernel_waits;
+	v[RATE_FUTEX_WAITS] = e->futex_waits;
 	v[RATE_HOLDER_SAMPLES] = cnt[LS_CNT_HOLD_SAMPLES];
 	v[RATE_SPIN_SAMPLES] = cnt[LS_CNT_SPIN_SAMPLES];
 	v[RATE_RECORDS] = e->records;

@@ -224,7 +224,7 @@ static cJSON *peer_json(const struct snapshot *sn, uint32_t tid, cJSON *evidence
 		o = cJSON_CreateObject();
 		cJSON_AddNumberToObject(o, "tid", pe->k.peer);
 		pst = thread_of(sn, pe->k.peer);
-		cJSON_AddStringToObject(o, "comm", pst ? pst->comm : "");
+		cJSON_AddStringToObject(o, "comm", pst ? pst->comm : pe->v.comm);
 		cJSON_AddNumberToObject(o, "yields_to", pe->v.yields);
 		cJSON_AddNumberToObject(o, "preempted", pe->v.preempted);
 		cJSON_AddItemToArray(all, o);
@@ -235,7 +235,7 @@ static cJSON *peer_json(const struct snapshot *sn, uint32_t tid, cJSON *evidence
 	p = cJSON_CreateObject();
 	pst = thread_of(sn, best->k.peer);
 	cJSON_AddNumberToObject(p, "tid", best->k.peer);
-	cJSON_AddStringToObject(p, "comm", pst ? pst->comm : "");
+	cJSON_AddStringToObject(p, "comm", pst ? pst->comm : best->v.comm);
 	cJSON_AddBoolToObject(p, "preempted", best->v.preempted > 0);
 	cJSON_AddNumberToObject(p, "preempted_share", (double)best->v.preempted / best->v.yields);
 	return p;
