@@ -324,19 +324,22 @@ def lossless(seconds):
         d = Daemon(sock)
         for threads in (1, 2, 4, 8, 16):
             s0, c0, t0 = d.status(), d.cpu(), time.monotonic()
+            # --hold: both counts are taken with the threads parked, before their exit
             w = subprocess.Popen([os.path.join(BUILD, "workloads", "pipe_storm"), "--threads", str(threads),
-                                  "--seconds", str(seconds), "--wait"], stdin=subprocess.PIPE,
+                                  "--seconds", str(seconds), "--wait", "--hold"], stdin=subprocess.PIPE,
                                  stdout=subprocess.PIPE, text=True)
             pid = int(w.stdout.readline().split()[1])
             perf, out = perf_count(pid)
             time.sleep(0.5)  # perf is counting
             w.stdin.write("go\n")
             w.stdin.flush()
-            w.communicate(timeout=seconds + 60)
+            if w.stdout.readline().strip() != "done":
+                raise RuntimeError("pipe_storm did not finish")
             ref = perf_total(perf, out)
             elapsed = time.monotonic() - t0
             rows = call(sock, {"cmd": "top", "kind": "kernel", "pid": pid, "group": "thread", "window": "all"})["rows"]
             ours = sum(r["contended"] for r in rows)
+            w.communicate("exit\n", timeout=60)
             s1 = d.status()
             dropped = sum(s1["dropped"][k] - s0["dropped"][k] for k in s1["dropped"])
             steps.append({"threads": threads, "events_per_s": round(ref / seconds), "lockscope": ours,

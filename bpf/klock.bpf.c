@@ -24,10 +24,14 @@
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 #define EEXIST			17	/* errno-base.h; vmlinux.h has no macros */
+/* A CPU slot's wait taken over by its task on another CPU: no thread has this id. */
+#define KLOCK_TID_CLAIMED	(~0U)
 
 /* Spinning waits longer than this are taken for waits whose end we missed: the kernel's
  * soft-lockup detector fires after 20 s, so a real spin never gets near. */
 const volatile __u64 spin_stale_ns = 10 * LS_NSEC_PER_SEC;
+/* CPUs the per-CPU slots exist for (set by the daemon): the cross-CPU search's bound. */
+const volatile __u32 nr_cpus = 1;
 /* Note named owners in kholders for ulock's switch program (set when ulock is loaded). */
 const volatile bool note_holders = false;
 
@@ -37,7 +41,7 @@ struct klock_pending {
 	__u32 lcb_flags;
 	__u32 rec_flags;
 	__u32 nest;
-	__u32 pad;
+	__u32 tid;	/* the waiter: a CPU slot may hold the wait of a task that left it */
 	__u32 owner_pid;
 	__u32 owner_tid;
 	/*
@@ -124,26 +128,6 @@ static __always_inline bool is_continuation(__u32 old_flags, __u32 new_flags)
 	       !(new_flags & KLOCK_F_SPIN);
 }
 
-/*
- * A spinner holds its CPU until it gets the lock, so an open per-CPU wait older than
- * spin_stale_ns lost its end (see above). Drops such entries from the top of @slot and
- * returns the new depth.
- */
-static __always_inline __u32 expire_stale(struct klock_slot *slot, __u32 depth, __u64 now)
-{
-	int i;
-
-	for (i = 0; i < KLOCK_NEST_MAX; i++) {
-		if (!depth || depth > KLOCK_NEST_MAX)
-			break;
-		if (now - slot->e[(depth - 1) & (KLOCK_NEST_MAX - 1)].begin_ns < spin_stale_ns)
-			break;
-		ls_count(LS_DROP_MISSED_END);
-		depth--;
-	}
-	return depth;
-}
-
 static __always_inline struct klock_slot *thread_slot(__u32 tid, bool create)
 {
 	struct klock_slot *slot = bpf_map_lookup_elem(&thread_slots, &tid);
@@ -153,6 +137,72 @@ static __always_inline struct klock_slot *thread_slot(__u32 tid, bool create)
 	if (bpf_map_update_elem(&thread_slots, &tid, &empty_slot, BPF_NOEXIST))
 		return NULL;
 	return bpf_map_lookup_elem(&thread_slots, &tid);
+}
+
+/* Pushes @e onto @tid's slot (a wait that goes on in a thread's slot); false if it cannot. */
+static __always_inline bool thread_push(__u32 tid, const struct klock_pending *e)
+{
+	struct klock_slot *slot = thread_slot(tid, true);
+	__u32 idx;
+
+	if (!slot) {
+		ls_count(LS_DROP_SLOT_FULL);
+		return false;
+	}
+	idx = slot->depth;
+	if (idx >= KLOCK_NEST_MAX) {
+		ls_count(LS_DROP_NEST_DEPTH);
+		return false;
+	}
+	barrier_var(idx);
+	slot->e[idx & (KLOCK_NEST_MAX - 1)] = *e;
+	slot->e[idx & (KLOCK_NEST_MAX - 1)].rec_flags &= ~KLOCK_RF_SPINNING;
+	slot->depth = idx + 1;
+	return true;
+}
+
+/*
+ * A spinner holds its CPU until it gets the lock, so an open per-CPU wait older than
+ * spin_stale_ns, or another task's, lost its end (see above). Except one: a mutex whose
+ * optimistic spin gave up and called schedule() (MUTEX|SPIN) left its wait here, and may
+ * wait long on a run queue before it goes on, on any CPU: such a wait moves to its
+ * thread's slot, where the task finds it (unless it already claimed it from here, see
+ * claim_moved_spin()). Drops the rest, wherever they are, and returns the new depth. Only
+ * the slot's own CPU writes it, and our programs do not nest on a CPU (guard_enter()).
+ */
+static __always_inline __u32 expire_stale(struct klock_slot *slot, __u32 depth, __u32 tid, __u64 now)
+{
+	__u32 i, kept = 0;
+
+	if (depth > KLOCK_NEST_MAX)
+		return 0;
+	for (i = 0; i < KLOCK_NEST_MAX && i < depth; i++) {
+		struct klock_pending *e = &slot->e[i];
+		__u32 owner = e->tid;
+
+		if (owner == KLOCK_TID_CLAIMED)
+			continue;
+		if (now - e->begin_ns >= spin_stale_ns || (owner != tid && !(e->lcb_flags & KLOCK_F_MUTEX))) {
+			ls_count(LS_DROP_MISSED_END);
+			continue;
+		}
+		if (owner != tid) {
+			/* claimed first, so that its task cannot claim it too */
+			if (__sync_val_compare_and_swap(&e->tid, owner, KLOCK_TID_CLAIMED) == owner) {
+				struct klock_pending moved = *e;
+
+				moved.tid = owner;
+				if (thread_push(owner, &moved))
+					ls_count(LS_CNT_SPIN_RESCHED);
+			}
+			continue;
+		}
+		if (kept != i)
+			slot->e[kept & (KLOCK_NEST_MAX - 1)] = *e;
+		kept++;
+	}
+	slot->depth = kept;
+	return kept;
 }
 
 static __always_inline struct klock_slot *cpu_slot(void)
@@ -221,6 +271,38 @@ static __always_inline struct task_struct *mutex_owner_direct(__u64 lock, __u32 
 	*tid = t->pid;
 	*tgid = t->tgid;
 	return (struct task_struct *)word;
+}
+
+/*
+ * Whether the current task is @lock's first waiter, which it is only when, woken, it
+ * spins again (MUTEX|SPIN) inside a wait it began earlier: on the first begin it has not
+ * queued yet. @direct: plain loads (bpf_rdonly_cast), else helper reads.
+ */
+static __always_inline bool mutex_first_waiter_is_current(__u64 lock, const bool direct)
+{
+	__u64 head = lock + bpf_core_field_offset(struct mutex___plain, wait_list), next;
+	__u64 list_off = bpf_core_field_offset(struct mutex_waiter___plain, list);
+	struct mutex_waiter___plain *w;
+	struct mutex___plain *m;
+	struct task_struct *task;
+
+	if (!bpf_core_field_exists(((struct mutex___plain *)0)->wait_list))
+		return false;
+	if (direct) {
+		m = bpf_rdonly_cast((void *)lock, bpf_core_type_id_kernel(struct mutex));
+		next = (__u64)m->wait_list.next;
+		if (next == head || !next)
+			return false;
+		w = bpf_rdonly_cast((void *)(next - list_off), bpf_core_type_id_kernel(struct mutex_waiter___plain));
+		task = w->task;
+	} else {
+		next = (__u64)BPF_CORE_READ((struct mutex___plain *)lock, wait_list.next);
+		if (next == head || !next)
+			return false;
+		w = (void *)(next - list_off);
+		task = BPF_CORE_READ(w, task);
+	}
+	return task == bpf_get_current_task_btf();
 }
 
 /*
@@ -319,6 +401,82 @@ static __always_inline void take_owner_stack(__u32 tid, struct klock_pending *e,
 	e->rec_flags |= KLOCK_RF_OWNER_STACK;
 }
 
+struct claim_ctx {
+	__u64 lock;
+	__u64 now;
+	__u32 tid;
+	bool found;
+	struct klock_pending e;
+};
+
+static long claim_on_cpu(__u64 cpu, struct claim_ctx *c)
+{
+	__u32 zero = 0, depth, i;
+	struct klock_slot *slot;
+	struct klock_pending *e;
+
+	slot = bpf_map_lookup_percpu_elem(&cpu_slots, &zero, cpu);
+	if (!slot)
+		return 0;
+	depth = *(volatile __u32 *)&slot->depth;	/* that CPU's own, read racily */
+	for (i = 0; i < KLOCK_NEST_MAX && i < depth; i++) {
+		e = &slot->e[i];
+		if (e->lock != c->lock || e->tid != c->tid || c->now - e->begin_ns >= spin_stale_ns)
+			continue;
+		c->e = *e;
+		/* claimed, it is never matched again; that CPU drops it when it next spins */
+		c->found = __sync_val_compare_and_swap(&e->tid, c->tid, KLOCK_TID_CLAIMED) == c->tid;
+		return 1;
+	}
+	return 0;
+}
+
+/*
+ * A mutex whose optimistic spin gave up and called schedule() left its wait (MUTEX|SPIN)
+ * in the slot of the CPU it spun on, under whatever others pushed since, and goes on on any
+ * CPU: to sleep (MUTEX), or to take the lock at once (contention_end). Only then is the
+ * wait neither at the top of this CPU's slot nor in the thread's, so only then are all
+ * CPUs' slots searched.
+ */
+static __always_inline bool claim_moved_spin(__u64 lock, __u32 tid, __u64 now, struct klock_pending *out)
+{
+	struct claim_ctx c = { .lock = lock, .now = now, .tid = tid };
+
+	bpf_loop(nr_cpus, claim_on_cpu, &c, 0);
+	if (!c.found)
+		return false;
+	*out = c.e;
+	ls_count(LS_CNT_SPIN_RESCHED);
+	return true;
+}
+
+/*
+ * A mutex's first waiter, woken, spins again (MUTEX|SPIN) before it may sleep again
+ * (MUTEX): the same wait, open in the thread's slot since its first begin. Marks it so
+ * that the sleep which may follow continues it too. True when that was the case.
+ */
+static __always_inline bool respin(__u32 tid, __u64 lock, const bool direct)
+{
+	struct klock_pending *top;
+	struct klock_slot *slot;
+	__u32 depth;
+
+	if (!mutex_first_waiter_is_current(lock, direct))
+		return false;
+	slot = thread_slot(tid, false);
+	if (!slot)
+		return false;
+	depth = slot->depth;
+	if (!depth || depth > KLOCK_NEST_MAX)
+		return false;
+	top = &slot->e[(depth - 1) & (KLOCK_NEST_MAX - 1)];
+	if (top->lock != lock)
+		return false;
+	top->rec_flags |= KLOCK_RF_RESPIN;
+	ls_count(LS_CNT_CONTINUED);
+	return true;
+}
+
 /*
  * A mutex that spun on this CPU (MUTEX|SPIN at the top of @cpu) now goes to sleep on the
  * same lock (MUTEX): one wait, timed from its first begin, moved to the thread's slot
@@ -327,33 +485,20 @@ static __always_inline void take_owner_stack(__u32 tid, struct klock_pending *e,
 static __always_inline bool continue_sleeping(struct klock_slot *cpu, __u32 tid, __u64 lock, __u32 flags)
 {
 	__u32 depth = cpu->depth, idx;
-	struct klock_pending *top;
-	struct klock_slot *slot;
+	struct klock_pending *top, moved;
 
 	if (!depth || depth > KLOCK_NEST_MAX)
 		return false;
 	idx = depth - 1;
 	barrier_var(idx);
 	top = &cpu->e[idx & (KLOCK_NEST_MAX - 1)];
-	if (top->lock != lock || !is_continuation(top->lcb_flags, flags))
+	if (top->lock != lock || top->tid != tid || !is_continuation(top->lcb_flags, flags))
 		return false;
+	moved = *top;
+	moved.lcb_flags = flags;
 	cpu->depth = depth - 1;
-	slot = thread_slot(tid, true);
-	if (!slot) {
-		ls_count(LS_DROP_SLOT_FULL);
-		return true;
-	}
-	if (slot->depth >= KLOCK_NEST_MAX) {
-		ls_count(LS_DROP_NEST_DEPTH);
-		return true;
-	}
-	idx = slot->depth;
-	barrier_var(idx);
-	slot->e[idx & (KLOCK_NEST_MAX - 1)] = *top;
-	slot->e[idx & (KLOCK_NEST_MAX - 1)].lcb_flags = flags;
-	slot->e[idx & (KLOCK_NEST_MAX - 1)].rec_flags &= ~KLOCK_RF_SPINNING;
-	slot->depth = idx + 1;
-	ls_count(LS_CNT_CONTINUED);
+	if (thread_push(tid, &moved))
+		ls_count(LS_CNT_CONTINUED);
 	return true;
 }
 
@@ -367,6 +512,8 @@ static __always_inline int __lock_contended(struct klock_slot *cpu, __u64 id, __
 	struct task_struct *owner;
 	struct klock_slot *slot;
 
+	if (spinning && (flags & KLOCK_F_MUTEX) && respin(tid, lock, with_owner_stack))
+		return 0;
 	if (!spinning && (flags & KLOCK_F_MUTEX) && continue_sleeping(cpu, tid, lock, flags))
 		return 0;
 	slot = spinning ? cpu : thread_slot(tid, true);
@@ -374,14 +521,19 @@ static __always_inline int __lock_contended(struct klock_slot *cpu, __u64 id, __
 		ls_count(LS_DROP_SLOT_FULL);
 		return 0;
 	}
+	now = bpf_ktime_get_ns();
 	depth = slot->depth;
+	if (spinning && depth)
+		depth = expire_stale(slot, depth, tid, now);
 	if (depth > 0 && depth <= KLOCK_NEST_MAX) {
 		top = &slot->e[(depth - 1) & (KLOCK_NEST_MAX - 1)];
-		if (top->lock == lock) {
-			/* a mutex that spun (MUTEX|SPIN) now sleeps (MUTEX) on the same lock:
-			 * one wait, timed from its first begin */
-			if (is_continuation(top->lcb_flags, flags)) {
+		if (top->lock == lock && top->tid == tid) {
+			/* a mutex that spun (MUTEX|SPIN), or spun again once woken (RESPIN),
+			 * now sleeps (MUTEX) on the same lock: one wait, timed from its first
+			 * begin */
+			if (is_continuation(top->lcb_flags, flags) || (top->rec_flags & KLOCK_RF_RESPIN)) {
 				top->lcb_flags = flags;
+				top->rec_flags &= ~KLOCK_RF_RESPIN;
 				ls_count(LS_CNT_CONTINUED);
 				return 0;
 			}
@@ -392,9 +544,6 @@ static __always_inline int __lock_contended(struct klock_slot *cpu, __u64 id, __
 			depth--;
 		}
 	}
-	now = bpf_ktime_get_ns();
-	if (spinning)
-		depth = expire_stale(slot, depth, now);
 	if (depth >= KLOCK_NEST_MAX) {
 		ls_count(LS_DROP_NEST_DEPTH);
 		return 0;
@@ -403,7 +552,16 @@ static __always_inline int __lock_contended(struct klock_slot *cpu, __u64 id, __
 	/* keep the mask: the compiler knows depth < KLOCK_NEST_MAX, the verifier does not */
 	barrier_var(idx);
 	e = &slot->e[idx & (KLOCK_NEST_MAX - 1)];
+	if (!spinning && (flags & KLOCK_F_MUTEX) && claim_moved_spin(lock, tid, now, e)) {
+		e->lcb_flags = flags;
+		e->rec_flags &= ~KLOCK_RF_SPINNING;
+		e->tid = tid;
+		slot->depth = depth + 1;
+		ls_count(LS_CNT_CONTINUED);
+		return 0;
+	}
 	e->lock = lock;
+	e->tid = tid;
 	e->begin_ns = now;
 	e->lcb_flags = flags;
 	e->nest = depth;
@@ -424,15 +582,15 @@ static __always_inline int __lock_contended(struct klock_slot *cpu, __u64 id, __
 	return 0;
 }
 
-/* Removes the open wait on @lock from @slot into @out; false when there is none. */
-static __always_inline bool slot_pop(struct klock_slot *slot, __u64 lock, struct klock_pending *out)
+/* Removes @tid's open wait on @lock from @slot into @out; false when there is none. */
+static __always_inline bool slot_pop(struct klock_slot *slot, __u64 lock, __u32 tid, struct klock_pending *out)
 {
 	__u32 depth = slot->depth, i, found = KLOCK_NEST_MAX;
 
 	if (depth > KLOCK_NEST_MAX)
 		return false;
 	for (i = 0; i < KLOCK_NEST_MAX; i++) {
-		if (i < depth && slot->e[i].lock == lock)
+		if (i < depth && slot->e[i].lock == lock && slot->e[i].tid == tid)
 			found = i;
 	}
 	if (found >= KLOCK_NEST_MAX)
@@ -451,12 +609,14 @@ static __always_inline bool find_wait(struct klock_slot *cpu, __u64 lock, __u32 
 {
 	struct klock_slot *slot;
 
-	if (cpu->depth > 0 && slot_pop(cpu, lock, out))
+	if (cpu->depth > 0 && slot_pop(cpu, lock, tid, out))
 		return true;
 	/* the emptied slot stays for the thread's next wait (an update and a delete per
 	 * wait cost more than the rest of the program); the daemon sweeps exited threads */
 	slot = thread_slot(tid, false);
-	return slot && slot_pop(slot, lock, out);
+	if (slot && slot_pop(slot, lock, tid, out))
+		return true;
+	return claim_moved_spin(lock, tid, bpf_ktime_get_ns(), out);
 }
 
 static __always_inline void copy_owner_stack(struct klock_wait_rec *r, __u32 tid)

@@ -32,6 +32,7 @@ enum klock_rec_flags {
 	KLOCK_RF_SPINNING	= 1U << 5,	/* timed in the per-CPU slot */
 	KLOCK_RF_NESTED		= 1U << 6,	/* began while another wait was open */
 	KLOCK_RF_SAMPLED	= 1U << 7,	/* the sampler wanted stacks for this wait */
+	KLOCK_RF_RESPIN		= 1U << 8,	/* a woken mutex waiter spins again (see respin()) */
 };
 
 /*

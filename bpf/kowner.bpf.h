@@ -26,6 +26,12 @@
  * built on rt_mutex_base. */
 struct mutex___plain {
 	atomic_long_t owner;
+	struct list_head wait_list;
+} __attribute__((preserve_access_index));
+
+struct mutex_waiter___plain {
+	struct list_head list;
+	struct task_struct *task;
 } __attribute__((preserve_access_index));
 
 struct mutex___rt {

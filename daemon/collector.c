@@ -112,6 +112,7 @@ static const char *const counter_names[LS_CNT_MAX] = {
 	[LS_CNT_SAMPLED] = "sampled",
 	[LS_CNT_OWNER_STACKED] = "owner_stacked",
 	[LS_CNT_CONTINUED] = "continued",
+	[LS_CNT_SPIN_RESCHED] = "spin_rescheduled",
 	[LS_CNT_RB_WAKEUPS] = "ringbuf_wakeups",
 	[LS_CNT_OWNER_ON_CPU] = "owner_on_cpu",
 	[LS_CNT_NESTED] = "nested",
@@ -244,6 +245,7 @@ static int configure(struct collector *c, const struct klock_variant *v)
 		return err;
 	/* ulock's switch program reads the owners noted (setup_ulock needs tp_btf) */
 	s->rodata->note_holders = o->user_locks && c->feat.tp_btf;
+	s->rodata->nr_cpus = c->nr_cpus;
 
 	for (i = 0; i < sizeof(klock_variants) / sizeof(klock_variants[0]); i++) {
 		bpf_program__set_autoload(klock_variants[i].begin(s), false);

@@ -1154,6 +1154,8 @@ static cJSON *handle_status(struct engine *e)
 	ev = cJSON_AddObjectToObject(o, "events");
 	cJSON_AddNumberToObject(ev, "waits", e->kernel_waits);
 	cJSON_AddNumberToObject(ev, "continued", cnt[LS_CNT_CONTINUED]);
+	/* mutex waits whose spin called schedule(), found on the CPU they left */
+	cJSON_AddNumberToObject(ev, "spin_rescheduled", cnt[LS_CNT_SPIN_RESCHED]);
 	cJSON_AddNumberToObject(ev, "nested", cnt[LS_CNT_NESTED]);
 	cJSON_AddNumberToObject(ev, "waits_per_s", rate(e, RATE_KERNEL_WAITS));
 	cJSON_AddNumberToObject(ev, "ringbuf_wakeups", cnt[LS_CNT_RB_WAKEUPS]);

@@ -1,6 +1,9 @@
 """Kernel lock contention end to end: real BPF, real daemon, real CLI, checked against perf."""
 import json
+import os
+import signal
 import subprocess
+import tempfile
 import time
 
 import pytest
@@ -203,3 +206,60 @@ def test_waits_inside_our_own_programs_are_not_timed(daemon):
     print("worst spinlock wait", worst, "dropped", r["dropped"])
     assert worst < 1e9
     assert "self_lock" in r["dropped"]
+
+
+def perf_stat_ends(pid):
+    """perf stat counting the workload's lock:contention_end (one per wait) in the kernel,
+    without pairing anything: the exact number of waits."""
+    out = tempfile.mktemp(prefix="lockscope-perfstat-", suffix=".csv")
+    p = subprocess.Popen(["perf", "stat", "-x,", "-o", out, "-e", "lock:contention_end", "-p", str(pid)],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return p, out
+
+
+def perf_stat_total(p, out):
+    p.send_signal(signal.SIGINT)
+    p.wait(timeout=30)
+    with open(out) as f:
+        for line in f:
+            fields = line.split(",")
+            if len(fields) > 2 and "contention_end" in fields[2] and fields[0].isdigit():
+                return int(fields[0])
+    raise AssertionError(f"perf stat wrote no count: {open(out).read()}")
+
+
+def test_mutex_spins_preempted_on_a_busy_machine_count_exactly(daemon):
+    """Eight pipe_storm threads per CPU, unpinned: a mutex's optimistic spin often gives up
+    for schedule(), and its wait goes on later, on any CPU (status: spin_rescheduled).
+    Every wait still counts once: lockscope's count is perf stat's count of the workload's
+    contention_end, less only the waits the kernel ran none of our programs for (nested
+    in one of ours on a CPU), which status reports as prog_recursion and self_lock."""
+    require_tool("perf")
+    threads = 8 * os.cpu_count()
+    for attempt in range(10):
+        before = daemon.cli_json("status")
+        w = subprocess.Popen([WORKLOADS + "/pipe_storm", "--threads", str(threads), "--seconds", "2",
+                              "--wait", "--hold"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        pid = int(w.stdout.readline().split()[1])
+        perf, out = perf_stat_ends(pid)
+        time.sleep(0.5)  # perf is counting
+        w.stdin.write("go\n")
+        w.stdin.flush()
+        # --hold: both counts are taken with the threads parked, not exiting
+        assert w.stdout.readline().strip() == "done"
+        ref = perf_stat_total(perf, out)
+        rows = daemon.cli_json("top", "--kind", "kernel", "-p", str(pid), "-t", "-w", "all")["rows"]
+        ours = sum(r["contended"] for r in rows)
+        w.communicate("exit\n", timeout=60)
+        after = daemon.cli_json("status")
+        moved = after["events"]["spin_rescheduled"] - before["events"]["spin_rescheduled"]
+        skipped = sum(after["dropped"][k] - before["dropped"][k] for k in ("prog_recursion", "self_lock"))
+        lost = {k: after["dropped"][k] - before["dropped"][k] for k in ("ringbuf_full", "nest_too_deep",
+                                                                       "wait_table_full", "wait_map_full")}
+        print(f"attempt {attempt}: perf {ref}, lockscope {ours}, spins moved {moved}, skipped {skipped}, {lost}")
+        assert ref > 10000, "pipe_storm made too little contention"
+        assert 0 <= ref - ours <= skipped
+        assert not any(lost.values()), lost
+        if moved:
+            return
+    pytest.fail("no mutex spin was preempted in 10 runs: the case this test is for did not occur")

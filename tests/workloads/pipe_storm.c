@@ -2,7 +2,9 @@
 /*
  * pipe_storm: kernel mutex contention. Writers and readers share one pipe, whose
  * pipe->mutex every read(2) and write(2) takes, so the threads queue on one kernel mutex.
- * Prints the messages moved and the rate as JSON; --wait as in mmap_storm.
+ * Prints the messages moved and the rate as JSON; --wait as in mmap_storm. --hold keeps
+ * the threads alive after that until a line on stdin, so that counts taken from outside
+ * cover the storm and not the threads' exit.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -22,11 +24,22 @@ static struct {
 	long messages;
 	double seconds;
 	int wait_go;
+	int hold;
 	int spread;	/* pin the threads round-robin over the CPUs */
 } opts = { .threads = 4, .messages = 200000 };
 
 static int fds[2];
 static volatile int stop;
+/* writers done, readers done (each with main), then everyone released to exit */
+static pthread_barrier_t writers_done, readers_done, release;
+
+/* A thread's end: its count kept, main told, and (with --hold) main's word awaited. */
+static void *finish(pthread_barrier_t *done, long count)
+{
+	pthread_barrier_wait(done);
+	pthread_barrier_wait(&release);
+	return (void *)count;
+}
 
 static void *writer(void *arg)
 {
@@ -42,7 +55,7 @@ static void *writer(void *arg)
 		if (opts.seconds > 0 && (i & 255) == 0 && workload_now_s() - start >= opts.seconds)
 			stop = 1;
 	}
-	return (void *)i;
+	return finish(&writers_done, i);
 }
 
 static void *reader(void *arg)
@@ -54,7 +67,7 @@ static void *reader(void *arg)
 	/* messages are written whole (PIPE_BUF atomicity) and read whole */
 	while (read(fds[0], msg, sizeof(msg)) == sizeof(msg))
 		got++;
-	return (void *)got;
+	return finish(&readers_done, got);
 }
 
 /* Thread attributes that pin to @cpu with --spread; NULL (the defaults) without. */
@@ -80,6 +93,7 @@ int main(int argc, char **argv)
 		{ "messages", required_argument, NULL, 'n' },
 		{ "seconds", required_argument, NULL, 's' },
 		{ "wait", no_argument, NULL, 'W' },
+		{ "hold", no_argument, NULL, 'H' },
 		/*
 		 * On a busy machine the scheduler wakes a reader on its writer's CPU and the two
 		 * take turns instead of colliding on the mutex; pinned, they run side by side
@@ -90,7 +104,8 @@ int main(int argc, char **argv)
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
 	pthread_t w[64], r[64];
 	long written = 0, got = 0;
-	double start;
+	double start, elapsed;
+	char line[16];
 	void *ret;
 	int c, i;
 
@@ -100,9 +115,10 @@ int main(int argc, char **argv)
 		case 'n': opts.messages = atol(optarg); break;
 		case 's': opts.seconds = atof(optarg); break;
 		case 'W': opts.wait_go = 1; break;
+		case 'H': opts.hold = 1; break;
 		case 'S': opts.spread = 1; break;
 		default:
-			fprintf(stderr, "usage: pipe_storm [--threads N] [--messages N | --seconds S] [--spread] [--wait]\n");
+			fprintf(stderr, "usage: pipe_storm [--threads N] [--messages N | --seconds S] [--spread] [--wait] [--hold]\n");
 			return 2;
 		}
 	}
@@ -116,21 +132,31 @@ int main(int argc, char **argv)
 	}
 	if (opts.wait_go && workload_wait_for_go())
 		return 1;
+	pthread_barrier_init(&writers_done, NULL, opts.threads + 1);
+	pthread_barrier_init(&readers_done, NULL, opts.threads + 1);
+	pthread_barrier_init(&release, NULL, 2 * opts.threads + 1);
 	start = workload_now_s();
 	for (i = 0; i < opts.threads; i++) {
 		pthread_create(&r[i], on_cpu(2 * i % cpus), reader, NULL);
 		pthread_create(&w[i], on_cpu((2 * i + 1) % cpus), writer, (void *)(opts.messages / opts.threads));
 	}
+	pthread_barrier_wait(&writers_done);
+	elapsed = workload_now_s() - start;
+	close(fds[1]);	/* readers see EOF once the pipe drains */
+	pthread_barrier_wait(&readers_done);
+	if (opts.hold)
+		printf("done\n");
+	fflush(stdout);
+	if (opts.hold && !fgets(line, sizeof(line), stdin))
+		return 1;
+	pthread_barrier_wait(&release);
 	for (i = 0; i < opts.threads; i++) {
 		pthread_join(w[i], &ret);
 		written += (long)ret;
-	}
-	close(fds[1]);	/* readers see EOF once the pipe drains */
-	for (i = 0; i < opts.threads; i++) {
 		pthread_join(r[i], &ret);
 		got += (long)ret;
 	}
 	printf("{\"messages\": %ld, \"read\": %ld, \"seconds\": %.3f, \"per_s\": %.0f}\n",
-	       written, got, workload_now_s() - start, written / (workload_now_s() - start));
+	       written, got, elapsed, written / elapsed);
 	return 0;
 }
