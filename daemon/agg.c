@@ -15,19 +15,62 @@ enum {
 /* Slot lengths: 1 s, 6 s, 30 s; each level's slot is a whole number of the finer one. */
 static const uint64_t level_slot_ns[LEVELS] = { 1 * NSEC_PER_SEC, 6 * NSEC_PER_SEC, 30 * NSEC_PER_SEC };
 
+/*
+ * A key's sums in one table (all time, a slot, a view). Most keys wait once per slot, and
+ * a sampled key (one stack) often once in all: their one wait's bucket is that of the total,
+ * so a histogram is taken from the table's pool only at the second wait.
+ */
+struct cell {
+	uint64_t count, total_ns, max_ns, min_ns, nonblocking;
+	uint32_t hist;		/* index + 1 in the table's pool; 0: none */
+	uint32_t seen;		/* views: the key is in the view's list */
+};
+
+struct hist_pool {
+	uint64_t (*h)[LS_HIST_BUCKETS];
+	uint32_t nr, cap;
+};
+
+/* A window slot: the keys that waited in it (key id -> struct cell), and their histograms. */
+struct slot {
+	struct htab *cells;	/* NULL: nothing waited */
+	struct hist_pool hists;
+	uint64_t start;
+};
+
 struct level {
-	struct htab *live;		/* the slot being filled */
-	uint64_t live_start;
-	struct htab *ring[SLOTS_PER_LEVEL];	/* sealed slots, newest at head - 1 */
-	uint64_t ring_start[SLOTS_PER_LEVEL];
+	struct slot ring[SLOTS_PER_LEVEL];	/* sealed slots, newest at head - 1 */
 	int head, filled;
+	/* the start of the slot being filled: level 0's live slot, or the coarser slot the
+	 * finer level's ring is still collecting */
+	uint64_t live_start;
+};
+
+/* A key's names, interned: ids in agg->comms. */
+struct key_names {
+	uint32_t comm, owner_comm, releaser_comm;
 };
 
 struct agg {
 	struct agg_opts opts;
-	struct htab *all;
+	struct htab *keys;		/* struct agg_key -> struct key_names; entry index = key id */
+	struct htab *comms;		/* char[LS_COMM_LEN]; entry index = comm id */
+	struct cell *all;		/* all time, by key id */
+	size_t all_cap;
+	struct hist_pool all_hists;
+	struct slot live;		/* level 0's slot being filled */
 	struct level levels[LEVELS];
 	uint64_t dropped;
+};
+
+struct agg_view {
+	const struct agg *a;
+	const struct cell *cells;	/* by key id */
+	const struct hist_pool *hists;
+	uint32_t *ids;			/* the keys in the view; NULL: every key */
+	size_t nr;
+	struct cell *own;		/* a rolling window's merged cells */
+	struct hist_pool own_hists;
 };
 
 static const char *const window_names[LS_WIN_MAX] = { "10s", "1m", "5m", "all" };
@@ -84,36 +127,194 @@ void agg_stat_merge(struct agg_stat *dst, const struct agg_stat *src)
 		dst->hist[i] += src->hist[i];
 }
 
-static struct htab *new_table(const struct agg *a)
+void agg_hist_add(double *dst, const struct agg_val *v, double f)
 {
-	return htab__new(sizeof(struct agg_key), sizeof(struct agg_val), a->opts.max_keys);
-}
+	int i;
 
-static int merge_table(struct htab *dst, const struct htab *src, uint64_t *dropped)
-{
-	const void *key;
-	size_t iter = 0;
-	void *val;
-
-	while (!htab__next(src, &iter, &key, &val)) {
-		const struct agg_val *sv = val;
-		struct agg_val *dv;
-		int created;
-
-		dv = htab__upsert(dst, key, &created, NULL);
-		if (!dv) {
-			*dropped += sv->st.count;
-			continue;
-		}
-		if (created) {
-			*dv = *sv;
-			continue;
-		}
-		agg_stat_merge(&dv->st, &sv->st);
-		dv->nonblocking += sv->nonblocking;
+	if (v->hist) {
+		for (i = 0; i < LS_HIST_BUCKETS; i++)
+			dst[i] += v->hist[i] * f;
+	} else if (v->st.count) {
+		dst[ls_hist_bucket(v->st.total_ns)] += v->st.count * f;
 	}
-	return 0;
 }
+
+/* ---- cells and their histograms ---- */
+
+static void pool_free(struct hist_pool *p)
+{
+	free(p->h);
+	memset(p, 0, sizeof(*p));
+}
+
+static uint64_t *pool_hist(const struct hist_pool *p, uint32_t ref)
+{
+	return ref ? p->h[ref - 1] : NULL;
+}
+
+/* A zeroed histogram from @p; its reference (index + 1), 0 when out of memory. */
+static uint32_t pool_take(struct hist_pool *p)
+{
+	if (p->nr == p->cap) {
+		uint32_t cap = p->cap ? p->cap * 2 : 64;
+		void *n = realloc(p->h, (size_t)cap * sizeof(*p->h));
+
+		if (!n)
+			return 0;
+		p->h = n;
+		p->cap = cap;
+	}
+	memset(p->h[p->nr], 0, sizeof(p->h[p->nr]));
+	return ++p->nr;
+}
+
+/*
+ * @c's histogram, taken from @p when it has none: its one wait (if any) moves into the
+ * bucket of its total. NULL when out of memory.
+ */
+static uint64_t *cell_hist(struct cell *c, struct hist_pool *p)
+{
+	uint64_t *h;
+
+	if (c->hist)
+		return pool_hist(p, c->hist);
+	if (!(c->hist = pool_take(p)))
+		return NULL;
+	h = pool_hist(p, c->hist);
+	if (c->count)
+		h[ls_hist_bucket(c->total_ns)] += c->count;
+	return h;
+}
+
+static void sum_add(struct cell *c, uint64_t count, uint64_t total, uint64_t max, uint64_t min)
+{
+	if (!count)
+		return;
+	if (!c->count || min < c->min_ns)
+		c->min_ns = min;
+	if (max > c->max_ns)
+		c->max_ns = max;
+	c->count += count;
+	c->total_ns += total;
+}
+
+static void cell_add_wait(struct cell *c, struct hist_pool *p, uint64_t wait_ns)
+{
+	uint64_t *h = c->count ? cell_hist(c, p) : NULL;
+
+	sum_add(c, 1, wait_ns, wait_ns, wait_ns);
+	if (h)
+		h[ls_hist_bucket(wait_ns)]++;
+}
+
+static void cell_add_stat(struct cell *c, struct hist_pool *p, const struct agg_stat *st)
+{
+	uint64_t *h;
+	int i;
+
+	if (!st->count)
+		return;
+	if (!c->count && st->count == 1) {
+		sum_add(c, 1, st->total_ns, st->max_ns, st->min_ns);
+		return;
+	}
+	h = cell_hist(c, p);
+	sum_add(c, st->count, st->total_ns, st->max_ns, st->min_ns);
+	for (i = 0; h && i < LS_HIST_BUCKETS; i++)
+		h[i] += st->hist[i];
+}
+
+static void cell_add_event(struct cell *c, struct hist_pool *p, const struct agg_event *ev)
+{
+	c->nonblocking += ev->nonblocking;
+	if (ev->stat)
+		cell_add_stat(c, p, ev->stat);
+	else if (!ev->nonblocking)
+		cell_add_wait(c, p, ev->wait_ns);
+}
+
+/* Adds cell @s (histograms in @sp) to @d (in @dp). */
+static void cell_merge(struct cell *d, struct hist_pool *dp, const struct cell *s, const struct hist_pool *sp)
+{
+	const uint64_t *sh = pool_hist(sp, s->hist);
+	uint64_t *dh;
+	int i;
+
+	d->nonblocking += s->nonblocking;
+	if (!s->count)
+		return;
+	if (!d->count && !sh) {
+		sum_add(d, s->count, s->total_ns, s->max_ns, s->min_ns);
+		return;
+	}
+	dh = cell_hist(d, dp);
+	sum_add(d, s->count, s->total_ns, s->max_ns, s->min_ns);
+	if (!dh)
+		return;
+	if (sh) {
+		for (i = 0; i < LS_HIST_BUCKETS; i++)
+			dh[i] += sh[i];
+	} else {
+		dh[ls_hist_bucket(s->total_ns)] += s->count;
+	}
+}
+
+/* ---- slots ---- */
+
+static void slot_free(struct slot *s)
+{
+	htab__free(s->cells);
+	pool_free(&s->hists);
+	s->cells = NULL;
+}
+
+static struct cell *slot_cell(struct slot *s, uint32_t id, size_t max_keys)
+{
+	if (!s->cells && !(s->cells = htab__new(sizeof(uint32_t), sizeof(struct cell), max_keys)))
+		return NULL;
+	return htab__upsert(s->cells, &id, NULL, NULL);
+}
+
+/* Adds slot @src into @dst (a coarser slot being made); false when out of memory. */
+static bool slot_merge(struct slot *dst, const struct slot *src, size_t max_keys)
+{
+	const void *kp;
+	size_t iter = 0;
+	void *vp;
+
+	while (src->cells && !htab__next(src->cells, &iter, &kp, &vp)) {
+		struct cell *d = slot_cell(dst, *(const uint32_t *)kp, max_keys);
+
+		if (!d)
+			return false;
+		cell_merge(d, &dst->hists, vp, &src->hists);
+	}
+	return true;
+}
+
+/* ---- names ---- */
+
+/* The id of name @s (NULL: none), interned; 0 (the first name, "") when out of memory. */
+static uint32_t comm_id(struct agg *a, const char *s)
+{
+	char buf[LS_COMM_LEN] = {};
+	uint32_t id = 0;
+
+	if (s)
+		strncpy(buf, s, sizeof(buf) - 1);
+	htab__upsert_at(a->comms, buf, &id, NULL, NULL);
+	return id;
+}
+
+static const char *comm_str(const struct agg *a, uint32_t id)
+{
+	const void *k = NULL;
+
+	htab__at(a->comms, id, &k);
+	return k ? k : "";
+}
+
+/* ---- the aggregator ---- */
 
 struct agg *agg__new(const struct agg_opts *opts)
 {
@@ -123,19 +324,17 @@ struct agg *agg__new(const struct agg_opts *opts)
 	if (!a)
 		return NULL;
 	a->opts = *opts;
-	a->all = new_table(a);
-	if (!a->all)
-		goto cleanup;
-	for (i = 0; opts->windows && i < LEVELS; i++) {
-		a->levels[i].live = new_table(a);
-		a->levels[i].live_start = opts->start_ns;
-		if (!a->levels[i].live)
-			goto cleanup;
+	a->keys = htab__new(sizeof(struct agg_key), sizeof(struct key_names), opts->max_keys);
+	a->comms = htab__new(LS_COMM_LEN, 0, SIZE_MAX);
+	if (!a->keys || !a->comms) {
+		agg__free(a);
+		return NULL;
 	}
+	comm_id(a, NULL);	/* id 0: no name */
+	a->live.start = opts->start_ns;
+	for (i = 0; i < LEVELS; i++)
+		a->levels[i].live_start = opts->start_ns;
 	return a;
-cleanup:
-	agg__free(a);
-	return NULL;
 }
 
 void agg__free(struct agg *a)
@@ -144,67 +343,102 @@ void agg__free(struct agg *a)
 
 	if (!a)
 		return;
-	htab__free(a->all);
-	for (i = 0; i < LEVELS; i++) {
-		htab__free(a->levels[i].live);
+	htab__free(a->keys);
+	htab__free(a->comms);
+	free(a->all);
+	pool_free(&a->all_hists);
+	slot_free(&a->live);
+	for (i = 0; i < LEVELS; i++)
 		for (j = 0; j < SLOTS_PER_LEVEL; j++)
-			htab__free(a->levels[i].ring[j]);
-	}
+			slot_free(&a->levels[i].ring[j]);
 	free(a);
 }
 
-static void add_to(struct agg *a, struct htab *t, const struct agg_event *ev)
+/* The id of @ev's key, added with its names if new; -ENOSPC when the keys are full. */
+static int key_id(struct agg *a, const struct agg_event *ev, uint32_t *id)
 {
-	struct agg_val *v;
-	int created;
+	struct key_names *n;
+	int created = 0, err = 0;
 
-	v = htab__upsert(t, &ev->key, &created, NULL);
-	if (!v) {
-		a->dropped++;
-		return;
+	/* room for a new key's all-time cell first, so that every key has one */
+	if (htab__count(a->keys) >= a->all_cap) {
+		size_t cap = a->all_cap ? a->all_cap * 2 : 1024;
+		struct cell *c = realloc(a->all, cap * sizeof(*c));
+
+		if (!c)
+			return -ENOMEM;
+		memset(c + a->all_cap, 0, (cap - a->all_cap) * sizeof(*c));
+		a->all = c;
+		a->all_cap = cap;
 	}
+	n = htab__upsert_at(a->keys, &ev->key, id, &created, &err);
+	if (!n)
+		return err ? err : -ENOMEM;
 	if (created) {
-		if (ev->comm)
-			strncpy(v->comm, ev->comm, sizeof(v->comm) - 1);
-		if (ev->owner_comm)
-			strncpy(v->owner_comm, ev->owner_comm, sizeof(v->owner_comm) - 1);
-		if (ev->releaser_comm)
-			strncpy(v->releaser_comm, ev->releaser_comm, sizeof(v->releaser_comm) - 1);
+		n->comm = comm_id(a, ev->comm);
+		n->owner_comm = comm_id(a, ev->owner_comm);
+		n->releaser_comm = comm_id(a, ev->releaser_comm);
 	}
-	v->nonblocking += ev->nonblocking;
-	if (ev->stat)
-		agg_stat_merge(&v->st, ev->stat);
-	else if (!ev->nonblocking)
-		agg_stat_add_wait(&v->st, ev->wait_ns);
+	return 0;
 }
 
 int agg__add(struct agg *a, const struct agg_event *ev)
 {
-	add_to(a, a->all, ev);
-	if (a->opts.windows)
-		add_to(a, a->levels[0].live, ev);
+	struct cell *c;
+	uint32_t id;
+
+	if (key_id(a, ev, &id)) {
+		a->dropped++;
+		return 0;
+	}
+	cell_add_event(&a->all[id], &a->all_hists, ev);
+	if (!a->opts.windows)
+		return 0;
+	c = slot_cell(&a->live, id, a->opts.max_keys);
+	if (!c) {
+		a->dropped++;
+		return 0;
+	}
+	cell_add_event(c, &a->live.hists, ev);
 	return 0;
 }
 
-/* Seals level @i's live slot into its ring; the coarser level absorbs it. */
-static void seal(struct agg *a, int i)
+static void ring_push(struct level *l, struct slot *s)
 {
-	struct level *l = &a->levels[i];
-	struct htab *fresh = new_table(a);
-
-	if (!fresh) {	/* keep filling the old slot rather than lose it */
-		return;
-	}
-	if (i + 1 < LEVELS)
-		merge_table(a->levels[i + 1].live, l->live, &a->dropped);
-	htab__free(l->ring[l->head]);
-	l->ring[l->head] = l->live;
-	l->ring_start[l->head] = l->live_start;
+	slot_free(&l->ring[l->head]);
+	l->ring[l->head] = *s;
 	l->head = (l->head + 1) % SLOTS_PER_LEVEL;
 	if (l->filled < SLOTS_PER_LEVEL)
 		l->filled++;
-	l->live = fresh;
-	l->live_start += level_slot_ns[i];
+	memset(s, 0, sizeof(*s));
+}
+
+/* Slot @n of level @l's ring, newest first (n < filled). */
+static const struct slot *ring_slot(const struct level *l, int n)
+{
+	return &l->ring[(l->head - 1 - n + 2 * SLOTS_PER_LEVEL) % SLOTS_PER_LEVEL];
+}
+
+/*
+ * Level @i's slot that just ended, made from the slots of level i - 1 that it spans (still
+ * in that level's ring, which holds more of them than one coarser slot takes).
+ */
+static void make_coarse(struct agg *a, int i)
+{
+	struct level *l = &a->levels[i];
+	const struct level *fine = &a->levels[i - 1];
+	uint64_t start = l->live_start, end = start + level_slot_ns[i];
+	struct slot s = { .start = start };
+	int n;
+
+	for (n = 0; n < fine->filled; n++) {
+		const struct slot *f = ring_slot(fine, n);
+
+		if (f->start >= start && f->start < end && !slot_merge(&s, f, a->opts.max_keys))
+			a->dropped++;	/* out of memory: the coarse slot misses some keys */
+	}
+	ring_push(l, &s);
+	l->live_start = end;
 }
 
 void agg__rotate(struct agg *a, uint64_t now_ns)
@@ -213,55 +447,144 @@ void agg__rotate(struct agg *a, uint64_t now_ns)
 
 	if (!a->opts.windows)
 		return;
-	/* finest first, so a coarser slot that ends now has absorbed its last fine slot */
-	for (i = 0; i < LEVELS; i++) {
-		struct level *l = &a->levels[i];
+	while (now_ns >= a->live.start + level_slot_ns[0]) {
+		uint64_t next = a->live.start + level_slot_ns[0];
 
-		while (now_ns >= l->live_start + level_slot_ns[i])
-			seal(a, i);
+		ring_push(&a->levels[0], &a->live);
+		a->live.start = next;
+		a->levels[0].live_start = next;
+		/* finest first: a coarse slot that ends now is made once its last fine slot is sealed */
+		for (i = 1; i < LEVELS; i++) {
+			if (next < a->levels[i].live_start + level_slot_ns[i])
+				break;
+			make_coarse(a, i);
+		}
 	}
+}
+
+/*
+ * Calls @fn for each slot window @w holds: level 0's live slot, the slots of each finer
+ * level not yet made into a coarser one, and all of level @w's. Returns the start of the
+ * oldest.
+ */
+static uint64_t for_each_slot(const struct agg *a, enum ls_window w,
+			      void (*fn)(void *arg, const struct slot *s), void *arg)
+{
+	uint64_t start = a->live.start;
+	int i, n;
+
+	if (fn)
+		fn(arg, &a->live);
+	for (i = 0; i <= (int)w; i++) {
+		const struct level *l = &a->levels[i];
+
+		for (n = 0; n < l->filled; n++) {
+			const struct slot *s = ring_slot(l, n);
+
+			if (i < (int)w && s->start < a->levels[i + 1].live_start)
+				break;	/* in a coarser slot already */
+			if (s->start < start)
+				start = s->start;
+			if (fn)
+				fn(arg, s);
+		}
+	}
+	return start;
 }
 
 uint64_t agg__window_start(const struct agg *a, enum ls_window w)
 {
-	const struct level *top;
-
 	if (w == LS_WIN_ALL || !a->opts.windows)
 		return a->opts.start_ns;
-	top = &a->levels[w];
-	if (!top->filled)
-		return top->live_start;
-	return top->ring_start[(top->head - top->filled + SLOTS_PER_LEVEL) % SLOTS_PER_LEVEL];
+	return for_each_slot(a, w, NULL, NULL);
 }
 
-struct htab *agg__window(const struct agg *a, enum ls_window w, uint64_t now_ns, uint64_t *start_ns)
+static void view_add_slot(void *arg, const struct slot *s)
 {
-	struct htab *out;
-	uint64_t dropped = 0;
-	const struct level *top;
-	int i, n;
+	struct agg_view *v = arg;
+	const void *kp;
+	size_t iter = 0;
+	void *vp;
 
-	(void)now_ns;
+	while (s->cells && !htab__next(s->cells, &iter, &kp, &vp)) {
+		uint32_t id = *(const uint32_t *)kp;
+		struct cell *d = &v->own[id];
+
+		if (!d->seen) {
+			d->seen = 1;
+			v->ids[v->nr++] = id;
+		}
+		cell_merge(d, &v->own_hists, vp, &s->hists);
+	}
+}
+
+struct agg_view *agg__view(const struct agg *a, enum ls_window w, uint64_t *start_ns)
+{
+	struct agg_view *v = calloc(1, sizeof(*v));
+	size_t keys = htab__count(a->keys);
+
+	if (!v)
+		return NULL;
+	v->a = a;
 	*start_ns = agg__window_start(a, w);
 	/* all time is the table itself: a query reads it in place, no copy */
-	if (w == LS_WIN_ALL || !a->opts.windows)
-		return a->all;
-	out = htab__new(sizeof(struct agg_key), sizeof(struct agg_val), SIZE_MAX);
-	if (!out)
+	if (w == LS_WIN_ALL || !a->opts.windows) {
+		v->cells = a->all;
+		v->hists = &a->all_hists;
+		v->nr = keys;
+		return v;
+	}
+	/* a cell per key id (only the pages touched cost), merged slot by slot */
+	v->own = calloc(keys ? keys : 1, sizeof(*v->own));
+	v->ids = malloc((keys ? keys : 1) * sizeof(*v->ids));
+	if (!v->own || !v->ids) {
+		agg_view__free(v);
 		return NULL;
-	/* the live slots of this level and every finer one, then this level's sealed ring */
-	for (i = 0; i <= (int)w; i++)
-		merge_table(out, a->levels[i].live, &dropped);
-	top = &a->levels[w];
-	for (n = 0; n < top->filled; n++)
-		merge_table(out, top->ring[(top->head - 1 - n + SLOTS_PER_LEVEL) % SLOTS_PER_LEVEL], &dropped);
-	return out;
+	}
+	for_each_slot(a, w, view_add_slot, v);
+	v->cells = v->own;
+	v->hists = &v->own_hists;
+	return v;
 }
 
-void agg__window_free(const struct agg *a, struct htab *t)
+void agg_view__free(struct agg_view *v)
 {
-	if (t != a->all)
-		htab__free(t);
+	if (!v)
+		return;
+	free(v->own);
+	free(v->ids);
+	pool_free(&v->own_hists);
+	free(v);
+}
+
+size_t agg_view__count(const struct agg_view *v)
+{
+	return v->nr;
+}
+
+int agg_view__get(const struct agg_view *v, size_t i, const struct agg_key **key, struct agg_val *val)
+{
+	const struct key_names *n;
+	const struct cell *c;
+	const void *kp;
+	uint32_t id;
+
+	if (i >= v->nr)
+		return -ENOENT;
+	id = v->ids ? v->ids[i] : (uint32_t)i;
+	n = htab__at(v->a->keys, id, &kp);
+	c = &v->cells[id];
+	*key = kp;
+	val->st.count = c->count;
+	val->st.total_ns = c->total_ns;
+	val->st.max_ns = c->max_ns;
+	val->st.min_ns = c->min_ns;
+	val->nonblocking = c->nonblocking;
+	val->hist = pool_hist(v->hists, c->hist);
+	val->comm = comm_str(v->a, n->comm);
+	val->owner_comm = comm_str(v->a, n->owner_comm);
+	val->releaser_comm = comm_str(v->a, n->releaser_comm);
+	return 0;
 }
 
 uint64_t agg__dropped(const struct agg *a)
@@ -271,19 +594,22 @@ uint64_t agg__dropped(const struct agg *a)
 
 size_t agg__keys(const struct agg *a)
 {
-	return htab__count(a->all);
+	return htab__count(a->keys);
+}
+
+static size_t slot_bytes(const struct slot *s)
+{
+	return (s->cells ? htab__mem_bytes(s->cells) : 0) + (size_t)s->hists.cap * sizeof(*s->hists.h);
 }
 
 size_t agg__mem_bytes(const struct agg *a)
 {
-	size_t sum = htab__mem_bytes(a->all);
+	size_t sum = htab__mem_bytes(a->keys) + htab__mem_bytes(a->comms) + a->all_cap * sizeof(*a->all) +
+		     (size_t)a->all_hists.cap * sizeof(*a->all_hists.h) + slot_bytes(&a->live);
 	int i, j;
 
-	for (i = 0; a->opts.windows && i < LEVELS; i++) {
-		sum += htab__mem_bytes(a->levels[i].live);
+	for (i = 0; i < LEVELS; i++)
 		for (j = 0; j < SLOTS_PER_LEVEL; j++)
-			if (a->levels[i].ring[j])
-				sum += htab__mem_bytes(a->levels[i].ring[j]);
-	}
+			sum += slot_bytes(&a->levels[i].ring[j]);
 	return sum;
 }

@@ -3,9 +3,14 @@
  * The aggregator: wait statistics per fine-grained key (process, thread, lock, type,
  * waiter stack, owner), kept since start and, optionally, in rolling windows.
  *
+ * Each key is stored once and named by an id; its names (comm) are interned. All-time
+ * sums are an array by id; window slots hold only the keys that waited in them, as
+ * deltas by id. Histograms exist only for keys with more than one wait.
+ *
  * Windows cascade like an RRD: 1 s slots serve the last 10 s, 6 s slots the last minute,
- * 30 s slots the last five minutes. A window therefore spans its length plus up to one
- * slot of the next-finer level, and reports the span it really covers.
+ * 30 s slots the last five minutes; a coarse slot is made from the fine ones when it ends.
+ * A window therefore spans its length plus up to one slot of the next-finer level, and
+ * reports the span it really covers.
  */
 #ifndef __LS_AGG_H
 #define __LS_AGG_H
@@ -60,6 +65,7 @@ struct agg_key {
 	uint32_t sampled;
 };
 
+/* A whole wait table entry, as the kernel aggregated it: what is added, not what is kept. */
 struct agg_stat {
 	uint64_t count;
 	uint64_t total_ns;
@@ -68,12 +74,26 @@ struct agg_stat {
 	uint64_t hist[LS_HIST_BUCKETS];
 };
 
+/* A key's sums in a window. */
+struct agg_sum {
+	uint64_t count;
+	uint64_t total_ns;
+	uint64_t max_ns;
+	uint64_t min_ns;
+};
+
+/* One key's figures as a view reads them: pointers into the aggregator, valid until it changes. */
 struct agg_val {
-	struct agg_stat st;
+	struct agg_sum st;
 	uint64_t nonblocking;	/* precise mode: calls that returned without sleeping */
-	char comm[LS_COMM_LEN];
-	char owner_comm[LS_COMM_LEN];
-	char releaser_comm[LS_COMM_LEN];
+	/*
+	 * LS_HIST_BUCKETS counts, or NULL where the key has at most one wait: its bucket is
+	 * that of its total (agg_hist_add() reads both)
+	 */
+	const uint64_t *hist;
+	const char *comm;
+	const char *owner_comm;
+	const char *releaser_comm;
 };
 
 /*
@@ -92,11 +112,12 @@ struct agg_event {
 
 struct agg_opts {
 	bool windows;		/* keep the rolling windows, not only since-start */
-	size_t max_keys;	/* per table; further keys are dropped and counted */
+	size_t max_keys;	/* distinct keys; waits of further keys are dropped and counted */
 	uint64_t start_ns;	/* CLOCK_MONOTONIC of the first slot */
 };
 
 struct agg;
+struct agg_view;
 
 struct agg *agg__new(const struct agg_opts *opts);
 void agg__free(struct agg *a);
@@ -104,18 +125,23 @@ int agg__add(struct agg *a, const struct agg_event *ev);
 /* Seals every slot that ended at or before @now_ns. */
 void agg__rotate(struct agg *a, uint64_t now_ns);
 /*
- * What window @w holds at @now_ns, read-only: the all-time table itself for LS_WIN_ALL (no
- * copy of 100 k keys per query), else a new table merging the window's slots. *start_ns
- * receives the start of the oldest slot in it. Release with agg__window_free().
+ * What window @w holds, read-only until the aggregator changes: all time is read in
+ * place (no copy of 100 k keys per query), a rolling window is its slots merged by key.
+ * *start_ns receives the start of the oldest slot in it. NULL when out of memory.
  */
-struct htab *agg__window(const struct agg *a, enum ls_window w, uint64_t now_ns, uint64_t *start_ns);
-void agg__window_free(const struct agg *a, struct htab *t);
-/* The start of the oldest slot window @w holds: what agg__window() reports, without merging. */
+struct agg_view *agg__view(const struct agg *a, enum ls_window w, uint64_t *start_ns);
+void agg_view__free(struct agg_view *v);
+size_t agg_view__count(const struct agg_view *v);
+/* Key @i of the view (0 <= i < count) and its figures; -ENOENT past the end. */
+int agg_view__get(const struct agg_view *v, size_t i, const struct agg_key **key, struct agg_val *val);
+/* The start of the oldest slot window @w holds: what agg__view() reports, without merging. */
 uint64_t agg__window_start(const struct agg *a, enum ls_window w);
 uint64_t agg__dropped(const struct agg *a);
 size_t agg__mem_bytes(const struct agg *a);
 size_t agg__keys(const struct agg *a);
 
+/* Adds @v's histogram, each bucket times @f, to @dst[LS_HIST_BUCKETS]. */
+void agg_hist_add(double *dst, const struct agg_val *v, double f);
 void agg_stat_add_wait(struct agg_stat *st, uint64_t wait_ns);
 void agg_stat_merge(struct agg_stat *dst, const struct agg_stat *src);
 int ls_hist_bucket(uint64_t ns);

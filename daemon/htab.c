@@ -4,12 +4,9 @@
 #include <string.h>
 #include "htab.h"
 
-enum { HTAB_MIN_BUCKETS = 16 };
-
-struct htab {
-	size_t key_size, value_size, entry_size;
-	size_t max_entries, nr_buckets, count;
-	unsigned char *entries;	/* [used byte][key][value] per bucket, padded to 8 */
+enum {
+	HTAB_MIN_BUCKETS = 16,
+	HTAB_MIN_ENTRIES = 16,
 };
 
 /* FNV-1a over 8-byte words with a final avalanche: keys here are small fixed structs. */
@@ -42,8 +39,10 @@ struct htab *htab__new(size_t key_size, size_t value_size, size_t max_entries)
 		return NULL;
 	h->key_size = key_size;
 	h->value_size = value_size;
-	h->entry_size = 8 + align8(key_size) + align8(value_size);
-	h->max_entries = max_entries;
+	h->key_space = align8(key_size);
+	h->entry_size = h->key_space + align8(value_size);
+	/* indexes are 32-bit */
+	h->max_entries = max_entries < UINT32_MAX - 1 ? max_entries : UINT32_MAX - 1;
 	return h;
 }
 
@@ -51,79 +50,98 @@ void htab__free(struct htab *h)
 {
 	if (!h)
 		return;
+	free(h->buckets);
 	free(h->entries);
 	free(h);
 }
 
-static unsigned char *bucket(const struct htab *h, size_t i)
+static unsigned char *entry(const struct htab *h, size_t i)
 {
 	return h->entries + i * h->entry_size;
 }
 
-static void *bucket_key(const struct htab *h, unsigned char *b)
-{
-	(void)h;
-	return b + 8;
-}
-
-static void *bucket_value(const struct htab *h, unsigned char *b)
-{
-	return b + 8 + align8(h->key_size);
-}
-
-static unsigned char *probe(const struct htab *h, const void *key)
+/* The bucket holding @key, or the empty one where it would go. */
+static uint32_t *probe(const struct htab *h, const void *key)
 {
 	size_t mask = h->nr_buckets - 1, i = ls_hash_bytes(key, h->key_size) & mask;
 
 	for (;; i = (i + 1) & mask) {
-		unsigned char *b = bucket(h, i);
+		uint32_t *b = &h->buckets[i];
 
-		if (!b[0] || !memcmp(bucket_key(h, b), key, h->key_size))
+		if (!*b || !memcmp(entry(h, *b - 1), key, h->key_size))
 			return b;
 	}
 }
 
-static int grow(struct htab *h)
+static int grow_buckets(struct htab *h)
 {
-	size_t old_n = h->nr_buckets, n = old_n ? old_n * 2 : HTAB_MIN_BUCKETS, i;
-	unsigned char *old = h->entries;
+	size_t n = h->nr_buckets ? h->nr_buckets * 2 : HTAB_MIN_BUCKETS, i;
+	uint32_t *old = h->buckets;
 
-	h->entries = calloc(n, h->entry_size);
-	if (!h->entries) {
-		h->entries = old;
+	h->buckets = calloc(n, sizeof(*h->buckets));
+	if (!h->buckets) {
+		h->buckets = old;
 		return -ENOMEM;
 	}
-	h->nr_buckets = n;
-	for (i = 0; i < old_n; i++) {
-		unsigned char *b = old + i * h->entry_size;
-
-		if (b[0])
-			memcpy(probe(h, bucket_key(h, b)), b, h->entry_size);
-	}
 	free(old);
+	h->nr_buckets = n;
+	for (i = 0; i < h->count; i++)
+		*probe(h, entry(h, i)) = i + 1;
+	return 0;
+}
+
+static int grow_entries(struct htab *h)
+{
+	size_t cap = h->cap ? h->cap * 2 : HTAB_MIN_ENTRIES;
+	unsigned char *n;
+
+	if (cap > h->max_entries)
+		cap = h->max_entries;
+	/* large blocks are mapped: pages past the last entry cost nothing until written */
+	n = realloc(h->entries, cap * h->entry_size);
+	if (!n)
+		return -ENOMEM;
+	h->entries = n;
+	h->cap = cap;
 	return 0;
 }
 
 void *htab__find(const struct htab *h, const void *key)
 {
-	unsigned char *b;
+	uint32_t *b;
 
 	if (!h->count)
 		return NULL;
 	b = probe(h, key);
-	return b[0] ? bucket_value(h, b) : NULL;
+	return *b ? entry(h, *b - 1) + h->key_space : NULL;
 }
 
-void *htab__upsert(struct htab *h, const void *key, int *created, int *err)
+bool htab__index(const struct htab *h, const void *key, uint32_t *index)
 {
-	unsigned char *b;
+	uint32_t *b;
+
+	if (!h->count)
+		return false;
+	b = probe(h, key);
+	if (*b)
+		*index = *b - 1;
+	return *b;
+}
+
+void *htab__upsert_at(struct htab *h, const void *key, uint32_t *index, int *created, int *err)
+{
+	unsigned char *e;
+	uint32_t *b;
 
 	if (created)
 		*created = 0;
 	if (h->count) {
 		b = probe(h, key);
-		if (b[0])
-			return bucket_value(h, b);
+		if (*b) {
+			if (index)
+				*index = *b - 1;
+			return entry(h, *b - 1) + h->key_space;
+		}
 	}
 	if (h->count >= h->max_entries) {
 		if (err)
@@ -131,49 +149,48 @@ void *htab__upsert(struct htab *h, const void *key, int *created, int *err)
 		return NULL;
 	}
 	/* keep the load factor under 1/2 so probes stay short */
-	if ((h->count + 1) * 2 > h->nr_buckets && grow(h)) {
+	if (((h->count + 1) * 2 > h->nr_buckets && grow_buckets(h)) ||
+	    (h->count == h->cap && grow_entries(h))) {
 		if (err)
 			*err = -ENOMEM;
 		return NULL;
 	}
 	b = probe(h, key);
-	b[0] = 1;
-	memcpy(bucket_key(h, b), key, h->key_size);
-	memset(bucket_value(h, b), 0, h->value_size);
+	e = entry(h, h->count);
+	memcpy(e, key, h->key_size);
+	memset(e + h->key_size, 0, h->entry_size - h->key_size);
+	*b = h->count + 1;
+	if (index)
+		*index = h->count;
 	h->count++;
 	if (created)
 		*created = 1;
-	return bucket_value(h, b);
+	return e + h->key_space;
 }
 
-size_t htab__count(const struct htab *h)
+void *htab__upsert(struct htab *h, const void *key, int *created, int *err)
 {
-	return h->count;
+	return htab__upsert_at(h, key, NULL, created, err);
 }
 
 size_t htab__mem_bytes(const struct htab *h)
 {
-	return sizeof(*h) + h->nr_buckets * h->entry_size;
+	return sizeof(*h) + h->nr_buckets * sizeof(*h->buckets) + h->count * h->entry_size;
 }
 
 void htab__clear(struct htab *h)
 {
-	if (h->entries)
-		memset(h->entries, 0, h->nr_buckets * h->entry_size);
+	if (h->buckets)
+		memset(h->buckets, 0, h->nr_buckets * sizeof(*h->buckets));
 	h->count = 0;
 }
 
 int htab__next(const struct htab *h, size_t *iter, const void **key, void **value)
 {
-	for (; *iter < h->nr_buckets; (*iter)++) {
-		unsigned char *b = bucket(h, *iter);
-
-		if (b[0]) {
-			(*iter)++;
-			*key = bucket_key(h, b);
-			*value = bucket_value(h, b);
-			return 0;
-		}
-	}
-	return -ENOENT;
+	if (*iter >= h->count)
+		return -ENOENT;
+	*key = entry(h, *iter);
+	*value = entry(h, *iter) + h->key_space;
+	(*iter)++;
+	return 0;
 }
