@@ -41,8 +41,7 @@ struct slot {
 struct level {
 	struct slot ring[SLOTS_PER_LEVEL];	/* sealed slots, newest at head - 1 */
 	int head, filled;
-	/* the start of the slot being filled: level 0's live slot, or the coarser slot the
-	 * finer level's ring is still collecting */
+	/* the start of the level's next slot: the finer slots from here on are not in it yet */
 	uint64_t live_start;
 };
 
@@ -419,9 +418,29 @@ static const struct slot *ring_slot(const struct level *l, int n)
 	return &l->ring[(l->head - 1 - n + 2 * SLOTS_PER_LEVEL) % SLOTS_PER_LEVEL];
 }
 
+static void make_coarse(struct agg *a, int i);
+
 /*
- * Level @i's slot that just ended, made from the slots of level i - 1 that it spans (still
- * in that level's ring, which holds more of them than one coarser slot takes).
+ * Pushes @s onto level @i's ring. A slot about to leave the ring that no coarser slot
+ * holds yet is made into one first, and not before: as long as the finer ring holds a
+ * key's waits, they are kept there only.
+ */
+static void push(struct agg *a, int i, struct slot *s)
+{
+	struct level *l = &a->levels[i];
+
+	if (l->filled == SLOTS_PER_LEVEL && i + 1 < LEVELS) {
+		uint64_t leaving = ring_slot(l, SLOTS_PER_LEVEL - 1)->start;
+
+		while (a->levels[i + 1].live_start <= leaving)
+			make_coarse(a, i + 1);
+	}
+	ring_push(l, s);
+}
+
+/*
+ * Level @i's next slot, made from the slots of level i - 1 it spans (all still in that
+ * level's ring, which holds more of them than one coarser slot takes).
  */
 static void make_coarse(struct agg *a, int i)
 {
@@ -437,40 +456,33 @@ static void make_coarse(struct agg *a, int i)
 		if (f->start >= start && f->start < end && !slot_merge(&s, f, a->opts.max_keys))
 			a->dropped++;	/* out of memory: the coarse slot misses some keys */
 	}
-	ring_push(l, &s);
 	l->live_start = end;
+	push(a, i, &s);
 }
 
 void agg__rotate(struct agg *a, uint64_t now_ns)
 {
-	int i;
-
 	if (!a->opts.windows)
 		return;
 	while (now_ns >= a->live.start + level_slot_ns[0]) {
 		uint64_t next = a->live.start + level_slot_ns[0];
 
-		ring_push(&a->levels[0], &a->live);
+		push(a, 0, &a->live);
 		a->live.start = next;
-		a->levels[0].live_start = next;
-		/* finest first: a coarse slot that ends now is made once its last fine slot is sealed */
-		for (i = 1; i < LEVELS; i++) {
-			if (next < a->levels[i].live_start + level_slot_ns[i])
-				break;
-			make_coarse(a, i);
-		}
 	}
 }
 
 /*
- * Calls @fn for each slot window @w holds: level 0's live slot, the slots of each finer
- * level not yet made into a coarser one, and all of level @w's. Returns the start of the
- * oldest.
+ * Calls @fn for each slot window @w holds: level 0's live slot, the slots of the finer
+ * levels not yet made into coarser ones (the newest), and level @w's newest slots, as many
+ * as make the window's length (ten of its slots) and at most one slot more. Returns the
+ * start of the oldest.
  */
 static uint64_t for_each_slot(const struct agg *a, enum ls_window w,
 			      void (*fn)(void *arg, const struct slot *s), void *arg)
 {
-	uint64_t start = a->live.start;
+	uint64_t start = a->live.start, end = a->live.start + level_slot_ns[0];
+	uint64_t span = (SLOTS_PER_LEVEL + 1) * level_slot_ns[w];
 	int i, n;
 
 	if (fn)
@@ -483,6 +495,8 @@ static uint64_t for_each_slot(const struct agg *a, enum ls_window w,
 
 			if (i < (int)w && s->start < a->levels[i + 1].live_start)
 				break;	/* in a coarser slot already */
+			if (i == (int)w && s->start + span < end)
+				break;
 			if (s->start < start)
 				start = s->start;
 			if (fn)
@@ -566,7 +580,7 @@ int agg_view__get(const struct agg_view *v, size_t i, const struct agg_key **key
 {
 	const struct key_names *n;
 	const struct cell *c;
-	const void *kp;
+	const void *kp = NULL;
 	uint32_t id;
 
 	if (i >= v->nr)

@@ -8,9 +8,9 @@
  * deltas by id. Histograms exist only for keys with more than one wait.
  *
  * Windows cascade like an RRD: 1 s slots serve the last 10 s, 6 s slots the last minute,
- * 30 s slots the last five minutes; a coarse slot is made from the fine ones when it ends.
- * A window therefore spans its length plus up to one slot of the next-finer level, and
- * reports the span it really covers.
+ * 30 s slots the last five minutes; a coarse slot is made from the fine ones as they leave
+ * their ring, so that the waits of a second are kept in one slot at a time. A window spans
+ * its length plus up to one of its slots, and reports the span it really covers.
  */
 #ifndef __LS_AGG_H
 #define __LS_AGG_H

@@ -1225,13 +1225,13 @@ static cJSON *rows_response(struct engine *e, const char *cmd, struct agg *agg, 
 {
 	struct query_ctx qc = query_ctx(e, kernel_addrs);
 	uint64_t start;
-	struct htab *t = agg__window(agg, q->window, now, &start);
+	struct agg_view *t = agg__view(agg, q->window, &start);
 	cJSON *o, *rows;
 
 	if (!t)
 		return engine__error("out of memory building the window");
 	rows = query__rows(t, q, &qc);
-	agg__window_free(agg, t);
+	agg_view__free(t);
 	if (!rows)
 		return engine__error("out of memory building rows");
 	o = response(cmd);
@@ -1384,7 +1384,7 @@ static cJSON *handle_spin(struct engine *e, const struct ls_peer *peer, const cJ
 	struct query_ctx qc = query_ctx(e, kernel_addrs_allowed(e, peer));
 	uint64_t pid = 0, max_stack = LS_QUERY_DEF_MAX_STACK, now, start;
 	const char *why = NULL;
-	struct htab *t;
+	struct agg_view *t;
 	char err[256];
 	cJSON *o;
 	int ret;
@@ -1395,14 +1395,14 @@ static cJSON *handle_spin(struct engine *e, const struct ls_peer *peer, const cJ
 	catch_up(e);
 	now = ls_now_ns();
 	/* holder preemptions over everything kept, like the thread figures since first seen */
-	t = agg__window(e->agg, LS_WIN_ALL, now, &start);
+	t = agg__view(e->agg, LS_WIN_ALL, &start);
 	if (!t)
 		return engine__error("out of memory building the window");
 	o = response("spin");
 	cJSON_AddItemToObject(o, "window", window_json(ls_window_name(LS_WIN_ALL), start, now));
 	ret = spin__json(e->spin, e->coll, t, (double)(now - start) / NSEC_PER_SEC, &qc, &e->opts.spin, pid, max_stack,
 			 o, &why);
-	agg__window_free(e->agg, t);
+	agg_view__free(t);
 	if (ret) {
 		cJSON_Delete(o);
 		return engine__error("%s", why);
@@ -1498,7 +1498,7 @@ static uint64_t process_age_ns(uint32_t pid)
 }
 
 /* The rows of @t for @base, grouped and cut as the report shows them. */
-static cJSON *report_rows(const struct htab *t, const struct query *base, const struct query_ctx *qc,
+static cJSON *report_rows(const struct agg_view *t, const struct query *base, const struct query_ctx *qc,
 			  enum ls_group group, enum ls_kind kind, int limit)
 {
 	struct query q = *base;
@@ -1535,7 +1535,7 @@ static cJSON *thresholds_json(const struct engine *e)
  * drops, and the findings. Thread and spin figures are the daemon's since each thread was
  * first seen, whatever the window.
  */
-static cJSON *report_json(struct engine *e, const char *cmd, const struct htab *t, const struct query *q,
+static cJSON *report_json(struct engine *e, const char *cmd, const struct agg_view *t, const struct query *q,
 			  uint64_t start, uint64_t now, const uint64_t *counters0, bool kernel_addrs)
 {
 	struct query_ctx qc = query_ctx(e, kernel_addrs);
@@ -1614,7 +1614,7 @@ static int prometheus_text(struct engine *e, struct agg *agg, const struct query
 			   struct export_buf *out)
 {
 	uint64_t start;
-	struct htab *t = agg__window(agg, LS_WIN_ALL, ls_now_ns(), &start);
+	struct agg_view *t = agg__view(agg, LS_WIN_ALL, &start);
 	FILE *f = open_memstream(&out->data, &out->len);
 	cJSON *st;
 	int err = -ENOMEM;
@@ -1629,7 +1629,7 @@ static int prometheus_text(struct engine *e, struct agg *agg, const struct query
 	}
 	if (f && fclose(f))
 		err = -ENOMEM;
-	agg__window_free(agg, t);
+	agg_view__free(t);
 	return err;
 }
 
@@ -1641,7 +1641,7 @@ static cJSON *export_response(struct engine *e, const char *cmd, struct agg *agg
 	struct export_span span;
 	struct export_buf buf = {};
 	uint64_t start;
-	struct htab *t;
+	struct agg_view *t;
 	cJSON *o = NULL;
 	int err = 0;
 
@@ -1652,7 +1652,7 @@ static cJSON *export_response(struct engine *e, const char *cmd, struct agg *agg
 		free(buf.data);
 		return o;
 	}
-	t = agg__window(agg, q->window, now, &start);
+	t = agg__view(agg, q->window, &start);
 	if (!t)
 		return engine__error("out of memory building the window");
 	span.duration_ns = now - start;
@@ -1669,7 +1669,7 @@ static cJSON *export_response(struct engine *e, const char *cmd, struct agg *agg
 		err = export__folded(t, q, &qc, x->profile, &buf);
 		break;
 	}
-	agg__window_free(agg, t);
+	agg_view__free(t);
 	if (x->format == LS_EXPORT_JSON)
 		return o;
 	if (err)

@@ -141,7 +141,7 @@ static void fold_put(FILE *f, const char *name)
 
 static void fold_line(FILE *f, const struct query_ctx *ctx, const struct fold_key *fk, uint64_t weight)
 {
-	const uint64_t *ips;
+	uint64_t ips[LS_MAX_STACK_DEPTH];
 	struct query_frame fi;
 	char name[320];
 	uint32_t nr = 0, j;
@@ -151,7 +151,7 @@ static void fold_line(FILE *f, const struct query_ctx *ctx, const struct fold_ke
 	if (fk->stack == LS_STACK_NONE || fk->stack == LS_STACK_MISSING) {
 		fprintf(f, ";%s", fk->stack == LS_STACK_NONE ? "[not sampled]" : "[stack missing]");
 	} else {
-		ips = stacks__get(ctx->stacks, fk->stack, &nr);
+		nr = stacks__get(ctx->stacks, fk->stack, ips, LS_MAX_STACK_DEPTH);
 		for (i = (int)nr - 1; i >= 0; i--) {	/* root first */
 			query__frame(ctx, ips, i, &fi);
 			func_name(ctx, &fi, name, sizeof(name));
@@ -179,7 +179,7 @@ static int cmp_fold(const void *a, const void *b)
 	return x->weight < y->weight ? 1 : x->weight > y->weight ? -1 : 0;
 }
 
-int export__folded(const struct htab *tab, const struct query *q, const struct query_ctx *ctx,
+int export__folded(const struct agg_view *tab, const struct query *q, const struct query_ctx *ctx,
 		   enum ls_profile p, struct export_buf *out)
 {
 	struct fold_ctx fc = { .side = side_of(p) };
@@ -472,7 +472,7 @@ static pb_label *pp_label(struct pprof *pp, enum pprof_label key, const char *st
 static pb_sample *pp_sample(struct pprof *pp, const struct sample_key *sk, const struct sample_val *sv)
 {
 	pb_sample *s = calloc(1, sizeof(*s));
-	const uint64_t *ips = NULL;
+	uint64_t ips[LS_MAX_STACK_DEPTH];
 	uint32_t nr = 0, i;
 	int type = query__type_index(sk->flags);
 
@@ -480,7 +480,7 @@ static pb_sample *pp_sample(struct pprof *pp, const struct sample_key *sk, const
 		return NULL;
 	perftools__profiles__sample__init(s);
 	if (sk->stack >= LS_STACK_FIRST)
-		ips = stacks__get(pp->ctx->stacks, sk->stack, &nr);
+		nr = stacks__get(pp->ctx->stacks, sk->stack, ips, LS_MAX_STACK_DEPTH);
 	s->location_id = calloc(nr ? nr : 1, sizeof(*s->location_id));
 	s->value = calloc(2, sizeof(*s->value));
 	s->label = calloc(LBL_MAX, sizeof(*s->label));
@@ -609,7 +609,7 @@ static void main_mapping_first(struct pprof *pp, uint32_t pid)
 	}
 }
 
-int export__pprof(const struct htab *tab, const struct query *q, const struct query_ctx *ctx,
+int export__pprof(const struct agg_view *tab, const struct query *q, const struct query_ctx *ctx,
 		  enum ls_profile p, const struct export_span *span, struct export_buf *out)
 {
 	struct pprof pp = { .ctx = ctx, .side = side_of(p) };

@@ -17,7 +17,7 @@
 #include <stdint.h>
 #include "query.h"
 
-struct htab;
+struct agg_view;
 
 enum ls_export_format {
 	LS_EXPORT_JSON,		/* the report (schemas/report.schema.json) */
@@ -41,7 +41,7 @@ struct export_buf {
 };
 
 /* Collapsed stacks weighted by wait ns, heaviest first. */
-int export__folded(const struct htab *tab, const struct query *q, const struct query_ctx *ctx,
+int export__folded(const struct agg_view *tab, const struct query *q, const struct query_ctx *ctx,
 		   enum ls_profile p, struct export_buf *out);
 
 /* Where and when the profile was taken: pprof's time_nanos and duration_nanos. */
@@ -55,7 +55,7 @@ struct export_span {
  * delay/nanoseconds], period type contentions/count) and labels pid, tid, comm, kind,
  * type and lock on every sample.
  */
-int export__pprof(const struct htab *tab, const struct query *q, const struct query_ctx *ctx,
+int export__pprof(const struct agg_view *tab, const struct query *q, const struct query_ctx *ctx,
 		  enum ls_profile p, const struct export_span *span, struct export_buf *out);
 
 /*

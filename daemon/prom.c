@@ -129,7 +129,6 @@ static int series_add(void *arg, const struct agg_key *k, const struct agg_val *
 {
 	struct series_key sk = { .kind_user = !!(k->flags & LS_KIND_USER), .type = query__type_index(k->flags) };
 	struct series *s;
-	int i;
 
 	(void)stack;
 	snprintf(sk.comm, sizeof(sk.comm), "%s", v->comm);
@@ -138,8 +137,7 @@ static int series_add(void *arg, const struct agg_key *k, const struct agg_val *
 		return -ENOMEM;
 	s->count += v->st.count * fc;
 	s->total_ns += v->st.total_ns * fw;
-	for (i = 0; i < LS_HIST_BUCKETS; i++)
-		s->hist[i] += v->st.hist[i] * fc;
+	agg_hist_add(s->hist, v, fc);
 	return 0;
 }
 
@@ -176,7 +174,7 @@ static int cmp_series(const void *a, const void *b)
 	return strcmp(((const struct series_ref *)a)->labels, ((const struct series_ref *)b)->labels);
 }
 
-int prom_write_locks(FILE *f, const struct htab *tab, const struct query *q)
+int prom_write_locks(FILE *f, const struct agg_view *tab, const struct query *q)
 {
 	struct htab *series = htab__new(sizeof(struct series_key), sizeof(struct series), SIZE_MAX);
 	struct series_ref *refs = NULL;

@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <cjson/cJSON.h>
 
-struct htab;
+struct agg_view;
 struct query;
 
 /*
@@ -30,6 +30,6 @@ void prom_write_status(FILE *f, const cJSON *status);
  * lockscope_wait_duration_seconds histogram by kind, type and the waiting thread's comm,
  * over the waits in @tab that @q wants. -ENOMEM.
  */
-int prom_write_locks(FILE *f, const struct htab *tab, const struct query *q);
+int prom_write_locks(FILE *f, const struct agg_view *tab, const struct query *q);
 
 #endif

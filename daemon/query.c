@@ -319,34 +319,43 @@ struct row_key {
 	uint32_t a, b, c, d;
 };
 
+/*
+ * A row's figures, made in one pass over every key. What only a shown row needs (its
+ * histogram, types, owner and releaser) is made in a second pass, for those rows alone.
+ */
 struct row {
 	double count, total_ns;
 	uint64_t max_ns, min_ns;
-	double hist[LS_HIST_BUCKETS];
 	uint64_t samples;		/* waits with a stack behind the row */
-	bool estimated;
-	bool first;
-	struct agg_key rep;		/* the first fine key: names pid/tid/lock when unique */
-	char comm[LS_COMM_LEN];
-	bool many_pids, many_tids, many_locks;
-	double type_total[LS_MAX_LOCK_TYPES];
 	uint64_t nonblocking;
-	/* the owner and the releaser with the most waits behind this row */
-	struct party {
-		double best, stack_best;
-		uint32_t pid, tid, stack;
-		char comm[LS_COMM_LEN];
-	} owner, releaser;
+	const struct agg_key *rep;	/* the first fine key: names pid/tid/lock when unique */
+	const char *comm;
+	bool estimated;
+	bool many_pids, many_tids, many_locks;
+};
+
+/* the owner and the releaser with the most waits behind a row */
+struct party {
+	double best, stack_best;
+	uint32_t pid, tid, stack;
+	char comm[LS_COMM_LEN];
+};
+
+struct row_detail {
+	double hist[LS_HIST_BUCKETS];
+	double type_total[LS_MAX_LOCK_TYPES];
+	struct party owner, releaser;
 };
 
 enum party_role { PARTY_OWNER, PARTY_RELEASER };
 
 /*
- * A party (owner or releaser) of a row: its waits decide which one the row names; its
- * stacks come from the samples (stack != LS_STACK_NONE), each counted by the waits behind.
+ * A party (owner or releaser) of a shown row: its waits decide which one the row names;
+ * its stacks come from the samples (stack != LS_STACK_NONE), each counted by the waits
+ * behind.
  */
 struct owner_key {
-	uint32_t row, role, pid, tid, stack;
+	uint32_t detail, role, pid, tid, stack;
 };
 
 struct owner_val {
@@ -416,30 +425,215 @@ static struct row_key row_key_of(const struct query *q, const struct agg_key *k)
 	return rk;
 }
 
+/* The stack a wait is drawn under: its own, or the one of whoever made it wait. */
+static uint32_t side_stack(const struct agg_key *k, enum query_side side)
+{
+	if (side == QUERY_WAITER)
+		return k->stack;
+	return k->releaser_tid ? k->releaser_stack : k->owner_stack;
+}
+
+/*
+ * A pass over a view's wait keys, as query__for_each_wait() describes; the strata are
+ * made once and serve every pass.
+ */
+struct walk {
+	const struct agg_view *view;
+	const struct query *q;
+	enum query_side side;
+	bool by_stack;
+	struct htab *strata;	/* by_stack: struct stratum_key -> struct stratum */
+	uint32_t *stratum_of;	/* by view position: stratum index + 1; 0: a key not wanted */
+};
+
+typedef int (*walk_fn)(void *arg, size_t pos, const struct agg_key *k, const struct agg_val *v,
+		       uint32_t stack, double fc, double fw);
+
+static void walk_free(struct walk *w)
+{
+	htab__free(w->strata);
+	free(w->stratum_of);
+}
+
+static int walk_init(struct walk *w, const struct agg_view *view, const struct query *q, enum query_side side,
+		     bool by_stack)
+{
+	size_t i, nr = agg_view__count(view);
+	const struct agg_key *k;
+	struct agg_val v;
+
+	memset(w, 0, sizeof(*w));
+	w->view = view;
+	w->q = q;
+	w->side = side;
+	w->by_stack = by_stack;
+	if (!by_stack)
+		return 0;
+	w->strata = htab__new(sizeof(struct stratum_key), sizeof(struct stratum), SIZE_MAX);
+	w->stratum_of = calloc(nr ? nr : 1, sizeof(*w->stratum_of));
+	if (!w->strata || !w->stratum_of)
+		goto nomem;
+	for (i = 0; !agg_view__get(view, i, &k, &v); i++) {
+		struct stratum_key sk;
+		struct stratum *s;
+		uint32_t idx;
+
+		if (!key_wanted(q, k))
+			continue;
+		sk = stratum_of(k);
+		if (!(s = htab__upsert_at(w->strata, &sk, &idx, NULL, NULL)))
+			goto nomem;
+		w->stratum_of[i] = idx + 1;
+		if (k->sampled && side_stack(k, side) != LS_STACK_NONE) {
+			s->s_count += v.st.count;
+			s->s_total_ns += v.st.total_ns;
+		} else if (!k->sampled) {
+			s->count += v.st.count;
+			s->total_ns += v.st.total_ns;
+		}
+	}
+	return 0;
+nomem:
+	walk_free(w);
+	return -ENOMEM;
+}
+
+/* Calls @fn for each wait key; with @want, only at view positions where want(arg, pos). */
+static int walk_each(const struct walk *w, walk_fn fn, bool (*want)(void *arg, size_t pos), void *arg)
+{
+	const struct agg_key *k;
+	struct agg_val v;
+	size_t i, nr = agg_view__count(w->view);
+	int err = 0;
+
+	for (i = 0; !err && i < nr; i++) {
+		uint32_t stack;
+		double fc = 1.0, fw = 1.0;
+
+		if ((want && !want(arg, i)) || (w->by_stack && !w->stratum_of[i]))
+			continue;
+		agg_view__get(w->view, i, &k, &v);
+		stack = side_stack(k, w->side);
+
+		if (w->by_stack) {
+			const struct stratum *s;
+
+			if (!w->stratum_of[i])
+				continue;
+			s = htab__at(w->strata, w->stratum_of[i] - 1, NULL);
+			/*
+			 * A stack is known only for sampled waits. Scale each sampled key by
+			 * its stratum's (same thread, lock and type) exact figures over the
+			 * sample's; a stratum with no sample at all keeps its exact entry
+			 * (stackless), never dropped.
+			 */
+			if (!k->sampled && s->s_count)
+				continue;
+			if (k->sampled && stack == LS_STACK_NONE)
+				continue;	/* a sample without this side's stack */
+			if (k->sampled) {
+				fc = (double)s->count / s->s_count;
+				fw = s->s_total_ns ? (double)s->total_ns / s->s_total_ns : fc;
+			}
+		} else {
+			if (!key_wanted(w->q, k))
+				continue;
+			/*
+			 * By thread or lock the exact entries are the figures; the samples only
+			 * lend their stacks (owners', releasers') to the row
+			 */
+			if (k->sampled)
+				fc = fw = 0;
+		}
+		err = fn(arg, i, k, &v, stack, fc, fw);
+	}
+	return err;
+}
+
+struct public_walk {
+	query_wait_fn fn;
+	void *arg;
+};
+
+static int public_step(void *arg, size_t pos, const struct agg_key *k, const struct agg_val *v, uint32_t stack,
+		       double fc, double fw)
+{
+	struct public_walk *p = arg;
+
+	(void)pos;
+	return p->fn(p->arg, k, v, stack, fc, fw);
+}
+
+int query__for_each_wait(const struct agg_view *view, const struct query *q, enum query_side side,
+			 bool by_stack, query_wait_fn fn, void *arg)
+{
+	struct public_walk p = { fn, arg };
+	struct walk w;
+	int err;
+
+	if ((err = walk_init(&w, view, q, side, by_stack)))
+		return err;
+	err = walk_each(&w, public_step, NULL, &p);
+	walk_free(&w);
+	return err;
+}
+
 struct row_set {
 	const struct query *q;
 	struct row *rows;
 	size_t nr, cap;
-	struct htab *index;	/* row_key -> uint32 index */
+	struct htab *index;	/* row_key -> row index */
+	uint32_t *row_of;	/* by view position: row index + 1; 0: no row */
+	/* the rows shown, in order, and what only they need */
+	uint32_t *shown;
+	size_t nr_shown;
+	int32_t *detail_of;	/* by row: index in details, -1 when not shown */
+	struct row_detail *details;
 	struct htab *owners;	/* owner_key -> owner_val */
 };
 
-static struct row *row_get(struct row_set *rs, const struct row_key *rk, uint32_t *idx)
+static void row_add(struct row *r, const struct agg_key *k, const struct agg_val *v, double fc, double fw,
+		    bool sampled)
 {
+	if (!r->rep) {
+		r->rep = k;
+		r->comm = v->comm;
+		r->min_ns = v->st.min_ns;
+	}
+	r->many_pids |= r->rep->pid != k->pid;
+	r->many_tids |= r->rep->tid != k->tid;
+	r->many_locks |= r->rep->lock != k->lock;
+	r->count += v->st.count * fc;
+	r->total_ns += v->st.total_ns * fw;
+	r->estimated |= fc && (fc != 1.0 || fw != 1.0);
+	if (v->st.max_ns > r->max_ns)
+		r->max_ns = v->st.max_ns;
+	if (v->st.min_ns < r->min_ns)
+		r->min_ns = v->st.min_ns;
+	if (sampled)
+		r->samples += v->st.count;
+	r->nonblocking += v->nonblocking;
+}
+
+static int fill_row(void *arg, size_t pos, const struct agg_key *k, const struct agg_val *v, uint32_t stack,
+		    double fc, double fw)
+{
+	struct row_set *rs = arg;
+	struct row_key rk = row_key_of(rs->q, k);
 	int created;
-	uint32_t *ip = htab__upsert(rs->index, rk, &created, NULL);
+	uint32_t *ip = htab__upsert(rs->index, &rk, &created, NULL);
 
 	if (!ip)
-		return NULL;
+		return -ENOMEM;
 	if (created) {
 		if (ls_vec_reserve(&rs->rows, &rs->cap, rs->nr, sizeof(*rs->rows)))
-			return NULL;
+			return -ENOMEM;
 		memset(&rs->rows[rs->nr], 0, sizeof(struct row));
-		rs->rows[rs->nr].first = true;
 		*ip = rs->nr++;
 	}
-	*idx = *ip;
-	return &rs->rows[*ip];
+	rs->row_of[pos] = *ip + 1;
+	row_add(&rs->rows[*ip], k, v, fc, fw, stack != LS_STACK_NONE);
+	return 0;
 }
 
 static void party_tally(struct row_set *rs, const struct owner_key *ok, const char *comm, double count)
@@ -456,11 +650,11 @@ static void party_tally(struct row_set *rs, const struct owner_key *ok, const ch
  * One key's party: its waits count for the party as such (stack none), and a sampled
  * key's waits also for the stack it was seen with.
  */
-static void party_add(struct row_set *rs, uint32_t idx, enum party_role role, const struct agg_key *k,
+static void party_add(struct row_set *rs, uint32_t detail, enum party_role role, const struct agg_key *k,
 		      const struct agg_val *v, uint32_t pid, uint32_t tid, uint32_t stack, const char *comm,
 		      double count)
 {
-	struct owner_key ok = { idx, role, pid, tid, LS_STACK_NONE };
+	struct owner_key ok = { detail, role, pid, tid, LS_STACK_NONE };
 
 	party_tally(rs, &ok, comm, count);
 	if (k->sampled && stack != LS_STACK_NONE) {
@@ -469,42 +663,34 @@ static void party_add(struct row_set *rs, uint32_t idx, enum party_role role, co
 	}
 }
 
-static void row_add(struct row_set *rs, struct row *r, uint32_t idx, const struct agg_key *k,
-		    const struct agg_val *v, double fc, double fw, bool sampled)
+static bool in_shown_row(void *arg, size_t pos)
 {
-	int i;
+	const struct row_set *rs = arg;
 
-	if (r->first) {
-		r->first = false;
-		r->rep = *k;
-		memcpy(r->comm, v->comm, sizeof(r->comm));
-		r->min_ns = v->st.min_ns;
-	}
-	r->many_pids |= r->rep.pid != k->pid;
-	r->many_tids |= r->rep.tid != k->tid;
-	r->many_locks |= r->rep.lock != k->lock;
-	r->count += v->st.count * fc;
-	r->total_ns += v->st.total_ns * fw;
-	r->estimated |= fc && (fc != 1.0 || fw != 1.0);
-	if (v->st.max_ns > r->max_ns)
-		r->max_ns = v->st.max_ns;
-	if (v->st.min_ns < r->min_ns)
-		r->min_ns = v->st.min_ns;
-	for (i = 0; i < LS_HIST_BUCKETS; i++)
-		r->hist[i] += v->st.hist[i] * fc;
-	if (sampled)
-		r->samples += v->st.count;
-	r->type_total[query__type_index(k->flags)] += v->st.total_ns * fw;
-	r->nonblocking += v->nonblocking;
-	if (k->owner_tid)
-		party_add(rs, idx, PARTY_OWNER, k, v, k->owner_pid, k->owner_tid, k->owner_stack,
-			  v->owner_comm, v->st.count * fc);
-	if (k->releaser_tid)
-		party_add(rs, idx, PARTY_RELEASER, k, v, k->releaser_pid, k->releaser_tid, k->releaser_stack,
-			  v->releaser_comm, v->st.count * fc);
+	return rs->row_of[pos] && rs->detail_of[rs->row_of[pos] - 1] >= 0;
 }
 
-/* Each row's party with the most waits, then that party's stack seen most. */
+/* The second pass: what the shown rows need of each of their keys. */
+static int fill_detail(void *arg, size_t pos, const struct agg_key *k, const struct agg_val *v, uint32_t stack,
+		       double fc, double fw)
+{
+	struct row_set *rs = arg;
+	int32_t di = rs->detail_of[rs->row_of[pos] - 1];
+	struct row_detail *d = &rs->details[di];
+
+	(void)stack;
+	agg_hist_add(d->hist, v, fc);
+	d->type_total[query__type_index(k->flags)] += v->st.total_ns * fw;
+	if (k->owner_tid)
+		party_add(rs, di, PARTY_OWNER, k, v, k->owner_pid, k->owner_tid, k->owner_stack,
+			  v->owner_comm, v->st.count * fc);
+	if (k->releaser_tid)
+		party_add(rs, di, PARTY_RELEASER, k, v, k->releaser_pid, k->releaser_tid, k->releaser_stack,
+			  v->releaser_comm, v->st.count * fc);
+	return 0;
+}
+
+/* Each shown row's party with the most waits, then that party's stack seen most. */
 static void pick_owners(struct row_set *rs)
 {
 	const void *kp;
@@ -514,8 +700,8 @@ static void pick_owners(struct row_set *rs)
 	while (!htab__next(rs->owners, &iter, &kp, &vp)) {
 		const struct owner_key *ok = kp;
 		const struct owner_val *ov = vp;
-		struct row *r = &rs->rows[ok->row];
-		struct party *p = ok->role == PARTY_OWNER ? &r->owner : &r->releaser;
+		struct row_detail *d = &rs->details[ok->detail];
+		struct party *p = ok->role == PARTY_OWNER ? &d->owner : &d->releaser;
 
 		if (ok->stack == LS_STACK_NONE && ov->count >= p->best && (ov->count > p->best || !p->tid)) {
 			p->best = ov->count;
@@ -528,8 +714,8 @@ static void pick_owners(struct row_set *rs)
 	for (iter = 0; !htab__next(rs->owners, &iter, &kp, &vp);) {
 		const struct owner_key *ok = kp;
 		const struct owner_val *ov = vp;
-		struct row *r = &rs->rows[ok->row];
-		struct party *p = ok->role == PARTY_OWNER ? &r->owner : &r->releaser;
+		struct row_detail *d = &rs->details[ok->detail];
+		struct party *p = ok->role == PARTY_OWNER ? &d->owner : &d->releaser;
 
 		if (ok->stack != LS_STACK_NONE && ok->pid == p->pid && ok->tid == p->tid &&
 		    ov->count > p->stack_best) {
@@ -537,121 +723,6 @@ static void pick_owners(struct row_set *rs)
 			p->stack = ok->stack;
 		}
 	}
-}
-
-/* The stack a wait is drawn under: its own, or the one of whoever made it wait. */
-static uint32_t side_stack(const struct agg_key *k, enum query_side side)
-{
-	if (side == QUERY_WAITER)
-		return k->stack;
-	return k->releaser_tid ? k->releaser_stack : k->owner_stack;
-}
-
-static struct htab *build_strata(const struct htab *tab, const struct query *q, enum query_side side)
-{
-	struct htab *strata = htab__new(sizeof(struct stratum_key), sizeof(struct stratum), SIZE_MAX);
-	const void *kp;
-	size_t iter = 0;
-	void *vp;
-
-	while (strata && !htab__next(tab, &iter, &kp, &vp)) {
-		const struct agg_key *k = kp;
-		const struct agg_val *v = vp;
-		struct stratum_key sk;
-		struct stratum *s;
-
-		if (!key_wanted(q, k))
-			continue;
-		sk = stratum_of(k);
-		s = htab__upsert(strata, &sk, NULL, NULL);
-		if (!s)
-			continue;
-		if (k->sampled && side_stack(k, side) != LS_STACK_NONE) {
-			s->s_count += v->st.count;
-			s->s_total_ns += v->st.total_ns;
-		} else if (!k->sampled) {
-			s->count += v->st.count;
-			s->total_ns += v->st.total_ns;
-		}
-	}
-	return strata;
-}
-
-int query__for_each_wait(const struct htab *tab, const struct query *q, enum query_side side,
-			 bool by_stack, query_wait_fn fn, void *arg)
-{
-	struct htab *strata = NULL;
-	const void *kp;
-	size_t iter = 0;
-	void *vp;
-	int err = 0;
-
-	if (by_stack && !(strata = build_strata(tab, q, side)))
-		return -ENOMEM;
-	while (!err && !htab__next(tab, &iter, &kp, &vp)) {
-		const struct agg_key *k = kp;
-		const struct agg_val *v = vp;
-		uint32_t stack = side_stack(k, side);
-		double fc = 1.0, fw = 1.0;
-
-		if (!key_wanted(q, k))
-			continue;
-		if (strata) {
-			struct stratum_key sk = stratum_of(k);
-			const struct stratum *s = htab__find(strata, &sk);
-
-			/*
-			 * A stack is known only for sampled waits. Scale each sampled key by
-			 * its stratum's (same thread, lock and type) exact figures over the
-			 * sample's; a stratum with no sample at all keeps its exact entry
-			 * (stackless), never dropped.
-			 */
-			if (!k->sampled && s->s_count)
-				continue;
-			if (k->sampled && stack == LS_STACK_NONE)
-				continue;	/* a sample without this side's stack */
-			if (k->sampled) {
-				fc = (double)s->count / s->s_count;
-				fw = s->s_total_ns ? (double)s->total_ns / s->s_total_ns : fc;
-			}
-		} else if (k->sampled) {
-			/*
-			 * By thread or lock the exact entries are the figures; the samples only
-			 * lend their stacks (owners', releasers') to the row
-			 */
-			fc = fw = 0;
-		}
-		err = fn(arg, k, v, stack, fc, fw);
-	}
-	htab__free(strata);
-	return err;
-}
-
-static int fill_row(void *arg, const struct agg_key *k, const struct agg_val *v, uint32_t stack,
-		    double fc, double fw)
-{
-	struct row_set *rs = arg;
-	struct row_key rk = row_key_of(rs->q, k);
-	struct row *r;
-	uint32_t idx;
-
-	r = row_get(rs, &rk, &idx);
-	if (!r)
-		return -ENOMEM;
-	row_add(rs, r, idx, k, v, fc, fw, stack != LS_STACK_NONE);
-	return 0;
-}
-
-static int fill_rows(struct row_set *rs, const struct htab *tab, const struct query *q)
-{
-	int err;
-
-	rs->q = q;
-	/* a caller is known only for waits with a stack: those stand for the rest */
-	err = query__for_each_wait(tab, q, QUERY_WAITER, q->group == LS_GROUP_CALLER, fill_row, rs);
-	if (!err)
-		pick_owners(rs);
-	return err;
 }
 
 static double sort_value(const struct row *r, enum ls_sort s)
@@ -666,17 +737,129 @@ static double sort_value(const struct row *r, enum ls_sort s)
 	}
 }
 
-static int cmp_rows(const void *a, const void *b, void *arg)
+/*
+ * Whether row @a goes before row @b: by the sort key, ties by count, then in the order the
+ * rows came (the view's), so that equal rows keep a stable, testable order.
+ */
+static bool row_before(const struct row_set *rs, uint32_t a, uint32_t b)
 {
-	enum ls_sort sort = *(const enum ls_sort *)arg;
-	double x = sort_value(a, sort), y = sort_value(b, sort);
+	const struct row *x = &rs->rows[a], *y = &rs->rows[b];
+	double vx = sort_value(x, rs->q->sort), vy = sort_value(y, rs->q->sort);
 
-	if (x != y)
-		return x < y ? 1 : -1;
-	/* ties by count then total, so equal rows keep a stable, testable order */
-	x = ((const struct row *)a)->count;
-	y = ((const struct row *)b)->count;
-	return x < y ? 1 : x > y ? -1 : 0;
+	if (vx != vy)
+		return vx > vy;
+	if (x->count != y->count)
+		return x->count > y->count;
+	return a < b;
+}
+
+static int cmp_shown(const void *a, const void *b, void *arg)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x == y ? 0 : row_before(arg, x, y) ? -1 : 1;
+}
+
+/* Restores the heap below @i: its root is the row that goes last. */
+static void sift_down(const struct row_set *rs, uint32_t *heap, size_t n, size_t i)
+{
+	for (;;) {
+		size_t l = 2 * i + 1, r = l + 1, worst = i;
+		uint32_t t;
+
+		if (l < n && row_before(rs, heap[worst], heap[l]))
+			worst = l;
+		if (r < n && row_before(rs, heap[worst], heap[r]))
+			worst = r;
+		if (worst == i)
+			return;
+		t = heap[i];
+		heap[i] = heap[worst];
+		heap[worst] = t;
+		i = worst;
+	}
+}
+
+/*
+ * The first @n rows in order, without sorting them all: a heap of the best @n seen, whose
+ * root is the one that would leave first.
+ */
+static int select_rows(struct row_set *rs, size_t n)
+{
+	size_t i, kept = 0;
+
+	rs->shown = malloc((n ? n : 1) * sizeof(*rs->shown));
+	if (!rs->shown)
+		return -ENOMEM;
+	for (i = 0; i < rs->nr; i++) {
+		if (kept < n) {
+			rs->shown[kept++] = i;
+			if (kept == n) {
+				size_t j;
+
+				for (j = n / 2; j-- > 0;)
+					sift_down(rs, rs->shown, n, j);
+			}
+			continue;
+		}
+		if (n && row_before(rs, i, rs->shown[0])) {
+			rs->shown[0] = i;
+			sift_down(rs, rs->shown, n, 0);
+		}
+	}
+	qsort_r(rs->shown, kept, sizeof(*rs->shown), cmp_shown, rs);
+	rs->nr_shown = kept;
+	return 0;
+}
+
+/* Rows for @q: every key grouped, the first q->limit (all: 0) chosen, then detailed. */
+static int fill_rows(struct row_set *rs, const struct agg_view *view, const struct query *q)
+{
+	size_t i, n, nr = agg_view__count(view);
+	struct walk w;
+	int err;
+
+	rs->q = q;
+	rs->index = htab__new(sizeof(struct row_key), sizeof(uint32_t), SIZE_MAX);
+	rs->owners = htab__new(sizeof(struct owner_key), sizeof(struct owner_val), SIZE_MAX);
+	rs->row_of = calloc(nr ? nr : 1, sizeof(*rs->row_of));
+	if (!rs->index || !rs->owners || !rs->row_of)
+		return -ENOMEM;
+	/* a caller is known only for waits with a stack: those stand for the rest */
+	if ((err = walk_init(&w, view, q, QUERY_WAITER, q->group == LS_GROUP_CALLER)))
+		return err;
+	err = walk_each(&w, fill_row, NULL, rs);
+	n = q->limit && (size_t)q->limit < rs->nr ? (size_t)q->limit : rs->nr;
+	if (!err)
+		err = select_rows(rs, n);
+	if (!err) {
+		rs->detail_of = malloc((rs->nr ? rs->nr : 1) * sizeof(*rs->detail_of));
+		rs->details = calloc(n ? n : 1, sizeof(*rs->details));
+		if (!rs->detail_of || !rs->details)
+			err = -ENOMEM;
+	}
+	if (!err) {
+		for (i = 0; i < rs->nr; i++)
+			rs->detail_of[i] = -1;
+		for (i = 0; i < rs->nr_shown; i++)
+			rs->detail_of[rs->shown[i]] = i;
+		err = walk_each(&w, fill_detail, in_shown_row, rs);
+	}
+	walk_free(&w);
+	if (!err)
+		pick_owners(rs);
+	return err;
+}
+
+static void row_set_free(struct row_set *rs)
+{
+	htab__free(rs->index);
+	htab__free(rs->owners);
+	free(rs->rows);
+	free(rs->row_of);
+	free(rs->shown);
+	free(rs->detail_of);
+	free(rs->details);
 }
 
 /* ---- JSON ---- */
@@ -783,10 +966,10 @@ static cJSON *frame_json(const struct query_ctx *ctx, const struct query_frame *
 static cJSON *stack_json(const struct query_ctx *ctx, uint32_t id, int max)
 {
 	cJSON *arr = cJSON_CreateArray();
-	const uint64_t *ips;
+	uint64_t ips[LS_MAX_STACK_DEPTH];
 	uint32_t nr, i, j;
 
-	ips = stacks__get(ctx->stacks, id, &nr);
+	nr = stacks__get(ctx->stacks, id, ips, LS_MAX_STACK_DEPTH);
 	for (i = 0; i < nr && (int)i < max; i++) {
 		struct query_frame fi;
 
@@ -801,13 +984,11 @@ static cJSON *stack_json(const struct query_ctx *ctx, uint32_t id, int max)
 /* How stack @id was walked: "dwarf" (dump + CFI), "fp" (frame pointers) or "kernel" (ORC). */
 static const char *unwind_method(const struct query_ctx *ctx, uint32_t id)
 {
-	const uint64_t *ips;
-	uint32_t nr;
+	uint64_t ip;
 
 	if (stacks__flags(ctx->stacks, id) & LS_STACK_F_DWARF)
 		return "dwarf";
-	ips = stacks__get(ctx->stacks, id, &nr);
-	return nr && !usyms__is_user(ips[0]) ? "kernel" : "fp";
+	return stacks__get(ctx->stacks, id, &ip, 1) && !usyms__is_user(ip) ? "kernel" : "fp";
 }
 
 /*
@@ -830,14 +1011,14 @@ void query__add_stack(cJSON *o, const struct query_ctx *ctx, uint32_t id, int ma
 
 static void caller_string(const struct query_ctx *ctx, uint32_t id, char *buf, size_t len)
 {
-	const uint64_t *ips;
+	uint64_t ips[LS_MAX_STACK_DEPTH];
 	uint32_t nr;
 
 	if (id == LS_STACK_NONE) {
 		snprintf(buf, len, "[not sampled]");
 		return;
 	}
-	ips = stacks__get(ctx->stacks, id, &nr);
+	nr = stacks__get(ctx->stacks, id, ips, LS_MAX_STACK_DEPTH);
 	if (!nr) {
 		snprintf(buf, len, "[stack missing]");
 		return;
@@ -900,26 +1081,26 @@ cJSON *query__lock_json(const struct query_ctx *ctx, const struct agg_key *k)
 	return lock;
 }
 
-static int dominant_type(const struct row *r)
+static int dominant_type(const struct row_detail *d)
 {
 	int i, best = 0;
 
 	for (i = 1; i < ls_nr_lock_types; i++)
-		if (r->type_total[i] > r->type_total[best])
+		if (d->type_total[i] > d->type_total[best])
 			best = i;
 	return best;
 }
 
-static cJSON *hist_json(const struct row *r)
+static cJSON *hist_json(const struct row_detail *d)
 {
 	cJSON *arr = cJSON_CreateArray();
 	int last = -1, i;
 
 	for (i = 0; i < LS_HIST_BUCKETS; i++)
-		if (llround(r->hist[i]))
+		if (llround(d->hist[i]))
 			last = i;
 	for (i = 0; i <= last; i++)
-		cJSON_AddItemToArray(arr, cJSON_CreateNumber(llround(r->hist[i])));
+		cJSON_AddItemToArray(arr, cJSON_CreateNumber(llround(d->hist[i])));
 	return arr;
 }
 
@@ -962,16 +1143,14 @@ static struct hold_key hold_key_of(const struct agg_key *k, uint32_t utype, uint
 	return hk;
 }
 
-static struct htab *build_holds(const struct htab *tab, const struct query *q)
+static struct htab *build_holds(const struct agg_view *view, const struct query *q)
 {
 	struct htab *holds = htab__new(sizeof(struct hold_key), sizeof(struct hold_val), SIZE_MAX);
-	const void *kp;
-	size_t iter = 0;
-	void *vp;
+	const struct agg_key *k;
+	struct agg_val val, *v = &val;
+	size_t i;
 
-	while (holds && !htab__next(tab, &iter, &kp, &vp)) {
-		const struct agg_key *k = kp;
-		const struct agg_val *v = vp;
+	for (i = 0; holds && !agg_view__get(view, i, &k, &val); i++) {
 		uint32_t utype = query__is_preempt(k->flags) ? LS_UTYPE_PREEMPT : LS_UTYPE_HOLD;
 		struct hold_key hk;
 		struct hold_val *n;
@@ -1050,30 +1229,29 @@ static cJSON *holders_json(const struct query_ctx *ctx, const struct htab *holds
 }
 
 static cJSON *row_json(const struct query_ctx *ctx, const struct query *q, const struct row *r,
-		       const struct htab *holds)
+		       const struct row_detail *d, const struct htab *holds)
 {
 	cJSON *o = cJSON_CreateObject();
 	uint64_t count = llround(r->count), total = llround(r->total_ns);
 	char caller[160];
-	int type = q->group == LS_GROUP_THREAD ? dominant_type(r) : query__type_index(r->rep.flags);
-
-	bool user = r->rep.flags & LS_KIND_USER;
+	int type = q->group == LS_GROUP_THREAD ? dominant_type(d) : query__type_index(r->rep->flags);
+	bool user = r->rep->flags & LS_KIND_USER;
 
 	cJSON_AddStringToObject(o, "kind", user ? "user" : "kernel");
 	cJSON_AddStringToObject(o, "type", ls_lock_types[type].name);
 	if (q->group == LS_GROUP_CALLER) {
-		caller_string(ctx, r->rep.stack, caller, sizeof(caller));
+		caller_string(ctx, r->rep->stack, caller, sizeof(caller));
 		cJSON_AddStringToObject(o, "caller", caller);
 	}
 	if (!r->many_locks) {
-		cJSON_AddItemToObject(o, "lock", query__lock_json(ctx, &r->rep));
-		if (user && !r->rep.object)
-			add_hex(o, "uaddr", r->rep.lock);
+		cJSON_AddItemToObject(o, "lock", query__lock_json(ctx, r->rep));
+		if (user && !r->rep->object)
+			add_hex(o, "uaddr", r->rep->lock);
 	}
 	if (!r->many_pids) {
-		cJSON_AddNumberToObject(o, "pid", r->rep.pid);
+		cJSON_AddNumberToObject(o, "pid", r->rep->pid);
 		if (!r->many_tids) {
-			cJSON_AddNumberToObject(o, "tid", r->rep.tid);
+			cJSON_AddNumberToObject(o, "tid", r->rep->tid);
 			cJSON_AddStringToObject(o, "comm", r->comm);
 		}
 	}
@@ -1082,51 +1260,45 @@ static cJSON *row_json(const struct query_ctx *ctx, const struct query *q, const
 	cJSON_AddNumberToObject(o, "max_wait_ns", r->max_ns);
 	cJSON_AddNumberToObject(o, "min_wait_ns", r->min_ns);
 	cJSON_AddNumberToObject(o, "avg_wait_ns", count ? total / count : 0);
-	cJSON_AddItemToObject(o, "hist", hist_json(r));
+	cJSON_AddItemToObject(o, "hist", hist_json(d));
 	cJSON_AddBoolToObject(o, "estimated", r->estimated);
 	cJSON_AddNumberToObject(o, "stack_samples", r->samples);
 	if (q->group == LS_GROUP_CALLER && q->stacks)
-		query__add_stack(o, ctx, r->rep.stack, q->max_stack, false);
+		query__add_stack(o, ctx, r->rep->stack, q->max_stack, false);
 	if (user)
 		cJSON_AddNumberToObject(o, "nonblocking", r->nonblocking);
 	if (q->owners) {
-		cJSON_AddItemToObject(o, "owner", party_json(ctx, &r->owner, q->max_stack));
+		cJSON_AddItemToObject(o, "owner", party_json(ctx, &d->owner, q->max_stack));
 		if (user)
-			cJSON_AddItemToObject(o, "releaser", party_json(ctx, &r->releaser, q->max_stack));
+			cJSON_AddItemToObject(o, "releaser", party_json(ctx, &d->releaser, q->max_stack));
 		if (!r->many_locks && holds)
-			cJSON_AddItemToObject(o, "holder_preempted", preempted_json(holds, &r->rep));
+			cJSON_AddItemToObject(o, "holder_preempted", preempted_json(holds, r->rep));
 	}
 	if (q->holders && user && !r->many_locks && holds) {
 		uint64_t samples;
 
-		cJSON_AddItemToObject(o, "holder_stacks", holders_json(ctx, holds, &r->rep, q->max_stack, &samples));
+		cJSON_AddItemToObject(o, "holder_stacks", holders_json(ctx, holds, r->rep, q->max_stack, &samples));
 		cJSON_AddNumberToObject(o, "holder_samples", samples);
 	}
 	return o;
 }
 
-cJSON *query__rows(const struct htab *tab, const struct query *q, const struct query_ctx *ctx)
+cJSON *query__rows(const struct agg_view *view, const struct query *q, const struct query_ctx *ctx)
 {
 	struct row_set rs = {};
 	struct htab *holds = NULL;
 	cJSON *arr = NULL;
-	size_t i, n;
+	size_t i;
 
-	rs.index = htab__new(sizeof(struct row_key), sizeof(uint32_t), SIZE_MAX);
-	rs.owners = htab__new(sizeof(struct owner_key), sizeof(struct owner_val), SIZE_MAX);
-	if (!rs.index || !rs.owners || fill_rows(&rs, tab, q))
+	if (fill_rows(&rs, view, q))
 		goto cleanup;
-	if ((q->holders || q->owners) && !(holds = build_holds(tab, q)))
+	if ((q->holders || q->owners) && !(holds = build_holds(view, q)))
 		goto cleanup;
-	qsort_r(rs.rows, rs.nr, sizeof(*rs.rows), cmp_rows, (void *)&q->sort);
-	n = q->limit && (size_t)q->limit < rs.nr ? (size_t)q->limit : rs.nr;
 	arr = cJSON_CreateArray();
-	for (i = 0; arr && i < n; i++)
-		cJSON_AddItemToArray(arr, row_json(ctx, q, &rs.rows[i], holds));
+	for (i = 0; arr && i < rs.nr_shown; i++)
+		cJSON_AddItemToArray(arr, row_json(ctx, q, &rs.rows[rs.shown[i]], &rs.details[i], holds));
 cleanup:
 	htab__free(holds);
-	htab__free(rs.index);
-	htab__free(rs.owners);
-	free(rs.rows);
+	row_set_free(&rs);
 	return arr;
 }

@@ -12,7 +12,7 @@
 #include <cjson/cJSON.h>
 #include "agg.h"
 
-struct htab;
+struct agg_view;
 struct stacks;
 struct ksyms;
 struct usyms;
@@ -72,8 +72,8 @@ bool query__is_preempt(uint32_t flags);
 uint32_t query__futex_type(uint32_t op, uint32_t val);
 const char *query__group_name(enum ls_group g);
 const char *query__sort_name(enum ls_sort s);
-/* Rows for @tab as a JSON array, sorted and cut to q->limit. */
-cJSON *query__rows(const struct htab *tab, const struct query *q, const struct query_ctx *ctx);
+/* Rows for @view as a JSON array, sorted and cut to q->limit (the rest never sorted). */
+cJSON *query__rows(const struct agg_view *view, const struct query *q, const struct query_ctx *ctx);
 /*
  * One frame, kernel or user: the symbol, its offset, the module and (user frames) the
  * build id. A user frame's addr is its file offset in the module.
@@ -109,11 +109,11 @@ enum query_side {
 typedef int (*query_wait_fn)(void *arg, const struct agg_key *k, const struct agg_val *v,
 			     uint32_t stack, double fc, double fw);
 /*
- * Calls @fn for each wait key of @tab that @q wants (holder events excluded); with
+ * Calls @fn for each wait key of @view that @q wants (holder events excluded); with
  * @by_stack the counts are scaled to the sampled keys as above. Stops at @fn's first
  * nonzero return and returns it; -ENOMEM.
  */
-int query__for_each_wait(const struct htab *tab, const struct query *q, enum query_side side,
+int query__for_each_wait(const struct agg_view *view, const struct query *q, enum query_side side,
 			 bool by_stack, query_wait_fn fn, void *arg);
 
 /* The frame where a wait's caller is: the first one past the locking internals. */

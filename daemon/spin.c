@@ -437,20 +437,18 @@ static int cmp_futex_spins(const void *a, const void *b)
  * spins through the kernel. Only precise scans see calls that do not sleep, so the rate
  * is over the time the process's precise scans ran.
  */
-static int futex_findings(struct spin *s, const struct htab *tab, const struct snapshot *sn,
+static int futex_findings(struct spin *s, const struct agg_view *tab, const struct snapshot *sn,
 			  const struct query_ctx *ctx, int max_stack, cJSON *arr)
 {
 	struct htab *by = htab__new(sizeof(uint32_t), sizeof(struct futex_spin), SIZE_MAX);
 	struct futex_spin **v = NULL;
-	size_t iter = 0, nr = 0, i;
-	const void *kp;
-	void *vp;
+	size_t nr = 0, i;
+	const struct agg_key *k;
+	struct agg_val val, *av = &val;
 
 	if (!by)
 		return -ENOMEM;
-	while (tab && !htab__next(tab, &iter, &kp, &vp)) {
-		const struct agg_key *k = kp;
-		const struct agg_val *av = vp;
+	for (i = 0; tab && !agg_view__get(tab, i, &k, &val); i++) {
 		struct futex_spin *fs;
 		int created = 0;
 
@@ -565,20 +563,18 @@ static int cmp_preempts(const void *a, const void *b)
 	return x->total_ns < y->total_ns ? 1 : x->total_ns > y->total_ns ? -1 : 0;
 }
 
-static int preempt_findings(const struct htab *tab, double secs, const struct snapshot *sn,
+static int preempt_findings(const struct agg_view *tab, double secs, const struct snapshot *sn,
 			    const struct query_ctx *ctx, cJSON *arr)
 {
 	struct htab *by = htab__new(sizeof(struct preempt_key), sizeof(struct preempt_val), SIZE_MAX);
 	struct preempt_val **v = NULL;
-	size_t iter = 0, nr = 0, i;
-	const void *kp;
-	void *vp;
+	size_t nr = 0, i;
+	const struct agg_key *k;
+	struct agg_val val, *av = &val;
 
 	if (!by)
 		return -ENOMEM;
-	while (tab && !htab__next(tab, &iter, &kp, &vp)) {
-		const struct agg_key *k = kp;
-		const struct agg_val *av = vp;
+	for (i = 0; tab && !agg_view__get(tab, i, &k, &val); i++) {
 		struct preempt_key pk = { .lock = k->lock, .object = k->object, .pid = k->pid, .tid = k->tid };
 		struct preempt_val *pv;
 		int created = 0;
@@ -630,7 +626,7 @@ static int preempt_findings(const struct htab *tab, double secs, const struct sn
 	return 0;
 }
 
-int spin__json(struct spin *s, const struct collector *c, const struct htab *tab, double secs,
+int spin__json(struct spin *s, const struct collector *c, const struct agg_view *tab, double secs,
 	       const struct query_ctx *ctx, const struct spin_thresholds *th, uint32_t pid, int max_stack,
 	       cJSON *o, const char **err)
 {

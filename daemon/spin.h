@@ -20,7 +20,7 @@
 #include "scheduler.h"
 
 struct collector;
-struct htab;
+struct agg_view;
 struct query_ctx;
 struct spin;
 
@@ -68,7 +68,7 @@ void spin__precise_ran(struct spin *s, uint32_t pid, uint64_t ns);
  * table covering @secs seconds.
  * -EOPNOTSUPP with *err set when the scheduler component is off.
  */
-int spin__json(struct spin *s, const struct collector *c, const struct htab *tab, double secs,
+int spin__json(struct spin *s, const struct collector *c, const struct agg_view *tab, double secs,
 	       const struct query_ctx *ctx, const struct spin_thresholds *th, uint32_t pid, int max_stack,
 	       cJSON *o, const char **err);
 

@@ -6,18 +6,29 @@
 #include "htab.h"
 #include "stacks.h"
 
+/*
+ * Stacks share their outer frames (main, the event loop, the worker's entry), so they are
+ * kept as paths in a tree rooted at the outermost frame: a stack is its innermost node,
+ * and a frame shared by a thousand stacks is stored once. Walking from that node to the
+ * root gives the frames innermost first, as the kernel and the unwinder give them.
+ */
+#define NODE_ROOT UINT32_MAX
+
+struct node {
+	uint32_t parent;	/* node id, NODE_ROOT for an outermost frame */
+	uint32_t frame;		/* frame id */
+};
+
 struct stack_ref {
-	uint64_t off;	/* into ips */
-	uint32_t nr;
+	uint32_t leaf;		/* innermost node */
 	uint32_t flags;		/* enum ls_stack_flags */
 };
 
 struct stacks {
-	struct htab *by_hash;	/* content hash -> id */
-	struct stack_ref *refs;	/* by id */
-	uint32_t nr, cap, max;
-	uint64_t *ips;
-	uint64_t ips_len, ips_cap;
+	struct htab *frames;	/* uint64_t ip; entry index = frame id */
+	struct htab *nodes;	/* struct node; entry index = node id */
+	struct htab *refs;	/* struct stack_ref -> nothing; entry index + LS_STACK_FIRST = stack id */
+	uint32_t max;
 	uint64_t dropped;
 };
 
@@ -27,13 +38,14 @@ struct stacks *stacks__new(uint32_t max_stacks)
 
 	if (!s)
 		return NULL;
-	s->by_hash = htab__new(sizeof(uint64_t), sizeof(uint32_t), max_stacks);
-	if (!s->by_hash) {
-		free(s);
+	s->frames = htab__new(sizeof(uint64_t), 0, SIZE_MAX);
+	s->nodes = htab__new(sizeof(struct node), 0, SIZE_MAX);
+	s->refs = htab__new(sizeof(struct stack_ref), 0, max_stacks);
+	if (!s->frames || !s->nodes || !s->refs) {
+		stacks__free(s);
 		return NULL;
 	}
 	s->max = max_stacks;
-	s->nr = LS_STACK_FIRST;
 	return s;
 }
 
@@ -41,93 +53,95 @@ void stacks__free(struct stacks *s)
 {
 	if (!s)
 		return;
-	htab__free(s->by_hash);
-	free(s->refs);
-	free(s->ips);
+	htab__free(s->frames);
+	htab__free(s->nodes);
+	htab__free(s->refs);
 	free(s);
 }
 
-static bool same(const struct stacks *s, uint32_t id, const uint64_t *ips, uint32_t nr,
-		 uint32_t flags)
+/* @ips's stack as it is kept, if every node of it is: *ref; false if one is missing. */
+static bool find_path(const struct stacks *s, const uint64_t *ips, uint32_t nr, struct stack_ref *ref)
 {
-	return s->refs[id].nr == nr && s->refs[id].flags == flags && !memcmp(s->ips + s->refs[id].off, ips, nr * sizeof(*ips));
-}
+	uint32_t i;
 
-static int grow(struct stacks *s, uint32_t nr)
-{
-	if (s->nr >= s->cap) {
-		uint32_t cap = s->cap ? s->cap * 2 : 1024;
-		struct stack_ref *r = realloc(s->refs, cap * sizeof(*r));
+	for (i = nr; i-- > 0;) {
+		struct node n = { .parent = ref->leaf };
 
-		if (!r)
-			return -ENOMEM;
-		s->refs = r;
-		s->cap = cap;
+		if (!htab__index(s->frames, &ips[i], &n.frame) || !htab__index(s->nodes, &n, &ref->leaf))
+			return false;
 	}
-	if (s->ips_len + nr > s->ips_cap) {
-		uint64_t cap = s->ips_cap ? s->ips_cap * 2 : 16384;
-		uint64_t *n;
-
-		while (cap < s->ips_len + nr)
-			cap *= 2;
-		n = realloc(s->ips, cap * sizeof(*n));
-		if (!n)
-			return -ENOMEM;
-		s->ips = n;
-		s->ips_cap = cap;
-	}
-	return 0;
+	return true;
 }
 
 int stacks__intern(struct stacks *s, const uint64_t *ips, uint32_t nr, uint32_t flags, uint32_t *id)
 {
-	/* flags spread over the high bits: same frames, other method, other stack */
-	uint64_t h = ls_hash_bytes(ips, nr * sizeof(*ips)) ^ ((uint64_t)flags * 0x9E3779B97F4A7C15ULL);
-	int created, err = 0;
-	uint32_t *slot;
+	struct stack_ref ref = { .leaf = NODE_ROOT, .flags = flags };
+	uint32_t i, idx;
+	int err = 0;
 
-	/* a 64-bit content hash; on the (unseen) collision the content check below
-	 * stores the second stack unshared rather than merging two stacks */
-	slot = htab__upsert(s->by_hash, &h, &created, &err);
-	if (slot && !created && same(s, *slot, ips, nr, flags)) {
-		*id = *slot;
+	if (find_path(s, ips, nr, &ref) && htab__index(s->refs, &ref, &idx)) {
+		*id = idx + LS_STACK_FIRST;
 		return 0;
 	}
-	if (!slot || s->nr - LS_STACK_FIRST >= s->max) {
+	/* a stack refused (full) adds no node */
+	if (htab__count(s->refs) >= s->max) {
+		s->dropped++;
+		return -ENOSPC;
+	}
+	ref.leaf = NODE_ROOT;
+	for (i = nr; i-- > 0;) {
+		struct node n = { .parent = ref.leaf };
+
+		if (!htab__upsert_at(s->frames, &ips[i], &n.frame, NULL, &err) ||
+		    !htab__upsert_at(s->nodes, &n, &ref.leaf, NULL, &err)) {
+			s->dropped++;
+			return err ? err : -ENOMEM;
+		}
+	}
+	if (!htab__upsert_at(s->refs, &ref, &idx, NULL, &err)) {
 		s->dropped++;
 		return err ? err : -ENOSPC;
 	}
-	if ((err = grow(s, nr)))
-		return err;
-	s->refs[s->nr].off = s->ips_len;
-	s->refs[s->nr].nr = nr;
-	s->refs[s->nr].flags = flags;
-	memcpy(s->ips + s->ips_len, ips, nr * sizeof(*ips));
-	s->ips_len += nr;
-	if (created)
-		*slot = s->nr;
-	*id = s->nr++;
+	*id = idx + LS_STACK_FIRST;
 	return 0;
 }
 
-const uint64_t *stacks__get(const struct stacks *s, uint32_t id, uint32_t *nr)
+static const struct stack_ref *ref_of(const struct stacks *s, uint32_t id)
 {
-	if (id < LS_STACK_FIRST || id >= s->nr) {
-		*nr = 0;
+	const void *k = NULL;
+
+	if (id < LS_STACK_FIRST)
 		return NULL;
+	htab__at(s->refs, id - LS_STACK_FIRST, &k);
+	return k;
+}
+
+uint32_t stacks__get(const struct stacks *s, uint32_t id, uint64_t *ips, uint32_t max)
+{
+	const struct stack_ref *r = ref_of(s, id);
+	uint32_t node = r ? r->leaf : NODE_ROOT, nr = 0;
+
+	while (node != NODE_ROOT && nr < max) {
+		const void *nk = NULL, *fk = NULL;
+
+		htab__at(s->nodes, node, &nk);
+		htab__at(s->frames, ((const struct node *)nk)->frame, &fk);
+		ips[nr++] = *(const uint64_t *)fk;
+		node = ((const struct node *)nk)->parent;
 	}
-	*nr = s->refs[id].nr;
-	return s->ips + s->refs[id].off;
+	return nr;
 }
 
 uint32_t stacks__flags(const struct stacks *s, uint32_t id)
 {
-	return id >= LS_STACK_FIRST && id < s->nr ? s->refs[id].flags : 0;
+	const struct stack_ref *r = ref_of(s, id);
+
+	return r ? r->flags : 0;
 }
 
 uint32_t stacks__count(const struct stacks *s)
 {
-	return s->nr - LS_STACK_FIRST;
+	return htab__count(s->refs);
 }
 
 uint64_t stacks__dropped(const struct stacks *s)
@@ -137,6 +151,5 @@ uint64_t stacks__dropped(const struct stacks *s)
 
 size_t stacks__mem_bytes(const struct stacks *s)
 {
-	return sizeof(*s) + htab__mem_bytes(s->by_hash) + s->cap * sizeof(*s->refs) +
-	       s->ips_cap * sizeof(*s->ips);
+	return sizeof(*s) + htab__mem_bytes(s->frames) + htab__mem_bytes(s->nodes) + htab__mem_bytes(s->refs);
 }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * Interned stacks: every distinct stack is stored once and named by a small id, so the
- * aggregator's keys stay fixed-size and a stack seen a million times costs one copy.
+ * aggregator's keys stay fixed-size and a stack seen a million times costs one copy; and
+ * frames that stacks share from the outermost one in are stored once for all of them.
  */
 #ifndef __LS_STACKS_H
 #define __LS_STACKS_H
@@ -28,8 +29,8 @@ void stacks__free(struct stacks *s);
 int stacks__intern(struct stacks *s, const uint64_t *ips, uint32_t nr, uint32_t flags, uint32_t *id);
 /* enum ls_stack_flags of @id (0 for the special ids). */
 uint32_t stacks__flags(const struct stacks *s, uint32_t id);
-/* The frames of @id (NULL and *nr = 0 for the special ids). */
-const uint64_t *stacks__get(const struct stacks *s, uint32_t id, uint32_t *nr);
+/* Copies up to @max frames of @id, innermost first, into @ips; returns how many (0 for the special ids). */
+uint32_t stacks__get(const struct stacks *s, uint32_t id, uint64_t *ips, uint32_t max);
 uint32_t stacks__count(const struct stacks *s);
 uint64_t stacks__dropped(const struct stacks *s);
 size_t stacks__mem_bytes(const struct stacks *s);

@@ -56,18 +56,18 @@ static void add(struct agg *a, uint32_t tid, uint64_t lock, uint64_t wait)
 	assert_int_equal(agg__add(a, &ev), 0);
 }
 
-static uint64_t window_count(struct agg *a, enum ls_window w, uint64_t now, uint64_t *start)
+static uint64_t window_count(struct agg *a, enum ls_window w, uint64_t *start)
 {
-	struct htab *t = agg__window(a, w, now, start);
-	const void *k;
-	size_t iter = 0;
+	struct agg_view *v = agg__view(a, w, start);
+	const struct agg_key *k;
+	struct agg_val val;
 	uint64_t n = 0;
-	void *v;
+	size_t i;
 
-	assert_non_null(t);
-	while (!htab__next(t, &iter, &k, &v))
-		n += ((struct agg_val *)v)->st.count;
-	agg__window_free(a, t);
+	assert_non_null(v);
+	for (i = 0; !agg_view__get(v, i, &k, &val); i++)
+		n += val.st.count;
+	agg_view__free(v);
 	return n;
 }
 
@@ -85,23 +85,100 @@ static void test_windows_roll(void **state)
 		add(a, 10, 0xa, 100);
 	}
 	/* at 20.5 s: 10 s window = sealed seconds 10..19 + live second 20 */
-	assert_int_equal(window_count(a, LS_WIN_10S, T0 + 20 * SEC + SEC / 2, &start), 11);
+	assert_int_equal(window_count(a, LS_WIN_10S, &start), 11);
 	assert_int_equal(start, T0 + 10 * SEC);
 	/* 1 m has everything so far: live 1 s slot, live 6 s slot (18..20), sealed 0..17 */
-	assert_int_equal(window_count(a, LS_WIN_1M, T0 + 20 * SEC, &start), 21);
+	assert_int_equal(window_count(a, LS_WIN_1M, &start), 21);
 	assert_int_equal(start, T0);
-	assert_int_equal(window_count(a, LS_WIN_ALL, T0 + 20 * SEC, &start), 21);
+	assert_int_equal(window_count(a, LS_WIN_ALL, &start), 21);
 	/* 100 s later, nothing new: 10 s and 1 m windows are empty, all keeps every wait */
 	agg__rotate(a, T0 + 120 * SEC);
-	assert_int_equal(window_count(a, LS_WIN_10S, T0 + 120 * SEC, &start), 0);
+	assert_int_equal(window_count(a, LS_WIN_10S, &start), 0);
 	assert_int_equal(start, T0 + 110 * SEC);
-	assert_int_equal(window_count(a, LS_WIN_1M, T0 + 120 * SEC, &start), 0);
+	assert_int_equal(window_count(a, LS_WIN_1M, &start), 0);
 	assert_int_equal(start, T0 + 60 * SEC);
-	assert_int_equal(window_count(a, LS_WIN_5M, T0 + 120 * SEC, &start), 21);
-	assert_int_equal(window_count(a, LS_WIN_ALL, T0 + 120 * SEC, &start), 21);
+	assert_int_equal(window_count(a, LS_WIN_5M, &start), 21);
+	assert_int_equal(window_count(a, LS_WIN_ALL, &start), 21);
 	/* 6 minutes on, the 5 m window has let go too */
 	agg__rotate(a, T0 + 420 * SEC);
-	assert_int_equal(window_count(a, LS_WIN_5M, T0 + 420 * SEC, &start), 0);
+	assert_int_equal(window_count(a, LS_WIN_5M, &start), 0);
+	agg__free(a);
+}
+
+/* @v's histogram as agg_hist_add() gives it */
+static void hist_of(const struct agg_val *v, double *h)
+{
+	memset(h, 0, LS_HIST_BUCKETS * sizeof(*h));
+	agg_hist_add(h, v, 1.0);
+}
+
+static const struct agg_val *only_key(struct agg_view *v, struct agg_val *val)
+{
+	const struct agg_key *k;
+
+	assert_int_equal(agg_view__count(v), 1);
+	assert_int_equal(agg_view__get(v, 0, &k, val), 0);
+	assert_int_equal(agg_view__get(v, 1, &k, val), -2);	/* -ENOENT */
+	return val;
+}
+
+/*
+ * A key with one wait keeps no histogram (its bucket is its total's); a second wait, in
+ * the same slot or merged from another, makes one with both.
+ */
+static void test_histograms_one_wait_and_more(void **state)
+{
+	struct agg_opts o = { .windows = true, .max_keys = 10, .start_ns = T0 };
+	struct agg *a = agg__new(&o);
+	struct agg_stat st = {};
+	struct agg_event ev = { .key = { .lock = 0xb, .pid = 1, .tid = 2 }, .comm = "one" };
+	struct agg_view *v;
+	struct agg_val val;
+	uint64_t start;
+	double h[LS_HIST_BUCKETS];
+
+	(void)state;
+	ev.wait_ns = 100;			/* second 0: one wait, bucket 6 */
+	agg__add(a, &ev);
+	v = agg__view(a, LS_WIN_ALL, &start);
+	only_key(v, &val);
+	assert_null(val.hist);
+	assert_string_equal(val.comm, "one");
+	hist_of(&val, h);
+	assert_true(h[6] == 1.0);
+	agg_view__free(v);
+	agg__rotate(a, T0 + SEC);
+	ev.wait_ns = 3000;			/* second 1: another, bucket 11 */
+	agg__add(a, &ev);
+	agg__rotate(a, T0 + 2 * SEC);
+	/* a whole kernel table entry: 2 waits of 50 (bucket 5) */
+	st.count = 2;
+	st.total_ns = 100;
+	st.max_ns = st.min_ns = 50;
+	st.hist[5] = 2;
+	ev.stat = &st;
+	agg__add(a, &ev);
+	v = agg__view(a, LS_WIN_10S, &start);
+	only_key(v, &val);
+	assert_non_null(val.hist);
+	assert_int_equal(val.st.count, 4);
+	assert_int_equal(val.st.total_ns, 3200);
+	assert_int_equal(val.st.min_ns, 50);
+	assert_int_equal(val.st.max_ns, 3000);
+	hist_of(&val, h);
+	assert_true(h[5] == 2.0 && h[6] == 1.0 && h[11] == 1.0);
+	agg_view__free(v);
+	/* 40 s on, the 5 m window has them in a 30 s slot made of 6 s slots made of 1 s slots */
+	agg__rotate(a, T0 + 40 * SEC);
+	v = agg__view(a, LS_WIN_5M, &start);
+	only_key(v, &val);
+	assert_int_equal(start, T0);
+	hist_of(&val, h);
+	assert_true(h[5] == 2.0 && h[6] == 1.0 && h[11] == 1.0);
+	agg_view__free(v);
+	v = agg__view(a, LS_WIN_10S, &start);
+	assert_int_equal(agg_view__count(v), 0);
+	agg_view__free(v);
 	agg__free(a);
 }
 
@@ -117,7 +194,7 @@ static void test_keys_full_are_counted(void **state)
 	add(a, 3, 0xa, 10);	/* a third key does not fit */
 	add(a, 1, 0xa, 10);	/* existing keys still count */
 	assert_int_equal(agg__dropped(a), 1);
-	assert_int_equal(window_count(a, LS_WIN_ALL, T0, &start), 3);
+	assert_int_equal(window_count(a, LS_WIN_ALL, &start), 3);
 	agg__free(a);
 }
 
@@ -137,7 +214,7 @@ static void test_stacks_intern(void **state)
 	struct stacks *s = stacks__new(2);
 	uint64_t a[] = { 1, 2, 3 }, b[] = { 1, 2 }, c[] = { 9 };
 	uint32_t ia, ib, ia2, ic, nr;
-	const uint64_t *ips;
+	uint64_t ips[8];
 
 	(void)state;
 	assert_int_equal(stacks__intern(s, a, 3, 0, &ia), 0);
@@ -146,11 +223,15 @@ static void test_stacks_intern(void **state)
 	assert_int_equal(ia, ia2);
 	assert_int_not_equal(ia, ib);
 	assert_true(ia >= LS_STACK_FIRST && ib >= LS_STACK_FIRST);
-	ips = stacks__get(s, ib, &nr);
+	nr = stacks__get(s, ib, ips, 8);
 	assert_int_equal(nr, 2);
 	assert_memory_equal(ips, b, sizeof(b));
-	assert_null(stacks__get(s, LS_STACK_MISSING, &nr));
-	assert_int_equal(nr, 0);
+	nr = stacks__get(s, ia, ips, 8);
+	assert_int_equal(nr, 3);
+	assert_memory_equal(ips, a, sizeof(a));
+	assert_int_equal(stacks__get(s, ia, ips, 2), 2);	/* cut at max, innermost first */
+	assert_memory_equal(ips, a, 2 * sizeof(*a));
+	assert_int_equal(stacks__get(s, LS_STACK_MISSING, ips, 8), 0);
 	assert_int_equal(stacks__intern(s, c, 1, 0, &ic), -28);	/* full: -ENOSPC */
 	assert_int_equal(stacks__dropped(s), 1);
 	assert_int_equal(stacks__count(s), 2);
@@ -192,6 +273,7 @@ int main(void)
 		cmocka_unit_test(test_hist_buckets),
 		cmocka_unit_test(test_stat_add_and_merge),
 		cmocka_unit_test(test_windows_roll),
+		cmocka_unit_test(test_histograms_one_wait_and_more),
 		cmocka_unit_test(test_keys_full_are_counted),
 		cmocka_unit_test(test_window_names),
 		cmocka_unit_test(test_stacks_intern),

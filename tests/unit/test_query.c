@@ -10,7 +10,6 @@
 #include <unistd.h>
 #include <cmocka.h>
 #include "agg.h"
-#include "htab.h"
 #include "klock.h"
 #include "ksyms.h"
 #include "query.h"
@@ -35,21 +34,33 @@ static const char kallsyms_text[] =
 struct fixture {
 	struct ksyms *ksyms;
 	struct stacks *stacks;
-	struct htab *tab;
+	struct agg *agg;
 	uint32_t x, y;
 	struct query_ctx qc;
 };
 
-static void put(struct htab *t, struct agg_key k, const uint64_t *waits, int n, const char *comm)
+static void put(struct agg *a, struct agg_key k, const uint64_t *waits, int n, const char *comm)
 {
-	struct agg_val *v = htab__upsert(t, &k, NULL, NULL);
+	struct agg_event ev = { .key = k, .comm = comm, .owner_comm = "owner" };
 	int i;
 
+	for (i = 0; i < n; i++) {
+		ev.wait_ns = waits[i];
+		assert_int_equal(agg__add(a, &ev), 0);
+	}
+}
+
+/* query__rows() over everything added */
+static cJSON *rows_of(struct fixture *f, const struct query *q)
+{
+	uint64_t start;
+	struct agg_view *v = agg__view(f->agg, LS_WIN_ALL, &start);
+	cJSON *rows;
+
 	assert_non_null(v);
-	strcpy(v->comm, comm);
-	strcpy(v->owner_comm, "owner");
-	for (i = 0; i < n; i++)
-		agg_stat_add_wait(&v->st, waits[i]);
+	rows = query__rows(v, q, &f->qc);
+	agg_view__free(v);
+	return rows;
 }
 
 static int setup(void **state)
@@ -74,24 +85,25 @@ static int setup(void **state)
 	f->stacks = stacks__new(100);
 	assert_int_equal(stacks__intern(f->stacks, stack_x, 2, 0, &f->x), 0);
 	assert_int_equal(stacks__intern(f->stacks, stack_y, 2, 0, &f->y), 0);
-	f->tab = htab__new(sizeof(struct agg_key), sizeof(struct agg_val), 100);
+	f->agg = agg__new(&(struct agg_opts){ .max_keys = 100 });
+	assert_non_null(f->agg);
 	/*
 	 * thread 101 on mmap_lock: 10 waits in the exact entries (3 owned by 103, 7 by 104),
 	 * 3 of them also sampled with their stacks
 	 */
 	k1.owner_pid = 100;
 	k1.owner_tid = 103;
-	put(f->tab, k1, w_sampled, 3, "writer");
+	put(f->agg, k1, w_sampled, 3, "writer");
 	k1.owner_tid = 104;
-	put(f->tab, k1, w_none, 7, "writer");
+	put(f->agg, k1, w_none, 7, "writer");
 	k1.owner_tid = 103;
 	k1.sampled = 1;
 	k1.stack = f->x;
-	put(f->tab, k1, w_x, 2, "writer");
+	put(f->agg, k1, w_x, 2, "writer");
 	k1.stack = f->y;
-	put(f->tab, k1, w_y, 1, "writer");
+	put(f->agg, k1, w_y, 1, "writer");
 	/* thread 102 on a static spinlock: 4 waits, none sampled */
-	put(f->tab, k2, w_spin, 4, "spinner");
+	put(f->agg, k2, w_spin, 4, "spinner");
 	f->qc.stacks = f->stacks;
 	f->qc.ksyms = f->ksyms;
 	*state = f;
@@ -102,7 +114,7 @@ static int teardown(void **state)
 {
 	struct fixture *f = *state;
 
-	htab__free(f->tab);
+	agg__free(f->agg);
 	stacks__free(f->stacks);
 	ksyms__free(f->ksyms);
 	free(f);
@@ -132,7 +144,7 @@ static void test_caller_rows_scale_samples_to_exact_totals(void **state)
 	cJSON *rows, *r;
 
 	query__init(&q);
-	rows = query__rows(f->tab, &q, &f->qc);
+	rows = rows_of(f, &q);
 	assert_int_equal(cJSON_GetArraySize(rows), 3);
 	/* stack X: 2 of 3 sampled waits, 200 of 300 sampled ns; stratum has 10 waits, 1000 ns */
 	r = cJSON_GetArrayItem(rows, 0);
@@ -169,7 +181,7 @@ static void test_thread_rows_are_exact(void **state)
 
 	query__init(&q);
 	q.group = LS_GROUP_THREAD;
-	rows = query__rows(f->tab, &q, &f->qc);
+	rows = rows_of(f, &q);
 	assert_int_equal(cJSON_GetArraySize(rows), 2);
 	r = cJSON_GetArrayItem(rows, 0);
 	assert_int_equal(num(r, "tid"), 101);
@@ -197,7 +209,7 @@ static void test_lock_rows_named_and_owner(void **state)
 	query__init(&q);
 	q.group = LS_GROUP_LOCK;
 	q.owners = true;
-	rows = query__rows(f->tab, &q, &f->qc);
+	rows = rows_of(f, &q);
 	r = cJSON_GetArrayItem(rows, 0);
 	assert_string_equal(str(cJSON_GetObjectItem(r, "lock"), "name"), "mmap_lock");
 	assert_string_equal(str(cJSON_GetObjectItem(r, "lock"), "addr"), "0xffff888000001000");
@@ -220,7 +232,7 @@ static void test_filters_sort_limit(void **state)
 
 	query__init(&q);
 	assert_int_equal(query__parse_types("spinlock", &q.type_mask, err, sizeof(err)), 0);
-	rows = query__rows(f->tab, &q, &f->qc);
+	rows = rows_of(f, &q);
 	assert_int_equal(cJSON_GetArraySize(rows), 1);
 	assert_string_equal(str(cJSON_GetArrayItem(rows, 0), "type"), "spinlock");
 	cJSON_Delete(rows);
@@ -230,7 +242,7 @@ static void test_filters_sort_limit(void **state)
 	q.sort = LS_SORT_CONTENDED;
 	q.limit = 1;
 	q.stacks = true;
-	rows = query__rows(f->tab, &q, &f->qc);
+	rows = rows_of(f, &q);
 	assert_int_equal(cJSON_GetArraySize(rows), 1);
 	assert_string_equal(str(cJSON_GetArrayItem(rows, 0), "caller"), "do_work+0x20");
 	assert_string_equal(str(cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetArrayItem(rows, 0), "stack"), 0),
@@ -239,7 +251,7 @@ static void test_filters_sort_limit(void **state)
 
 	query__init(&q);
 	q.pid = 999;
-	rows = query__rows(f->tab, &q, &f->qc);
+	rows = rows_of(f, &q);
 	assert_int_equal(cJSON_GetArraySize(rows), 0);
 	cJSON_Delete(rows);
 }
@@ -340,20 +352,20 @@ static void test_user_rows(void **state)
 	cJSON *rows, *r, *h;
 	char err[256];
 
-	put(f->tab, k, w30, 30, "waiter");
+	put(f->agg, k, w30, 30, "waiter");
 	k.releaser_tid = 303;
-	put(f->tab, k, w10, 10, "waiter");
+	put(f->agg, k, w10, 10, "waiter");
 	k = (struct agg_key){ .lock = 0x5000, .pid = 300, .tid = 302,
 			      .flags = LS_KIND_USER | LS_UTYPE_HOLD, .stack = f->x };
-	put(f->tab, k, samples3, 3, "holder");
+	put(f->agg, k, samples3, 3, "holder");
 	k.stack = f->y;
-	put(f->tab, k, samples1, 1, "holder");
+	put(f->agg, k, samples1, 1, "holder");
 
 	query__init(&q);
 	q.group = LS_GROUP_LOCK;
 	q.kind = LS_KIND_USER_ONLY;
 	q.owners = q.holders = true;
-	rows = query__rows(f->tab, &q, &f->qc);
+	rows = rows_of(f, &q);
 	assert_int_equal(cJSON_GetArraySize(rows), 1);	/* holder samples are not a row */
 	r = cJSON_GetArrayItem(rows, 0);
 	assert_string_equal(str(r, "kind"), "user");
@@ -370,7 +382,7 @@ static void test_user_rows(void **state)
 	cJSON_Delete(rows);
 
 	q.kind = LS_KIND_KERNEL_ONLY;
-	rows = query__rows(f->tab, &q, &f->qc);
+	rows = rows_of(f, &q);
 	for (r = rows->child; r; r = r->next)
 		assert_string_equal(str(r, "kind"), "kernel");
 	cJSON_Delete(rows);
