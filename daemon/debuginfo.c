@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: GPL-2.0
+#include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -17,6 +18,46 @@
  */
 #define DEBUGINFO_MAX 1024
 #define BUILD_ID_HEX_MAX 64	/* 2 x the longest build id (SHA-256 as some linkers write) */
+
+/*
+ * libdebuginfod is opened when debug files are to be fetched, as elfutils' own libdw does:
+ * linked, it would bring libcurl, a TLS stack and Kerberos into every start of the daemon
+ * and of the CLI (thirty libraries, most of the CLI's start-up time), needed or not.
+ */
+#define LIBDEBUGINFOD "libdebuginfod.so.1"
+
+static struct {
+	debuginfod_client *(*begin)(void);
+	void (*end)(debuginfod_client *);
+	int (*find_debuginfo)(debuginfod_client *, const unsigned char *, int, char **);
+	void (*set_progressfn)(debuginfod_client *, debuginfod_progressfn_t);
+	void (*set_user_data)(debuginfod_client *, void *);
+	void *(*get_user_data)(debuginfod_client *);
+} dfn;
+
+static int open_libdebuginfod(void)
+{
+	void *h;
+
+	if (dfn.begin)
+		return 0;
+	h = dlopen(LIBDEBUGINFOD, RTLD_NOW | RTLD_LOCAL);
+	if (!h)
+		return -ENOENT;
+	dfn.end = dlsym(h, "debuginfod_end");
+	dfn.find_debuginfo = dlsym(h, "debuginfod_find_debuginfo");
+	dfn.set_progressfn = dlsym(h, "debuginfod_set_progressfn");
+	dfn.set_user_data = dlsym(h, "debuginfod_set_user_data");
+	dfn.get_user_data = dlsym(h, "debuginfod_get_user_data");
+	dfn.begin = dlsym(h, "debuginfod_begin");
+	if (!dfn.begin || !dfn.end || !dfn.find_debuginfo || !dfn.set_progressfn || !dfn.set_user_data ||
+	    !dfn.get_user_data) {
+		dfn.begin = NULL;
+		dlclose(h);
+		return -ENOSYS;
+	}
+	return 0;	/* kept open for the process's life */
+}
 
 enum fetch_state { FETCH_QUEUED, FETCH_RUNNING, FETCH_DONE };
 
@@ -80,7 +121,7 @@ static int link_debug_file(const struct debuginfo *d, const char *build_id, cons
 /* libdebuginfod calls this while it downloads: nonzero cancels (the daemon is stopping). */
 static int progress(debuginfod_client *client, long a, long b)
 {
-	struct debuginfo *d = debuginfod_get_user_data(client);
+	struct debuginfo *d = dfn.get_user_data(client);
 	bool stop;
 
 	(void)a, (void)b;
@@ -96,7 +137,7 @@ static int fetch_one(struct debuginfo *d, debuginfod_client *client, const char 
 	int fd, err;
 
 	/* a build id given as hex: length 0 */
-	fd = debuginfod_find_debuginfo(client, (const unsigned char *)build_id, 0, &path);
+	fd = dfn.find_debuginfo(client, (const unsigned char *)build_id, 0, &path);
 	if (fd < 0)
 		return fd;
 	close(fd);
@@ -118,14 +159,14 @@ static struct fetch *next_queued(struct debuginfo *d)
 static void *worker_main(void *arg)
 {
 	struct debuginfo *d = arg;
-	debuginfod_client *client = debuginfod_begin();
+	debuginfod_client *client = dfn.begin();
 	char build_id[BUILD_ID_HEX_MAX + 1];
 	struct fetch *f;
 	int err;
 
 	if (client) {
-		debuginfod_set_user_data(client, d);
-		debuginfod_set_progressfn(client, progress);
+		dfn.set_user_data(client, d);
+		dfn.set_progressfn(client, progress);
 	}
 	pthread_mutex_lock(&d->mu);
 	for (;;) {
@@ -151,7 +192,7 @@ static void *worker_main(void *arg)
 	}
 	pthread_mutex_unlock(&d->mu);
 	if (client)
-		debuginfod_end(client);
+		dfn.end(client);
 	return NULL;
 }
 
@@ -165,6 +206,11 @@ int debuginfo__new(const struct debuginfo_opts *opts, struct debuginfo **out)
 	*out = NULL;
 	if (!urls || !*urls || !opts->dir || !*opts->dir)
 		return -ENOENT;
+	if ((err = open_libdebuginfod())) {
+		pr_warn("debuginfod: cannot use %s (%s): debug files are not fetched from %s; install "
+			"libdebuginfod1\n", LIBDEBUGINFOD, err == -ENOENT ? dlerror() : "symbols missing", urls);
+		return err;
+	}
 	d = calloc(1, sizeof(*d));
 	if (!d)
 		return -ENOMEM;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /* lockscoped: load the lock probes, aggregate, serve the socket. */
 #include <errno.h>
+#include <malloc.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -398,6 +399,8 @@ static int report_probes(const struct daemon *d)
 	return fatal ? -ENOTSUP : 0;
 }
 
+enum { MMAP_THRESHOLD_BYTES = 128 * 1024 };
+
 int main(int argc, char **argv)
 {
 	struct daemon d = { .sigfd = -1, .timerfd = -1, .watchdogfd = -1 };
@@ -405,6 +408,12 @@ int main(int argc, char **argv)
 	char msg[320];
 	int err;
 
+	/*
+	 * A fixed threshold (glibc raises its own after every large free): the megabytes a
+	 * query over 100 k keys takes for a moment are mapped, and unmapped when it is done,
+	 * instead of staying in the heap
+	 */
+	mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES);
 	ls_config__init(&d.base);
 	if (parse_args(argc, argv, &d))
 		return 2;
@@ -477,6 +486,8 @@ int main(int argc, char **argv)
 		goto cleanup;
 	}
 	engine__set_config(d.engine, config_json(&d, NULL));
+	/* loading parsed the kernel's BTF, since freed: give those pages back */
+	malloc_trim(0);
 	pr_info("lockscoped %s: attached, serving %s%s%s\n", LS_VERSION, so.path,
 		d.config_path ? ", config " : "", d.config_path ? d.config_path : "");
 	notify__send(d.notify, "READY=1\nSTATUS=attached, serving %s", so.path);
