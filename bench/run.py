@@ -380,14 +380,15 @@ def idle(seconds):
 
 
 def many_stacks(queries):
-    """~100 k distinct user stacks and keys (stack_fanout, a stack on every wait), then the
-    daemon's RSS and `lockscope top -E 50` latency over them. Frame-pointer stacks (no
-    dumps: 100 k of them would need a ring buffer of dumps), and maps and tables sized for
-    that many stacks."""
-    with lockscoped(*ALL_ARGS, "--user-stack-bytes=0", "--user-stack-entries=131072",
-                    "--max-stacks=150000") as sock:
+    """More than 100 k distinct user stacks and keys (stack_fanout: 2^17 waits, each under
+    a call path of its own, a stack taken on every one), then the daemon's RSS and
+    `lockscope top -E 50` latency over them. Frame-pointer stacks (no dumps: 100 k of them
+    would need a ring buffer of dumps); the BPF stack map is sized so that few of the
+    stacks collide in it (its buckets are a hash of the stack), and kept to 32 frames."""
+    with lockscoped(*ALL_ARGS, "--user-stack-bytes=0", "--user-stack-entries=524288", "--max-stack=32",
+                    "--max-stacks=200000") as sock:
         d = Daemon(sock)
-        subprocess.run([os.path.join(BUILD, "workloads", "stack_fanout"), "--waits", "100000"],
+        subprocess.run([os.path.join(BUILD, "workloads", "stack_fanout"), "--waits", "131072"],
                        capture_output=True, check=True)
         time.sleep(1)  # the last drain
         st = d.status()
@@ -472,9 +473,10 @@ def goals(res):
     busiest = max(s["daemon_cpu_pct"] for s in cap["steps"])
     out.append(("daemon CPU ≤ 2 % at 10^6 events/s", f"{busiest:.2f} % (busiest capacity step)", busiest <= 2))
     out.append(("daemon RSS ≤ 64 MB idle and with 100 k stacks",
-                f"{d['rss_mb_idle']:.1f} / {d['rss_mb_100k_stacks']:.1f} MB",
-                max(d["rss_mb_idle"], d["rss_mb_100k_stacks"]) <= 64))
-    out.append(("`top -E 50` over 100 k keys p99 ≤ 20 ms", f"{res['query_ms']['p99']:.1f} ms", res["query_ms"]["p99"] <= 20))
+                f"{d['rss_mb_idle']:.1f} / {d['rss_mb_100k_stacks']:.1f} MB ({d['stacks_100k']:,} stacks)",
+                max(d["rss_mb_idle"], d["rss_mb_100k_stacks"]) <= 64 and d["stacks_100k"] >= 100_000))
+    out.append(("`top -E 50` over 100 k keys p99 ≤ 20 ms", f"{res['query_ms']['p99']:.1f} ms ({res['query_ms']['keys']:,} keys)",
+                res["query_ms"]["p99"] <= 20 and res["query_ms"]["keys"] >= 100_000))
     return out
 
 
