@@ -316,6 +316,16 @@ def perf_total(p, out):
     raise RuntimeError(f"no count in {out}")
 
 
+# Status counters of waits lockscope saw and lost: the ring or a table was full, or the
+# nesting too deep. A step with any of these is not exact.
+WAIT_LOST = ("ringbuf_full", "wait_map_full", "nest_too_deep", "wait_table_full")
+# Waits the kernel ran none of our programs for (nested in one of ours on a CPU): never
+# seen by lockscope, not lost by it, and reported as such.
+WAIT_SKIPPED = ("prog_recursion", "self_lock")
+# The other half of a skipped wait: an end without its begin, a begin whose end never came.
+WAIT_UNPAIRED = ("unmatched_end", "missed_end")
+
+
 def lossless(seconds):
     """pipe_storm at rising thread counts: the event rate, lockscope's count of the waits
     against perf's count of the same tracepoint, the drops and the daemon's CPU. A step is
@@ -344,11 +354,10 @@ def lossless(seconds):
             w.communicate("exit\n", timeout=60)
             s1 = d.status()
             delta = {k: s1["dropped"][k] - s0["dropped"][k] for k in s1["dropped"]}
-            # waits the kernel ran none of our programs for (nested in one of ours on a
-            # CPU): not lost by lockscope, never seen by it, and reported as such
-            skipped = delta.pop("prog_recursion") + delta.pop("self_lock")
             steps.append({"threads": threads, "events_per_s": round(ref / seconds), "lockscope": ours,
-                          "perf": ref, "dropped": sum(delta.values()), "skipped": skipped,
+                          "perf": ref, "dropped": sum(delta[k] for k in WAIT_LOST),
+                          "skipped": sum(delta[k] for k in WAIT_SKIPPED),
+                          "unpaired": sum(delta[k] for k in WAIT_UNPAIRED),
                           "daemon_cpu_pct": round(100 * (d.cpu() - c0) / elapsed, 2)})
 
     def exact(s):
@@ -520,13 +529,15 @@ def markdown(res, args):
     L.append("pipe_storm at rising thread counts under lockscoped at defaults; waits counted by lockscope "
              "against `perf stat -e lock:contention_end` on the same process. *skipped*: waits inside "
              "one of our programs on the same CPU (an interrupt's, a map's lock), for which the kernel runs "
-             "no program (status `prog_recursion`, `self_lock`); a step is exact when nothing was dropped "
-             "and perf's count exceeds ours by no more than those:\n")
-    L.append("| threads | events/s | lockscope | perf | skipped | dropped | daemon CPU |")
-    L.append("| --- | --- | --- | --- | --- | --- | --- |")
+             "no program (status `prog_recursion`, `self_lock`); *unpaired*: their other halves "
+             "(`unmatched_end`, `missed_end`); *dropped*: waits lockscope saw and lost (`ringbuf_full`, "
+             "`wait_map_full`, `nest_too_deep`, `wait_table_full`). A step is exact when nothing was "
+             "dropped and perf's count exceeds ours by no more than the skipped waits:\n")
+    L.append("| threads | events/s | lockscope | perf | skipped | unpaired | dropped | daemon CPU |")
+    L.append("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for s in res["capacity"]["steps"]:
         L.append(f"| {s['threads']} | {s['events_per_s']:,} | {s['lockscope']:,} | {s['perf']:,} | {s['skipped']} | "
-                 f"{s['dropped']} | {s['daemon_cpu_pct']:.2f} % |")
+                 f"{s.get('unpaired', '–')} | {s['dropped']} | {s['daemon_cpu_pct']:.2f} % |")
     L.append(f"\nHighest lossless rate: {res['max_lossless_events_per_s']:,} events/s.\n")
     d = res["daemon"]
     L.append("## The daemon\n")
