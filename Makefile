@@ -216,6 +216,8 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/share/lockscope/schemas
 	install -m 0644 schemas/*.json $(DESTDIR)$(PREFIX)/share/lockscope/schemas/
 	install -m 0644 README.md $(DESTDIR)$(PREFIX)/share/lockscope/README.md
+	install -d $(DESTDIR)$(PREFIX)/share/lockscope/docs
+	install -m 0644 docs/*.md $(DESTDIR)$(PREFIX)/share/lockscope/docs/
 	install -d $(DESTDIR)/lib/systemd/system $(DESTDIR)/usr/lib/sysusers.d
 	install -m 0644 $(OUTPUT)/lockscoped.service $(DESTDIR)/lib/systemd/system/lockscoped.service
 	install -m 0644 deploy/systemd/lockscope.sysusers $(DESTDIR)/usr/lib/sysusers.d/lockscope.conf
