@@ -189,6 +189,8 @@ enum ls_counter {
 	LS_DROP_SELF_LOCK,	/* a kernel lock contended inside lockscope's own programs (a
 				 * map's bucket lock): not timed, as its begin or end is skipped */
 	LS_DROP_WAIT_TABLE,	/* wait table full and the ring too: a wait not counted */
+	LS_DROP_EXITED_FULL,	/* exited-thread map full: a thread's last second before it exited
+				 * not counted */
 	LS_DROP_LAST,
 
 	LS_CNT_MAX = LS_DROP_LAST,

@@ -180,6 +180,14 @@ struct {
 	__type(value, struct sched_spin_thread);
 } spinners SEC(".maps");
 
+/* Threads that exited since the daemon's last read, with their last counters; it drains them. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, SCHED_DEF_MAX_EXITED);
+	__type(key, __u32);
+	__type(value, struct sched_task_rec);
+} exited_tasks SEC(".maps");
+
 /* Written only on yields; LRU so that pairs of threads long gone age out. */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -1086,6 +1094,21 @@ static __always_inline __u64 run_delay(struct task_struct *t)
 	return 0;
 }
 
+/* @t's counters as the kernel keeps them. */
+static __always_inline void task_rec(struct task_struct *t, struct sched_task_rec *r)
+{
+	r->tid = t->pid;
+	r->tgid = t->tgid;
+	r->nvcsw = t->nvcsw;
+	r->nivcsw = t->nivcsw;
+	r->sum_exec_ns = t->se.sum_exec_runtime;
+	r->run_delay_ns = run_delay(t);
+	r->start_ns = t->start_time;
+	r->end_ns = 0;
+	r->events = sched_events(t);
+	__builtin_memcpy(r->comm, t->comm, sizeof(r->comm));
+}
+
 SEC("iter/task")
 int dump_tasks(struct bpf_iter__task *ctx)
 {
@@ -1094,16 +1117,28 @@ int dump_tasks(struct bpf_iter__task *ctx)
 
 	if (!t || !t->pid || (targ_tgid && (__u32)t->tgid != targ_tgid))
 		return 0;
-	r.tid = t->pid;
-	r.tgid = t->tgid;
-	r.nvcsw = t->nvcsw;
-	r.nivcsw = t->nivcsw;
-	r.sum_exec_ns = t->se.sum_exec_runtime;
-	r.run_delay_ns = run_delay(t);
-	r.start_ns = t->start_time;
-	r.events = sched_events(t);
-	__builtin_memcpy(r.comm, t->comm, sizeof(r.comm));
+	task_rec(t, &r);
 	bpf_seq_write(ctx->meta->seq, &r, sizeof(r));
+	return 0;
+}
+
+/*
+ * A thread leaving: its counters as they are now, for the daemon's next read (the iterator
+ * no longer sees it there). Without them a thread's last second before its exit would be
+ * lost from every window. Once per thread's life: nothing on a hot path.
+ */
+SEC("tp_btf/sched_process_exit")
+int BPF_PROG(sched_process_exit, struct task_struct *p)
+{
+	struct sched_task_rec r;
+	__u32 tid = p->pid;
+
+	if (!enabled || !spin_source || !tid || (targ_tgid && (__u32)p->tgid != targ_tgid))
+		return 0;
+	task_rec(p, &r);
+	r.end_ns = bpf_ktime_get_ns();
+	if (bpf_map_update_elem(&exited_tasks, &tid, &r, BPF_ANY))
+		ls_count(LS_DROP_EXITED_FULL);
 	return 0;
 }
 

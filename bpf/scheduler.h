@@ -191,8 +191,19 @@ struct sched_thread {
 	__u32 tgid;
 	__u32 poll_nr;		/* the syscall of its last busy-poll sample (enum ls_poll_call) */
 	__u32 storm_via;	/* LS_POLL_NONE (sched_yield) or LS_POLL_SLEEP (a zero sleep) */
-	__u32 pad;
+	__u32 flags;		/* enum sched_thread_flags */
+	__u64 start_ns;		/* CLOCK_MONOTONIC when the thread started (0: not known) */
 	char comm[LS_COMM_LEN];
+};
+
+enum sched_thread_flags {
+	/*
+	 * Gone when read: only its spin figures are left (the kernel's counters went with the
+	 * task); the daemon keeps what it read while the thread ran.
+	 */
+	SCHED_THREAD_EXITED	= 1 << 0,
+	/* exited, with the kernel's counters as it left (sched_process_exit): all are final */
+	SCHED_THREAD_FINAL	= 1 << 1,
 };
 
 /* What the task iterator writes per thread: the kernel's counters, nothing counted by us. */
@@ -204,6 +215,7 @@ struct sched_task_rec {
 	__u64 sum_exec_ns;	/* se.sum_exec_runtime */
 	__u64 run_delay_ns;	/* sched_info.run_delay (CONFIG_SCHED_INFO), 0 without */
 	__u64 start_ns;		/* start_time: CLOCK_MONOTONIC when the thread started */
+	__u64 end_ns;		/* when it exited (sched_process_exit); 0: it runs */
 	__u64 events;		/* nvcsw + I/O syscalls (ioac.syscr + syscw): what a burst is made of */
 	char comm[LS_COMM_LEN];
 };
@@ -327,6 +339,7 @@ enum sched_defaults {
 	 * large one costs TLB misses too
 	 */
 	SCHED_DEF_MAX_SPINNERS	= 4096,
+	SCHED_DEF_MAX_EXITED	= 16384,	/* threads exiting between two reads (a second) */
 	SCHED_DEF_MAX_PEERS	= 4096,		/* (yielder, peer) pairs */
 	SCHED_DEF_MAX_STOPS	= 1024,		/* threads stopped at once */
 	/*

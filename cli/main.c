@@ -65,18 +65,18 @@ static bool request_fields_ok(const char *cmd, const cJSON *req, const char *con
 
 static bool threads_request_ok(const cJSON *req)
 {
-	static const char *const allowed[] = { "cmd", "pid", "limit", "measure" };
+	static const char *const allowed[] = { "cmd", "pid", "limit", "measure", "window" };
 
 	return request_fields_ok("threads", req, allowed, sizeof(allowed) / sizeof(allowed[0]),
-				 "-p, -E, --measure");
+				 "-p, -E, -w, --measure");
 }
 
 static bool spin_request_ok(const cJSON *req)
 {
-	static const char *const allowed[] = { "cmd", "pid", "max_stack" };
+	static const char *const allowed[] = { "cmd", "pid", "max_stack", "window" };
 
 	return request_fields_ok("spin", req, allowed, sizeof(allowed) / sizeof(allowed[0]),
-				 "-p, --max-stack");
+				 "-p, -w, --max-stack");
 }
 
 /* report, export and flamegraph: one process or all, a window or a scan, a format */

@@ -311,20 +311,35 @@ void render_threads(FILE *f, const cJSON *resp)
 	char cost[16], on[16], blocked[16], runq[16], lost[16];
 
 	ls_fmt_ns(cost, sizeof(cost), ls_json_num(resp, "switch_cost_ns_per_switch"));
-	fprintf(f, "host: %.0f switches/s; one switch costs %s (measured)\n\n",
+	fprintf(f, "host: %.0f switches/s; one switch costs %s (measured)\n",
 		ls_json_num(resp, "system_switches_per_s"), cost);
+	if (cJSON_GetObjectItemCaseSensitive(resp, "window"))
+		fprintf(f, "window %s: figures and rates over the last %.1f s, exited threads included\n",
+			ls_json_str_or(cJSON_GetObjectItemCaseSensitive(resp, "window"), "name", "?"),
+			ls_json_num(resp, "rate_window_s"));
+	fputc('\n', f);
 	fprintf(f, "%8s %8s  %-16s %9s %9s %10s %10s %11s %11s %11s %11s\n", "PID", "TID", "COMM",
 		"cswch/s", "nvcswch/s", "voluntary", "involuntary", "on-CPU", "blocked", "runq wait",
 		"switching");
 	cJSON_ArrayForEach(r, rows) {
+		const cJSON *exited = cJSON_GetObjectItemCaseSensitive(r, "exited_ago_s");
+		char tid[16], gone[32] = "";
+
 		ls_fmt_ns(on, sizeof(on), ls_json_num(r, "oncpu_ns"));
 		ls_fmt_ns(blocked, sizeof(blocked), ls_json_num(r, "offcpu_blocked_ns"));
 		ls_fmt_ns(runq, sizeof(runq), ls_json_num(r, "runqueue_wait_ns"));
 		ls_fmt_ns(lost, sizeof(lost), ls_json_num(r, "switch_cost_ns"));
-		fprintf(f, "%8.0f %8.0f  %-16s %9.1f %9.1f %10.0f %10.0f %11s %11s %11s %11s\n",
-			ls_json_num(r, "pid"), ls_json_num(r, "tid"), ls_json_str_or(r, "comm", "?"), ls_json_num(r, "voluntary_per_s"),
+		/* tid 0: what is left of an exited process's threads */
+		if (ls_json_num(r, "tid"))
+			snprintf(tid, sizeof(tid), "%.0f", ls_json_num(r, "tid"));
+		else
+			snprintf(tid, sizeof(tid), "(all)");
+		if (cJSON_IsNumber(exited))
+			snprintf(gone, sizeof(gone), "  exited %.0f s ago", exited->valuedouble);
+		fprintf(f, "%8.0f %8s  %-16s %9.1f %9.1f %10.0f %10.0f %11s %11s %11s %11s%s\n",
+			ls_json_num(r, "pid"), tid, ls_json_str_or(r, "comm", "?"), ls_json_num(r, "voluntary_per_s"),
 			ls_json_num(r, "involuntary_per_s"), ls_json_num(r, "voluntary"), ls_json_num(r, "involuntary"), on,
-			blocked, runq, lost);
+			blocked, runq, lost, gone);
 	}
 	if (!cJSON_GetArraySize(rows))
 		fprintf(f, "\n (no threads seen)\n");

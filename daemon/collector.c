@@ -54,7 +54,7 @@ static const struct klock_variant klock_variants[] = {
 
 /* The precise-mode programs: attached only while a precise scan runs. */
 enum { PRECISE_PROGS = 4 };
-enum { SCHED_PROGS = 2 };	/* sched_switch, sched_waking */
+enum { SCHED_PROGS = 3 };	/* sched_switch, sched_waking, sched_process_exit */
 
 /* cpu-clock events, one per CPU, each running @prog at @freq samples/s. */
 struct sampler {
@@ -150,6 +150,7 @@ static const char *const counter_names[LS_CNT_MAX] = {
 	[LS_DROP_STOPS_FULL] = "stopped_thread_map_full",
 	[LS_DROP_SELF_LOCK] = "self_lock",
 	[LS_DROP_WAIT_TABLE] = "wait_table_full",
+	[LS_DROP_EXITED_FULL] = "exited_thread_map_full",
 	[LS_CNT_TABLE_FULL] = "table_overflow_records",
 };
 
@@ -384,6 +385,7 @@ static int load_sched(struct collector *c)
 	    (err = bpf_map__set_max_entries(s->maps.lock_buckets, o->max_locks)) ||
 	    (err = bpf_map__set_max_entries(s->maps.holders, o->max_holders)) ||
 	    (err = bpf_map__set_max_entries(s->maps.spinners, o->sched_threads ? SCHED_DEF_MAX_SPINNERS : 1)) ||
+	    (err = bpf_map__set_max_entries(s->maps.exited_tasks, o->sched_threads ? SCHED_DEF_MAX_EXITED : 1)) ||
 	    (err = bpf_map__set_max_entries(s->maps.ustack_scratch, c->nr_cpus)))
 		return err;
 	sched_autoload(s, c->feat.precise, o->sched_threads != 0);
@@ -559,7 +561,7 @@ static void sampler_free(struct sampler *sm, int nr_cpus)
 static struct bpf_program *sched_prog(const struct collector *c, int i)
 {
 	struct bpf_program *progs[SCHED_PROGS] = {
-		c->sskel->progs.sched_switch, c->sskel->progs.sched_waking,
+		c->sskel->progs.sched_switch, c->sskel->progs.sched_waking, c->sskel->progs.sched_process_exit,
 	};
 
 	return progs[i];
@@ -655,7 +657,8 @@ static struct htab *read_spinners(const struct collector *c)
 static void thread_of(const struct sched_task_rec *r, const struct sched_spin_thread *sp, __u64 now,
 		      struct sched_thread *st)
 {
-	__u64 life = now > r->start_ns ? now - r->start_ns : 0, off;
+	__u64 end = r->end_ns ? r->end_ns : now;
+	__u64 life = end > r->start_ns ? end - r->start_ns : 0, off;
 
 	memset(st, 0, sizeof(*st));
 	st->tgid = r->tgid;
@@ -667,6 +670,7 @@ static void thread_of(const struct sched_task_rec *r, const struct sched_spin_th
 	off = r->sum_exec_ns + r->run_delay_ns;
 	st->blocked_ns = life > off ? life - off : 0;
 	st->events = r->events;
+	st->start_ns = r->start_ns;
 	if (!sp)
 		return;
 	st->yields = sp->yields;
@@ -680,6 +684,39 @@ static void thread_of(const struct sched_task_rec *r, const struct sched_spin_th
 	st->poll_samples = sp->poll_samples;
 	st->poll_nr = sp->poll_nr;
 	st->storm_via = sp->storm_via;
+}
+
+/*
+ * Threads that exited since the last read: the kernel's counters as they left
+ * (sched_process_exit), with their spin figures.
+ */
+static int exited_tasks(const struct collector *c, struct htab *spinners, __u64 now, collector_thread_fn fn,
+			void *ctx)
+{
+	static __u32 keys[THREADS_BATCH];
+	static struct sched_task_rec vals[THREADS_BATCH];
+	int fd = bpf_map__fd(c->sskel->maps.exited_tasks), ret, err = 0;
+	struct sched_thread st;
+	__u32 batch, count, i;
+	void *in = NULL;
+
+	do {
+		count = THREADS_BATCH;
+		ret = bpf_map_lookup_and_delete_batch(fd, in, &batch, keys, vals, &count, NULL);
+		if (ret && errno != ENOENT)	/* ENOENT: the last batch */
+			return -errno;
+		for (i = 0; i < count && !err; i++) {
+			struct spinner *sp = htab__find(spinners, &vals[i].tid);
+
+			if (sp)
+				sp->alive = true;	/* reported here, with its counters */
+			thread_of(&vals[i], sp ? &sp->sp : NULL, now, &st);
+			st.flags |= SCHED_THREAD_EXITED | SCHED_THREAD_FINAL;
+			err = fn(ctx, vals[i].tid, &st);
+		}
+		in = &batch;
+	} while (!ret && !err);
+	return err;
 }
 
 /* Threads that yielded or spun and have exited: their spin figures, until the LRU forgets them. */
@@ -702,6 +739,8 @@ static int exited_spinners(struct htab *spinners, __u64 now, collector_thread_fn
 		r.start_ns = now;
 		memcpy(r.comm, sp->sp.comm, sizeof(r.comm));
 		thread_of(&r, &sp->sp, now, &st);
+		st.start_ns = 0;
+		st.flags |= SCHED_THREAD_EXITED;
 		err = fn(ctx, r.tid, &st);
 	}
 	return err;
@@ -743,6 +782,8 @@ int collector__sched_threads(const struct collector *c, collector_thread_fn fn, 
 	if (n < 0 && !err)
 		err = -errno;
 	close(fd);
+	if (!err)
+		err = exited_tasks(c, spinners, now, fn, ctx);
 	if (!err)
 		err = exited_spinners(spinners, now, fn, ctx);
 out:

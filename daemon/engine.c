@@ -791,7 +791,7 @@ int engine__new(const struct engine_opts *opts, engine_reply_fn reply, void *rep
 		err = -ENOMEM;
 		goto cleanup;
 	}
-	err = threads__new(&e->threads);
+	err = threads__new(&(struct threads_opts){ .max_exited_procs = THREADS_DEF_MAX_EXITED_PROCS }, &e->threads);
 	if (err)
 		goto cleanup;
 	err = spin__new(&e->spin);
@@ -933,6 +933,8 @@ static cJSON *dropped_json(struct engine *e, const uint64_t *base)
 	cJSON_AddNumberToObject(d, "stack_dump_table_full", e->dump_table_full);
 	/* a wait table drained while a preempted program still used it: its wait may be lost */
 	cJSON_AddNumberToObject(d, "wait_drain_raced", collector__drain_races(e->coll));
+	/* an exited process whose threads aged out of the windows, with no room for its summary */
+	cJSON_AddNumberToObject(d, "exited_summary_full", threads__dropped(e->threads));
 	return d;
 }
 
@@ -1356,7 +1358,8 @@ static cJSON *handle_scan(struct engine *e, uint64_t client, const struct ls_pee
 /* `lockscope threads`: per-thread switches and times, like pidstat -w with the cost added. */
 static cJSON *handle_threads(struct engine *e, const cJSON *req)
 {
-	uint64_t pid = 0, limit = 0;
+	enum ls_window w = THREADS_LIVE;
+	uint64_t pid = 0, limit = 0, now;
 	const char *why = NULL;
 	bool measure = false;
 	char err[256];
@@ -1365,13 +1368,19 @@ static cJSON *handle_threads(struct engine *e, const cJSON *req)
 
 	if (query__uint_field(req, "pid", INT32_MAX, &pid, err, sizeof(err)) ||
 	    query__uint_field(req, "limit", 1000000, &limit, err, sizeof(err)) ||
-	    query__bool_field(req, "measure", &measure, err, sizeof(err)))
+	    query__bool_field(req, "measure", &measure, err, sizeof(err)) ||
+	    query__window_field(req, &w, err, sizeof(err)))
 		return engine__error("%s", err);
 	/* on demand, with tracing on: what a switch costs now, tracer included */
 	if (measure && (ret = threads__measure_switch_cost(e->threads, THREADS_SWITCH_ROUNDS)))
 		return engine__error("cannot measure the switch cost: %s", strerror(-ret));
 	o = response("threads");
-	if (threads__json(e->threads, e->coll, pid, limit, ls_now_ns(), o, &why)) {
+	now = ls_now_ns();
+	threads__refresh(e->threads, e->coll, now);	/* up to now, not the last tick */
+	if (w != THREADS_LIVE)
+		cJSON_AddItemToObject(o, "window", window_json(ls_window_name(w), threads__window_start(e->threads, w, now),
+							       now));
+	if (threads__json(e->threads, e->coll, pid, limit, w, now, o, &why)) {
 		cJSON_Delete(o);
 		return engine__error("%s", why);
 	}
@@ -1383,6 +1392,7 @@ static cJSON *handle_spin(struct engine *e, const struct ls_peer *peer, const cJ
 {
 	struct query_ctx qc = query_ctx(e, kernel_addrs_allowed(e, peer));
 	uint64_t pid = 0, max_stack = LS_QUERY_DEF_MAX_STACK, now, start;
+	enum ls_window w = LS_WIN_ALL;	/* since the daemon started, exited threads included */
 	const char *why = NULL;
 	struct agg_view *t;
 	char err[256];
@@ -1390,18 +1400,20 @@ static cJSON *handle_spin(struct engine *e, const struct ls_peer *peer, const cJ
 	int ret;
 
 	if (query__uint_field(req, "pid", INT32_MAX, &pid, err, sizeof(err)) ||
-	    query__uint_field(req, "max_stack", LS_MAX_STACK_DEPTH, &max_stack, err, sizeof(err)))
+	    query__uint_field(req, "max_stack", LS_MAX_STACK_DEPTH, &max_stack, err, sizeof(err)) ||
+	    query__window_field(req, &w, err, sizeof(err)))
 		return engine__error("%s", err);
 	catch_up(e);
 	now = ls_now_ns();
-	/* holder preemptions over everything kept, like the thread figures since first seen */
-	t = agg__view(e->agg, LS_WIN_ALL, &start);
+	threads__refresh(e->threads, e->coll, now);
+	/* the threads' figures and the holder preemptions, both inside the window */
+	t = agg__view(e->agg, w, &start);
 	if (!t)
 		return engine__error("out of memory building the window");
 	o = response("spin");
-	cJSON_AddItemToObject(o, "window", window_json(ls_window_name(LS_WIN_ALL), start, now));
-	ret = spin__json(e->spin, e->coll, t, (double)(now - start) / NSEC_PER_SEC, &qc, &e->opts.spin, pid, max_stack,
-			 o, &why);
+	cJSON_AddItemToObject(o, "window", window_json(ls_window_name(w), start, now));
+	ret = spin__json(e->spin, e->coll, e->threads, w, t, (double)(now - start) / NSEC_PER_SEC, &qc, &e->opts.spin,
+			 pid, max_stack, o, &why);
 	agg_view__free(t);
 	if (ret) {
 		cJSON_Delete(o);
@@ -1560,13 +1572,14 @@ static cJSON *report_json(struct engine *e, const char *cmd, const struct agg_vi
 	cJSON_AddItemToObject(o, "locks", locks);
 	cJSON_AddItemToObject(o, "callers", callers);
 	part = cJSON_AddObjectToObject(o, "threads");
-	if (threads__json(e->threads, e->coll, q->pid, REPORT_THREADS, now, part, &why)) {
+	threads__refresh(e->threads, e->coll, now);
+	if (threads__json(e->threads, e->coll, q->pid, REPORT_THREADS, q->window, now, part, &why)) {
 		cJSON_AddStringToObject(part, "error", why);
 		why = NULL;
 	}
 	part = cJSON_AddObjectToObject(o, "spin");
-	if (spin__json(e->spin, e->coll, t, (double)span / NSEC_PER_SEC, &qc, &e->opts.spin, q->pid,
-		       REPORT_MAX_STACK, part, &why))
+	if (spin__json(e->spin, e->coll, e->threads, q->window, t, (double)span / NSEC_PER_SEC, &qc, &e->opts.spin,
+		       q->pid, REPORT_MAX_STACK, part, &why))
 		cJSON_AddStringToObject(part, "error", why);
 	cJSON_AddItemToObject(o, "dropped", dropped_json(e, counters0));
 	cJSON_AddItemToObject(o, "thresholds", thresholds_json(e));

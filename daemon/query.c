@@ -202,9 +202,19 @@ int query__bool_field(const cJSON *req, const char *field, bool *out, char *err,
 	return 0;
 }
 
+static const char *const windows[LS_WIN_MAX] = { "10s", "1m", "5m", "all" };
+
+int query__window_field(const cJSON *req, enum ls_window *w, char *err, size_t err_len)
+{
+	int v = *w, ret = enum_from_json(req, "window", windows, LS_WIN_MAX, &v, err, err_len);
+
+	if (!ret)
+		*w = v;
+	return ret;
+}
+
 int query__from_json(const cJSON *req, struct query *q, char *err, size_t err_len)
 {
-	static const char *const windows[LS_WIN_MAX] = { "10s", "1m", "5m", "all" };
 	uint64_t pid = 0, tid = 0, limit = 0, max_stack = q->max_stack;
 	int window = q->window, group = q->group, sort = q->sort, kind = q->kind;
 	const cJSON *types = cJSON_GetObjectItemCaseSensitive(req, "types");

@@ -131,5 +131,7 @@ cJSON *query__lock_json(const struct query_ctx *ctx, const struct agg_key *k);
 int query__uint_field(const cJSON *req, const char *field, uint64_t max, uint64_t *out,
 		      char *err, size_t err_len);
 int query__bool_field(const cJSON *req, const char *field, bool *out, char *err, size_t err_len);
+/* The request's "window" (10s, 1m, 5m, all) into @w; @w unchanged when it has none. */
+int query__window_field(const cJSON *req, enum ls_window *w, char *err, size_t err_len);
 
 #endif

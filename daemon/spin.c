@@ -135,9 +135,10 @@ struct peer {
 	struct sched_peer v;
 };
 
-/* Everything a query reads from the BPF maps, once. */
+/* Everything a query reads, once: the window's threads and the BPF side's yield peers. */
 struct snapshot {
 	uint32_t pid;
+	uint64_t start;			/* the window's start (live: 0) */
 	const struct spin_thresholds *th;
 	struct thread *threads;
 	size_t nr_threads, cap_threads;
@@ -146,11 +147,12 @@ struct snapshot {
 	size_t nr_peers, cap_peers;
 };
 
-static int snap_thread(void *ctx, __u32 tid, const struct sched_thread *st)
+static int snap_thread(void *ctx, uint32_t tid, const struct sched_thread *st, uint64_t exited_ns)
 {
 	struct snapshot *sn = ctx;
 	uint32_t *idx;
 
+	(void)exited_ns;	/* an exited thread's findings read as a running one's */
 	if (ls_vec_reserve(&sn->threads, &sn->cap_threads, sn->nr_threads, sizeof(*sn->threads)))
 		return -ENOMEM;
 	idx = htab__upsert(sn->by_tid, &tid, NULL, NULL);
@@ -255,7 +257,7 @@ static void yield_findings(struct spin *s, const struct snapshot *sn, const stru
 		cJSON *f, *ev;
 
 		if ((sn->pid && st->tgid != sn->pid) || st->storm_yields < sn->th->yield_min ||
-		    rate < sn->th->yield_min_rate)
+		    rate < sn->th->yield_min_rate || st->last_yield_ns < sn->start)
 			continue;
 		f = finding_new("yield_spin", st->tgid, t->tid, st->comm);
 		cJSON_AddNumberToObject(f, "rate_per_s", rate);
@@ -626,11 +628,12 @@ static int preempt_findings(const struct agg_view *tab, double secs, const struc
 	return 0;
 }
 
-int spin__json(struct spin *s, const struct collector *c, const struct agg_view *tab, double secs,
-	       const struct query_ctx *ctx, const struct spin_thresholds *th, uint32_t pid, int max_stack,
-	       cJSON *o, const char **err)
+int spin__json(struct spin *s, const struct collector *c, const struct threads *thr, enum ls_window w,
+	       const struct agg_view *tab, double secs, const struct query_ctx *ctx,
+	       const struct spin_thresholds *th, uint32_t pid, int max_stack, cJSON *o, const char **err)
 {
 	const struct collector_features *feat = collector__features(c);
+	uint64_t now = ls_now_ns();
 	struct snapshot sn = { .pid = pid, .th = th };
 	cJSON *arr, *src;
 	int ret = -ENOMEM;
@@ -640,7 +643,9 @@ int spin__json(struct spin *s, const struct collector *c, const struct agg_view 
 		return -EOPNOTSUPP;
 	}
 	sn.by_tid = htab__new(sizeof(uint32_t), sizeof(uint32_t), SIZE_MAX);
-	if (!sn.by_tid || collector__sched_threads(c, snap_thread, &sn) ||
+	if (w != THREADS_LIVE)
+		sn.start = threads__window_start(thr, w, now);
+	if (!sn.by_tid || threads__each(thr, w, now, snap_thread, &sn) ||
 	    collector__sched_peers(c, snap_peer, &sn)) {
 		*err = "cannot read the scheduler maps";
 		ret = -EIO;
@@ -654,7 +659,7 @@ int spin__json(struct spin *s, const struct collector *c, const struct agg_view 
 	cJSON_AddBoolToObject(src, "stops", true);
 	cJSON_AddBoolToObject(src, "holder_preemption", feat->ulock);
 	arr = cJSON_AddArrayToObject(o, "findings");
-	yield_findings(s, &sn, ctx, max_stack, ls_now_ns(), arr);
+	yield_findings(s, &sn, ctx, max_stack, now, arr);
 	sample_findings(s, &sn, ctx, max_stack, true, arr);
 	ret = futex_findings(s, tab, &sn, ctx, max_stack, arr);
 	sample_findings(s, &sn, ctx, max_stack, false, arr);

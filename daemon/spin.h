@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <cjson/cJSON.h>
 #include "scheduler.h"
+#include "threads.h"
 
 struct collector;
 struct agg_view;
@@ -63,13 +64,14 @@ void spin__resume(struct spin *s, const struct sched_resume_rec *r, uint32_t sta
 void spin__precise_ran(struct spin *s, uint32_t pid, uint64_t ns);
 
 /*
- * The findings for @pid (0: every process) into @o's "findings", worst first; holder
- * preemptions and futex waits that returned at once are read from @tab, an aggregation
- * table covering @secs seconds.
+ * The findings for @pid (0: every process) into @o's "findings", worst first, from the
+ * threads' figures in window @w (exited threads included; THREADS_LIVE: the running ones,
+ * since each started); holder preemptions and futex waits that returned at once are read
+ * from @tab, an aggregation table covering @secs seconds.
  * -EOPNOTSUPP with *err set when the scheduler component is off.
  */
-int spin__json(struct spin *s, const struct collector *c, const struct agg_view *tab, double secs,
-	       const struct query_ctx *ctx, const struct spin_thresholds *th, uint32_t pid, int max_stack,
-	       cJSON *o, const char **err);
+int spin__json(struct spin *s, const struct collector *c, const struct threads *thr, enum ls_window w,
+	       const struct agg_view *tab, double secs, const struct query_ctx *ctx,
+	       const struct spin_thresholds *th, uint32_t pid, int max_stack, cJSON *o, const char **err);
 
 #endif

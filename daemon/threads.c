@@ -14,13 +14,51 @@
 #include "vec.h"
 
 #define NSEC_PER_SEC 1000000000ULL
-#define MAX_THREADS (1U << 22)
 
 /* (time on the boot clock, events) points of a thread's history, newest first */
 #define REF_POINTS 4
 
-struct snap {
-	uint64_t voluntary, involuntary;
+/*
+ * The figures a window takes the difference of; the others (names, the current yield
+ * storm) are the thread's latest.
+ */
+enum tcounter {
+	TC_VOLUNTARY, TC_INVOLUNTARY, TC_ONCPU, TC_BLOCKED, TC_RUNQ, TC_YIELDS, TC_YIELD_SPIN,
+	TC_SAMPLES, TC_SPIN_SAMPLES, TC_POLL_SAMPLES, TC_EVENTS, TC_MAX,
+};
+
+struct counters {
+	uint64_t v[TC_MAX];
+};
+
+/* A thread's counters at one tick (CLOCK_MONOTONIC). */
+struct point {
+	uint64_t ns;
+	struct counters c;
+};
+
+/*
+ * How a thread's points thin out with age, like the aggregator's window slots: every
+ * change in the last 11 s, the newest per 6 s step up to 66 s, per 30 s step up to 330 s,
+ * and one older than that (the base of the 5-minute window). A window's base is the newest
+ * point before it starts: at most one step of its level early. An idle thread has one.
+ */
+#define THIN_ALL_NS	(11 * NSEC_PER_SEC)
+#define THIN_6S_NS	(66 * NSEC_PER_SEC)
+#define THIN_30S_NS	(330 * NSEC_PER_SEC)
+
+static const uint64_t window_ns[LS_WIN_MAX] = {
+	[LS_WIN_10S] = 10 * NSEC_PER_SEC, [LS_WIN_1M] = 60 * NSEC_PER_SEC, [LS_WIN_5M] = 300 * NSEC_PER_SEC,
+};
+
+/* An exited thread is kept while it can be in the longest window (and a slot of it). */
+#define EXITED_KEEP_NS THIN_30S_NS
+
+struct thread {
+	struct sched_thread st;		/* the latest figures */
+	uint64_t seen_ns;		/* the tick that last found it */
+	uint64_t exited_ns;		/* the first tick that did not; 0: it runs */
+	uint64_t prev_ns, prev_voluntary, prev_involuntary;	/* the tick before: live rates */
 	/*
 	 * The thread's event count (nvcsw and I/O syscalls) at the starts of its last baseline
 	 * periods, newest first: its own rate before a stop, for bursts. A period starts anew
@@ -28,24 +66,39 @@ struct snap {
 	 * stop; a few points, as the first after the resume comes before the stop's record.
 	 */
 	uint64_t ref_ns[REF_POINTS], ref_events[REF_POINTS];
+	struct point *pts;		/* oldest first */
+	size_t nr_pts, cap_pts;
+};
+
+/* What is left of an exited process's threads once they age out: for the all window. */
+struct proc_summary {
+	struct counters c;
+	uint64_t exited_ns;		/* when its last thread went */
+	uint32_t threads;
+	char comm[LS_COMM_LEN];
 };
 
 struct threads {
-	struct htab *old, *cur;		/* tid -> struct snap: a second ago, now */
-	uint64_t old_ns, cur_ns;
-	uint64_t ctxt_old, ctxt_cur;	/* /proc/stat ctxt at old_ns and cur_ns */
+	struct threads_opts opts;
+	struct htab *by_tid;		/* tid -> struct thread */
+	struct htab *exited;		/* pid -> struct proc_summary */
+	uint64_t start_ns;		/* the first tick: windows reach back no further */
+	uint64_t prev_ns, cur_ns;	/* the last two ticks */
+	uint64_t ctxt_prev, ctxt_cur;	/* /proc/stat ctxt at those ticks */
+	uint64_t dropped;		/* exited processes with no room for their summary */
 	uint64_t switch_cost_ns;
 };
 
-int threads__new(struct threads **out)
+int threads__new(const struct threads_opts *opts, struct threads **out)
 {
 	struct threads *t = calloc(1, sizeof(*t));
 
 	if (!t)
 		return -ENOMEM;
-	t->old = htab__new(sizeof(uint32_t), sizeof(struct snap), MAX_THREADS);
-	t->cur = htab__new(sizeof(uint32_t), sizeof(struct snap), MAX_THREADS);
-	if (!t->old || !t->cur) {
+	t->opts = *opts;
+	t->by_tid = htab__new(sizeof(uint32_t), sizeof(struct thread), SIZE_MAX);
+	t->exited = htab__new(sizeof(uint32_t), sizeof(struct proc_summary), opts->max_exited_procs);
+	if (!t->by_tid || !t->exited) {
 		threads__free(t);
 		return -ENOMEM;
 	}
@@ -53,12 +106,23 @@ int threads__new(struct threads **out)
 	return 0;
 }
 
+static void free_points(struct htab *h)
+{
+	size_t iter = 0;
+	const void *k;
+	void *v;
+
+	while (h && !htab__next(h, &iter, &k, &v))
+		free(((struct thread *)v)->pts);
+}
+
 void threads__free(struct threads *t)
 {
 	if (!t)
 		return;
-	htab__free(t->old);
-	htab__free(t->cur);
+	free_points(t->by_tid);
+	htab__free(t->by_tid);
+	htab__free(t->exited);
 	free(t);
 }
 
@@ -77,43 +141,260 @@ static uint64_t proc_ctxt(void)
 	return v;
 }
 
-struct snapping {
+static void counters_of(const struct sched_thread *st, struct counters *c)
+{
+	c->v[TC_VOLUNTARY] = st->voluntary;
+	c->v[TC_INVOLUNTARY] = st->involuntary;
+	c->v[TC_ONCPU] = st->oncpu_ns;
+	c->v[TC_BLOCKED] = st->blocked_ns;
+	c->v[TC_RUNQ] = st->runq_ns;
+	c->v[TC_YIELDS] = st->yields;
+	c->v[TC_YIELD_SPIN] = st->yield_spin_ns;
+	c->v[TC_SAMPLES] = st->samples;
+	c->v[TC_SPIN_SAMPLES] = st->spin_samples;
+	c->v[TC_POLL_SAMPLES] = st->poll_samples;
+	c->v[TC_EVENTS] = st->events;
+}
+
+static void counters_to(const struct counters *c, struct sched_thread *st)
+{
+	st->voluntary = c->v[TC_VOLUNTARY];
+	st->involuntary = c->v[TC_INVOLUNTARY];
+	st->oncpu_ns = c->v[TC_ONCPU];
+	st->blocked_ns = c->v[TC_BLOCKED];
+	st->runq_ns = c->v[TC_RUNQ];
+	st->yields = c->v[TC_YIELDS];
+	st->yield_spin_ns = c->v[TC_YIELD_SPIN];
+	st->samples = c->v[TC_SAMPLES];
+	st->spin_samples = c->v[TC_SPIN_SAMPLES];
+	st->poll_samples = c->v[TC_POLL_SAMPLES];
+	st->events = c->v[TC_EVENTS];
+}
+
+/* Counters only grow; a thread id reused by a new thread starts a new record instead. */
+static void counters_sub(struct counters *c, const struct counters *base)
+{
+	int i;
+
+	for (i = 0; i < TC_MAX; i++)
+		c->v[i] = c->v[i] > base->v[i] ? c->v[i] - base->v[i] : 0;
+}
+
+/* Whether @next, the point after @p, stands for it (see THIN_*). */
+static bool thinned(const struct point *p, const struct point *next, uint64_t now)
+{
+	uint64_t age = now - p->ns;
+
+	if (age < THIN_ALL_NS)
+		return false;
+	if (age < THIN_6S_NS)
+		return p->ns / (6 * NSEC_PER_SEC) == next->ns / (6 * NSEC_PER_SEC);
+	if (age < THIN_30S_NS)
+		return p->ns / (30 * NSEC_PER_SEC) == next->ns / (30 * NSEC_PER_SEC);
+	return now - next->ns >= THIN_30S_NS;
+}
+
+static void thin_points(struct thread *th, uint64_t now)
+{
+	size_t i, n = 0;
+
+	for (i = 0; i < th->nr_pts; i++)
+		if (i + 1 == th->nr_pts || !thinned(&th->pts[i], &th->pts[i + 1], now))
+			th->pts[n++] = th->pts[i];
+	th->nr_pts = n;
+}
+
+static int add_point(struct thread *th, uint64_t now)
+{
+	struct point *last = th->nr_pts ? &th->pts[th->nr_pts - 1] : NULL;
+	struct counters c;
+
+	counters_of(&th->st, &c);
+	if (last && !memcmp(&last->c, &c, sizeof(c)))
+		return 0;
+	if (ls_vec_reserve(&th->pts, &th->cap_pts, th->nr_pts, sizeof(*th->pts)))
+		return -ENOMEM;
+	th->pts[th->nr_pts++] = (struct point){ now, c };
+	thin_points(th, now);
+	return 0;
+}
+
+struct ticking {
 	struct threads *t;
-	uint64_t boot_ns;
+	uint64_t now, boot_ns;
+	bool periodic;		/* the once-a-second read (else a query's): live rates start anew */
 };
 
 /* Starts a new baseline period once one has passed and the thread did something since. */
-static void baseline(struct snap *s, const struct snap *old, uint64_t events, uint64_t now)
+static void baseline(struct thread *th, uint64_t events, uint64_t now)
 {
-	if (old) {
-		memcpy(s->ref_ns, old->ref_ns, sizeof(s->ref_ns));
-		memcpy(s->ref_events, old->ref_events, sizeof(s->ref_events));
-	}
-	if (s->ref_ns[0] && (now - s->ref_ns[0] < SCHED_BASE_PERIOD_NS || events == s->ref_events[0]))
+	if (th->ref_ns[0] && (now - th->ref_ns[0] < SCHED_BASE_PERIOD_NS || events == th->ref_events[0]))
 		return;
-	memmove(s->ref_ns + 1, s->ref_ns, (REF_POINTS - 1) * sizeof(s->ref_ns[0]));
-	memmove(s->ref_events + 1, s->ref_events, (REF_POINTS - 1) * sizeof(s->ref_events[0]));
-	s->ref_ns[0] = now;
-	s->ref_events[0] = events;
+	memmove(th->ref_ns + 1, th->ref_ns, (REF_POINTS - 1) * sizeof(th->ref_ns[0]));
+	memmove(th->ref_events + 1, th->ref_events, (REF_POINTS - 1) * sizeof(th->ref_events[0]));
+	th->ref_ns[0] = now;
+	th->ref_events[0] = events;
 }
 
-static int snap_one(void *ctx, __u32 tid, const struct sched_thread *st)
+static int tick_one(void *ctx, __u32 tid, const struct sched_thread *st)
 {
-	struct snapping *sn = ctx;
-	struct snap *s = htab__upsert(sn->t->cur, &tid, NULL, NULL);
+	struct ticking *tk = ctx;
+	struct thread *th;
+	int created, err;
 
-	if (s) {
-		s->voluntary = st->voluntary;
-		s->involuntary = st->involuntary;
-		baseline(s, htab__find(sn->t->old, &tid), st->events, sn->boot_ns);
+	th = htab__upsert(tk->t->by_tid, &tid, &created, &err);
+	if (!th)
+		return 0;	/* SIZE_MAX entries: only out of memory */
+	/* a new thread with a reused id: the old one's record ends here */
+	if (!created && (!(st->flags & SCHED_THREAD_EXITED) || (st->flags & SCHED_THREAD_FINAL)) &&
+	    st->start_ns && th->st.start_ns && st->start_ns != th->st.start_ns) {
+		free(th->pts);
+		memset(th, 0, sizeof(*th));
+		created = 1;
 	}
-	return 0;
+	if (st->flags & SCHED_THREAD_EXITED) {
+		/* without its final counters, only its spin figures are new */
+		if (!created && !(st->flags & SCHED_THREAD_FINAL)) {
+			struct sched_thread keep = th->st;
+
+			keep.yields = st->yields;
+			keep.yield_spin_ns = st->yield_spin_ns;
+			keep.storm_start_ns = st->storm_start_ns;
+			keep.storm_yields = st->storm_yields;
+			keep.storm_spin_ns = st->storm_spin_ns;
+			keep.last_yield_ns = st->last_yield_ns;
+			keep.samples = st->samples;
+			keep.spin_samples = st->spin_samples;
+			keep.poll_samples = st->poll_samples;
+			keep.poll_nr = st->poll_nr;
+			keep.storm_via = st->storm_via;
+			th->st = keep;
+		} else {
+			th->st = *st;
+		}
+		th->st.flags |= SCHED_THREAD_EXITED;
+		if (!th->exited_ns)
+			th->exited_ns = tk->now;
+	} else {
+		if (!created && tk->periodic) {
+			th->prev_ns = th->seen_ns;
+			th->prev_voluntary = th->st.voluntary;
+			th->prev_involuntary = th->st.involuntary;
+		}
+		th->st = *st;
+		th->seen_ns = tk->now;
+		th->exited_ns = 0;
+		if (tk->periodic)
+			baseline(th, st->events, tk->boot_ns);
+	}
+	return add_point(th, tk->now);
+}
+
+/* The all window's part of an exited thread that ages out: its process's summary. */
+static void summarize(struct threads *t, uint32_t tid, const struct thread *th)
+{
+	struct proc_summary *ps;
+	struct counters c;
+	uint32_t pid = th->st.tgid;
+	int created, err, i;
+
+	ps = htab__upsert(t->exited, &pid, &created, &err);
+	if (!ps) {
+		t->dropped++;
+		return;
+	}
+	counters_of(&th->st, &c);
+	if (th->nr_pts && th->st.start_ns && th->st.start_ns < t->start_ns)
+		counters_sub(&c, &th->pts[0].c);	/* born before the daemon: since it started */
+	for (i = 0; i < TC_MAX; i++)
+		ps->c.v[i] += c.v[i];
+	ps->threads++;
+	if (th->exited_ns > ps->exited_ns)
+		ps->exited_ns = th->exited_ns;
+	if (created || tid == pid)	/* the process's name is its main thread's */
+		memcpy(ps->comm, th->st.comm, sizeof(ps->comm));
+}
+
+/*
+ * Marks the threads this tick did not find as exited, and moves the ones exited longer
+ * than the longest window into their process's summary (a new table: entries are dense).
+ */
+static void sweep(struct threads *t, uint64_t now)
+{
+	struct htab *keep = NULL;
+	size_t iter = 0, expired = 0;
+	const void *k;
+	void *v;
+
+	while (!htab__next(t->by_tid, &iter, &k, &v)) {
+		struct thread *th = v;
+
+		if (!th->exited_ns && th->seen_ns != now) {
+			th->exited_ns = now;
+			th->st.flags |= SCHED_THREAD_EXITED;
+		}
+		if (th->exited_ns && now - th->exited_ns > EXITED_KEEP_NS)
+			expired++;
+	}
+	if (!expired)
+		return;
+	keep = htab__new(sizeof(uint32_t), sizeof(struct thread), SIZE_MAX);
+	if (!keep)
+		return;	/* next tick */
+	iter = 0;
+	while (!htab__next(t->by_tid, &iter, &k, &v)) {
+		struct thread *th = v, *nt;
+
+		if (th->exited_ns && now - th->exited_ns > EXITED_KEEP_NS) {
+			summarize(t, *(const uint32_t *)k, th);
+			free(th->pts);
+			continue;
+		}
+		nt = htab__upsert(keep, k, NULL, NULL);
+		if (nt)
+			*nt = *th;
+		else
+			free(th->pts);
+	}
+	htab__free(t->by_tid);
+	t->by_tid = keep;
+}
+
+static void read_threads(struct threads *t, const struct collector *c, uint64_t now, bool periodic)
+{
+	if (!collector__features(c)->sched)
+		return;
+	if (!t->start_ns)
+		t->start_ns = now;
+	if (periodic) {
+		t->prev_ns = t->cur_ns;
+		t->ctxt_prev = t->ctxt_cur;
+		t->cur_ns = now;
+		t->ctxt_cur = proc_ctxt();
+	}
+	collector__sched_threads(c, tick_one, &(struct ticking){ t, now, ls_clock_ns(CLOCK_BOOTTIME), periodic });
+	sweep(t, now);
+}
+
+void threads__tick(struct threads *t, const struct collector *c, uint64_t now)
+{
+	read_threads(t, c, now, true);
+}
+
+void threads__refresh(struct threads *t, const struct collector *c, uint64_t now)
+{
+	read_threads(t, c, now, false);
+}
+
+uint64_t threads__dropped(const struct threads *t)
+{
+	return t->dropped;
 }
 
 int threads__baseline(const struct threads *t, uint32_t tid, uint64_t stop_boot_ns, uint64_t stop_events,
 		      uint64_t *events, uint64_t *ns)
 {
-	const struct snap *s = htab__find(t->cur, &tid);
+	const struct thread *s = htab__find(t->by_tid, &tid);
 	int i, pick = -1;
 
 	*events = *ns = 0;
@@ -132,41 +413,90 @@ int threads__baseline(const struct threads *t, uint32_t tid, uint64_t stop_boot_
 	return 0;
 }
 
-void threads__tick(struct threads *t, const struct collector *c, uint64_t now)
+uint64_t threads__window_start(const struct threads *t, enum ls_window w, uint64_t now)
 {
-	struct htab *h = t->old;
-
-	if (!collector__features(c)->sched)
-		return;
-	/* the older snapshot's table is reused for the new one */
-	t->old = t->cur;
-	t->old_ns = t->cur_ns;
-	t->ctxt_old = t->ctxt_cur;
-	htab__clear(h);
-	t->cur = h;
-	t->cur_ns = now;
-	t->ctxt_cur = proc_ctxt();
-	collector__sched_threads(c, snap_one, &(struct snapping){ t, ls_clock_ns(CLOCK_BOOTTIME) });
+	if (w == LS_WIN_ALL || w >= LS_WIN_MAX || now - t->start_ns < window_ns[w])
+		return t->start_ns;
+	return now - window_ns[w];
 }
+
+/* @th's counters at @start: the newest point before it, else its first (seen later). */
+static const struct counters *base_at(const struct thread *th, uint64_t start)
+{
+	static const struct counters zero;
+	size_t i;
+
+	/* born inside the window: all it did is in it */
+	if (th->st.start_ns && th->st.start_ns >= start)
+		return &zero;
+	for (i = th->nr_pts; i-- > 0;)
+		if (th->pts[i].ns <= start)
+			return &th->pts[i].c;
+	return th->nr_pts ? &th->pts[0].c : &zero;
+}
+
+int threads__each(const struct threads *t, enum ls_window w, uint64_t now, threads_fn fn, void *ctx)
+{
+	uint64_t start = threads__window_start(t, w, now);
+	size_t iter = 0;
+	const void *k;
+	void *v;
+	int err = 0;
+
+	while (!err && !htab__next(t->by_tid, &iter, &k, &v)) {
+		const struct thread *th = v;
+		struct sched_thread st = th->st;
+		struct counters c;
+
+		if (w == THREADS_LIVE) {
+			if (!th->exited_ns)
+				err = fn(ctx, *(const uint32_t *)k, &st, 0);
+			continue;
+		}
+		if (th->exited_ns && th->exited_ns < start)
+			continue;	/* gone before the window */
+		counters_of(&th->st, &c);
+		counters_sub(&c, base_at(th, start));
+		counters_to(&c, &st);
+		err = fn(ctx, *(const uint32_t *)k, &st, th->exited_ns);
+	}
+	if (w != LS_WIN_ALL)
+		return err;
+	/* processes whose threads aged out: one row each, tid 0 */
+	iter = 0;
+	while (!err && !htab__next(t->exited, &iter, &k, &v)) {
+		const struct proc_summary *ps = v;
+		struct sched_thread st = { .tgid = *(const uint32_t *)k, .flags = SCHED_THREAD_EXITED };
+
+		counters_to(&ps->c, &st);
+		memcpy(st.comm, ps->comm, sizeof(st.comm));
+		err = fn(ctx, 0, &st, ps->exited_ns);
+	}
+	return err;
+}
+
+/* ---- threads: rows ---- */
 
 struct row {
 	uint32_t tid;
 	struct sched_thread st;
+	uint64_t exited_ns;
 	double vol_per_s, invol_per_s;
 };
 
 struct rows {
-	const struct htab *base;	/* the snapshot rates are against */
+	const struct threads *t;
+	enum ls_window w;
+	uint64_t now;
 	uint32_t pid;
-	double secs;		/* since the older snapshot */
+	double secs;		/* what rates are over (live: since the tick before) */
 	struct row *v;
 	size_t n, cap;
 };
 
-static int collect(void *ctx, __u32 tid, const struct sched_thread *st)
+static int collect(void *ctx, uint32_t tid, const struct sched_thread *st, uint64_t exited_ns)
 {
 	struct rows *rs = ctx;
-	const struct snap *old;
 	struct row *r;
 
 	if (rs->pid && st->tgid != rs->pid)
@@ -176,12 +506,26 @@ static int collect(void *ctx, __u32 tid, const struct sched_thread *st)
 	r = &rs->v[rs->n++];
 	r->tid = tid;
 	r->st = *st;
-	old = htab__find(rs->base, &tid);
+	r->exited_ns = exited_ns;
 	r->vol_per_s = r->invol_per_s = 0;
-	/* a thread missing from the snapshot had not switched yet: all its switches are new */
-	if (rs->secs > 0) {
-		r->vol_per_s = (st->voluntary - (old ? old->voluntary : 0)) / rs->secs;
-		r->invol_per_s = (st->involuntary - (old ? old->involuntary : 0)) / rs->secs;
+	if (rs->secs <= 0)
+		return 0;
+	if (rs->w == THREADS_LIVE) {
+		const struct thread *th = htab__find(rs->t->by_tid, &tid);
+
+		/* since the read before the last tick; a thread first seen since: all its switches are new */
+		if (th && th->prev_ns && rs->now > th->prev_ns) {
+			double secs = (double)(rs->now - th->prev_ns) / NSEC_PER_SEC;
+
+			r->vol_per_s = (st->voluntary - th->prev_voluntary) / secs;
+			r->invol_per_s = (st->involuntary - th->prev_involuntary) / secs;
+		} else {
+			r->vol_per_s = st->voluntary / rs->secs;
+			r->invol_per_s = st->involuntary / rs->secs;
+		}
+	} else {
+		r->vol_per_s = st->voluntary / rs->secs;
+		r->invol_per_s = st->involuntary / rs->secs;
 	}
 	return 0;
 }
@@ -197,7 +541,7 @@ static int by_rate(const void *a, const void *b)
 	return tx < ty ? 1 : tx > ty ? -1 : (x->tid > y->tid) - (x->tid < y->tid);
 }
 
-static cJSON *row_json(const struct threads *t, const struct row *r)
+static cJSON *row_json(const struct threads *t, const struct row *r, uint64_t now)
 {
 	cJSON *o = cJSON_CreateObject();
 	uint64_t switches = r->st.voluntary + r->st.involuntary;
@@ -214,13 +558,18 @@ static cJSON *row_json(const struct threads *t, const struct row *r)
 	cJSON_AddNumberToObject(o, "runqueue_wait_ns", r->st.runq_ns);
 	/* each switch out and back in costs the thread about one measured switch */
 	cJSON_AddNumberToObject(o, "switch_cost_ns", switches * t->switch_cost_ns);
+	if (r->exited_ns)
+		cJSON_AddNumberToObject(o, "exited_ago_s", (double)(now - r->exited_ns) / NSEC_PER_SEC);
+	else
+		cJSON_AddNullToObject(o, "exited_ago_s");
 	return o;
 }
 
 int threads__json(struct threads *t, const struct collector *c, uint32_t pid, uint32_t limit,
-		  uint64_t now, cJSON *o, const char **err)
+		  enum ls_window w, uint64_t now, cJSON *o, const char **err)
 {
-	struct rows rs = { .pid = pid };
+	struct rows rs = { .t = t, .w = w, .pid = pid, .now = now };
+	uint64_t base_ns, base_ctxt, start;
 	cJSON *arr;
 	size_t i;
 
@@ -228,25 +577,30 @@ int threads__json(struct threads *t, const struct collector *c, uint32_t pid, ui
 		*err = "per-thread scheduling is off (sched-threads=0, or the kernel lacks tp_btf)";
 		return -EOPNOTSUPP;
 	}
-	/* against the older snapshot (1-2 s back), or the only one there is yet */
-	uint64_t base_ns = t->old_ns ? t->old_ns : t->cur_ns;
-	uint64_t base_ctxt = t->old_ns ? t->ctxt_old : t->ctxt_cur;
-
-	rs.base = t->old_ns ? t->old : t->cur;
-	rs.secs = base_ns && now > base_ns ? (double)(now - base_ns) / NSEC_PER_SEC : 0;
-	if (collector__sched_threads(c, collect, &rs)) {
+	if (w == THREADS_LIVE) {
+		/* against the tick before (1-2 s back), or the only one there is yet */
+		base_ns = t->prev_ns ? t->prev_ns : t->cur_ns;
+		base_ctxt = t->prev_ns ? t->ctxt_prev : t->ctxt_cur;
+		start = base_ns;
+	} else {
+		start = threads__window_start(t, w, now);
+		base_ns = t->prev_ns ? t->prev_ns : t->cur_ns;	/* the host's rate: as live */
+		base_ctxt = t->prev_ns ? t->ctxt_prev : t->ctxt_cur;
+	}
+	rs.secs = start && now > start ? (double)(now - start) / NSEC_PER_SEC : 0;
+	if (threads__each(t, w, now, collect, &rs)) {
 		free(rs.v);
-		*err = "cannot read the per-thread scheduling map";
-		return -EIO;
+		*err = "out of memory";
+		return -ENOMEM;
 	}
 	qsort(rs.v, rs.n, sizeof(*rs.v), by_rate);
 	cJSON_AddNumberToObject(o, "switch_cost_ns_per_switch", t->switch_cost_ns);
 	cJSON_AddNumberToObject(o, "system_switches_per_s",
-				rs.secs > 0 ? (proc_ctxt() - base_ctxt) / rs.secs : 0);
+				base_ns && now > base_ns ? (proc_ctxt() - base_ctxt) / ((double)(now - base_ns) / NSEC_PER_SEC) : 0);
 	cJSON_AddNumberToObject(o, "rate_window_s", rs.secs);
 	arr = cJSON_AddArrayToObject(o, "rows");
 	for (i = 0; i < rs.n && (!limit || i < limit); i++)
-		cJSON_AddItemToArray(arr, row_json(t, &rs.v[i]));
+		cJSON_AddItemToArray(arr, row_json(t, &rs.v[i], now));
 	free(rs.v);
 	return 0;
 }

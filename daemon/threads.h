@@ -1,29 +1,56 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Per-thread scheduling, `lockscope threads`: switches counted in BPF (bpf/scheduler.h), read
- * once a second into a snapshot so rates cover the last one to two seconds, like
- * `pidstat -w 1`, and the host's cost of one context switch, measured as lmbench's
- * lat_ctx does.
+ * Per-thread scheduling, `lockscope threads` and the thread figures `spin` reads: the
+ * kernel's switch counts and times and the programs' spin figures (bpf/scheduler.h),
+ * read once a second. Live, rates cover the last one to two seconds, like `pidstat -w 1`;
+ * over a window (10s, 1m, 5m, all) every figure is what happened inside it, exited
+ * threads included: they are kept while the longest window can hold them, then summed
+ * into their process's summary for the all window. Also the host's cost of one context
+ * switch, measured as lmbench's lat_ctx does.
  */
 #ifndef __LS_THREADS_H
 #define __LS_THREADS_H
 
 #include <stdint.h>
 #include <cjson/cJSON.h>
+#include "agg.h"
 
 struct collector;
+struct sched_thread;
 struct threads;
 
-int threads__new(struct threads **out);
+/* A view of the threads running now, instead of a window. */
+#define THREADS_LIVE LS_WIN_MAX
+
+struct threads_opts {
+	size_t max_exited_procs;	/* summaries of exited processes kept for the all window */
+};
+
+#define THREADS_DEF_MAX_EXITED_PROCS 4096
+
+int threads__new(const struct threads_opts *opts, struct threads **out);
 void threads__free(struct threads *t);
-/* Takes this second's snapshot (rates are against the one before). */
+/* Reads every thread's figures at @now (a tick a second); exited ones are kept. */
 void threads__tick(struct threads *t, const struct collector *c, uint64_t now);
+/* The same for a query, so that it sees up to @now; live rates still span the last tick. */
+void threads__refresh(struct threads *t, const struct collector *c, uint64_t now);
+/* Where window @w starts (the first tick at the earliest). */
+uint64_t threads__window_start(const struct threads *t, enum ls_window w, uint64_t now);
 /*
- * Adds to @o the rows of @pid (0: all) sorted by switches per second, at most @limit (0:
- * all), and the host figures. -EOPNOTSUPP or -EIO with *err set when it cannot.
+ * @fn for every thread in window @w (or THREADS_LIVE): its counters inside the window, its
+ * names and yield storm as last read, @exited_ns when it exited (0: it runs). In the all
+ * window, exited processes whose threads aged out come as one thread of tid 0.
+ */
+typedef int (*threads_fn)(void *ctx, uint32_t tid, const struct sched_thread *st, uint64_t exited_ns);
+int threads__each(const struct threads *t, enum ls_window w, uint64_t now, threads_fn fn, void *ctx);
+/*
+ * Adds to @o the rows of @pid (0: all) in window @w, sorted by switches per second, at most
+ * @limit (0: all), and the host figures. -EOPNOTSUPP or -ENOMEM with *err set when it cannot.
  */
 int threads__json(struct threads *t, const struct collector *c, uint32_t pid, uint32_t limit,
-		  uint64_t now, cJSON *o, const char **err);
+		  enum ls_window w, uint64_t now, cJSON *o, const char **err);
+/* Exited processes whose summary found no room (max_exited_procs). */
+uint64_t threads__dropped(const struct threads *t);
 /*
  * Measures the cost of one context switch: two threads pinned to one CPU pass a byte
  * through two pipes @rounds times; the same pipe traffic without switching is subtracted.

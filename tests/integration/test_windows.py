@@ -1,0 +1,132 @@
+"""Windows over threads and spin, kept after the threads exit (issue 20).
+
+A ping-pong, a yield storm and a PAUSE spinner run to completion. Thirty seconds after
+they exited, `threads -w 5m`, `spin -w 5m` and `report -w 5m` still give the figures of
+their run, checked against the same independent counts as the live views' tests:
+- the ping-pong's switches as /proc printed them while its threads were parked before
+  exit (test_threads.py's tolerance);
+- the yield storm's yields as perf counted the ones that switched (test_spin.py's);
+- the spinner's PAUSE share within 0.1 of the threads' own CPU-clock measure.
+The 10 s window, which ended after they exited, shows none of them.
+"""
+import json
+import os
+import subprocess
+import time
+
+import pytest
+
+from conftest import WORKLOADS, Workload, require_bpf, start_daemon, stop_daemon
+from test_spin import perf_count_yields, perf_result
+from test_threads import close_enough, proc_switches
+
+AFTER_S = 30	# how long after the exits the views are read
+PAUSE_SHARE_TOLERANCE = 0.1
+MAIN_EXIT_SWITCHES = 10	# the main thread's switches between the /proc read and its exit
+
+
+@pytest.fixture
+def daemon997():
+    """The spin sampler near perf's 997 Hz: ~2000 samples per spinning thread per run."""
+    require_bpf()
+    d = start_daemon(["--spin-freq", "907"])
+    yield d
+    rc, log = stop_daemon(d)
+    assert rc == 0, log
+
+
+def run_pingpong():
+    """pingpong's threads parked after their rounds: (pid, {tid: /proc switches}) before exit."""
+    p = subprocess.Popen([os.path.join(WORKLOADS, "pingpong"), "--wait", "--rounds", "20000"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    pid = int(p.stdout.readline().split()[1])
+    p.stdin.write("go\n")
+    p.stdin.flush()
+    res = json.loads(p.stdout.readline())  # parked from here on
+    procs = {tid: proc_switches(pid, tid) for tid in res["tids"] + [pid]}
+    p.stdin.write("exit\n")
+    p.stdin.flush()
+    assert p.wait(timeout=30) == 0
+    return pid, procs
+
+
+def run_yield_storm():
+    """Seed 000's libuv loop yielding to its preempted sender: (pid, loop tid, perf's count)."""
+    w = Workload("uv_async_spin", "--senders", "1", "--seconds", "3")
+    perf, out = perf_count_yields(w.pid)
+    time.sleep(0.3)
+    w.go()
+    res = w.wait()
+    counts = perf_result(perf, out)
+    assert counts["switched"] >= 300, "the reproducer must spin"
+    return w.pid, res["loop_tid"], counts["switched"]
+
+
+def run_spinner(d):
+    """spin_locks' TTAS spinners: (pid, {tid: own share}, {tid: lockscope's share while parked})."""
+    w = Workload("spin_locks", "--lock", "ttas", "--threads", "3", "--seconds", "3")
+    w.go()
+    own = json.loads(w.proc.stdout.readline())  # parked from here on
+    live = {f["tid"]: f["share"] for f in d.cli_json("spin", "-p", str(w.pid))["findings"]
+            if f["kind"] == "pause_spin"}
+    w.proc.stdin.close()
+    assert w.proc.wait(timeout=30) == 0
+    return w.pid, {t["tid"]: t["share"] for t in own["threads"]}, live
+
+
+def test_exited_threads_keep_their_figures_in_the_window(daemon997):
+    d = daemon997
+    pp_pid, procs = run_pingpong()
+    uv_pid, loop_tid, switched = run_yield_storm()
+    sp_pid, own, live = run_spinner(d)
+    assert set(live) == set(own), "every spinner is a finding while it runs"
+    time.sleep(AFTER_S)
+
+    # threads: every thread of the ping-pong, exited, with the switches /proc showed
+    resp = d.cli_json("threads", "-p", str(pp_pid), "-w", "5m")
+    assert resp["window"]["name"] == "5m"
+    rows = {r["tid"]: r for r in resp["rows"]}
+    assert set(rows) == set(procs), "one row per thread, exited or not"
+    for tid, (vol, invol) in procs.items():
+        r = rows[tid]
+        print("pingpong", tid, (vol, invol), (r["voluntary"], r["involuntary"]), r["exited_ago_s"])
+        assert r["exited_ago_s"] >= AFTER_S - 1
+        if tid == pp_pid:
+            # the main thread wakes and joins the others after /proc was read: a few more
+            assert vol <= r["voluntary"] <= vol + MAIN_EXIT_SWITCHES
+            assert invol <= r["involuntary"] <= invol + MAIN_EXIT_SWITCHES
+            continue
+        assert close_enough(r["voluntary"], vol) and close_enough(r["involuntary"], invol)
+    assert not d.cli_json("threads", "-p", str(pp_pid), "-w", "10s")["rows"], \
+        "they exited before the 10 s window began"
+    assert not d.cli_json("threads", "-p", str(pp_pid))["rows"], "the live view shows running threads"
+
+    # spin: the yield storm with the yields perf counted
+    fs = [f for f in d.cli_json("spin", "-p", str(uv_pid), "-w", "5m")["findings"]
+          if f["kind"] == "yield_spin" and f["evidence"]["via"] == "sched_yield"]
+    print("yields", [(f["tid"], f["evidence"]["yields_total"]) for f in fs], "perf", switched)
+    assert [f["tid"] for f in fs] == [loop_tid]
+    assert abs(fs[0]["evidence"]["yields_total"] - switched) <= max(2, 0.01 * switched)
+
+    # spin: the spinners with their PAUSE share
+    fs = {f["tid"]: f for f in d.cli_json("spin", "-p", str(sp_pid), "-w", "5m")["findings"]
+          if f["kind"] == "pause_spin"}
+    assert set(fs) == set(own)
+    for tid, share in own.items():
+        print("pause", tid, "own", round(share, 3), "live", round(live[tid], 3), "after", round(fs[tid]["share"], 3))
+        assert abs(fs[tid]["share"] - share) <= PAUSE_SHARE_TOLERANCE
+        assert abs(fs[tid]["share"] - live[tid]) <= 0.01, "the same samples as while it ran"
+    assert not [f for f in d.cli_json("spin", "-p", str(sp_pid), "-w", "10s")["findings"]
+                if f["kind"] == "pause_spin"], "they ended before the 10 s window began"
+
+    # report: the same findings and thread figures
+    rep = d.cli_json("report", "-p", str(uv_pid), "-w", "5m")
+    assert any(f["rule"] == "yield_spin" and f["tid"] == loop_tid for f in rep["findings"]), rep["findings"]
+    rep = d.cli_json("report", "-p", str(sp_pid), "-w", "5m")
+    assert {f.get("tid") for f in rep["findings"] if f["rule"] == "pause_spin"} >= set(own), rep["findings"]
+    rep = d.cli_json("report", "-p", str(pp_pid), "-w", "5m")
+    rows = {r["tid"]: r for r in rep["threads"]["rows"]}
+    for tid, (vol, invol) in procs.items():
+        r = rows[tid]
+        if tid != pp_pid:
+            assert close_enough(r["voluntary"], vol) and close_enough(r["involuntary"], invol)
