@@ -14,7 +14,7 @@ from perfref import PerfLock
 TOLERANCE = 0.05
 # Enough mmap_lock traffic to compare in a few seconds on 2 CPUs, little enough that perf's
 # own buffers keep every event.
-STORM_ARGS = ("--writers", "2", "--readers", "2", "--iterations", "6000")
+STORM_ARGS = ("--writers", "2", "--readers", "2", "--until", "3000")  # sleeps: contention enough to compare
 
 
 def contended_by_tid(rows):

@@ -13,6 +13,11 @@ from conftest import (ROOT, WORKLOADS, Workload, require_tool, start_daemon, sto
                       require_bpf)
 
 
+# The yield storm runs until its loop thread was switched out involuntarily this often
+# (yields that ran the sender, and preemptions): twice the yields the test needs.
+LOOP_SWITCHES = 600
+
+
 def findings(d, pid, kind):
     resp = d.cli_json("spin", "-p", str(pid))
     return [f for f in resp["findings"] if f["kind"] == kind]
@@ -57,7 +62,7 @@ def perf_result(p, data):
 def test_libuv_async_yield_spin(daemon):
     """Seed 000: libuv 1.44's uv__async_spin, the loop thread yielding while its sender is
     preempted between its two stores. One sender pinned with the loop to one CPU."""
-    w = Workload("uv_async_spin", "--senders", "1", "--seconds", "3")
+    w = Workload("uv_async_spin", "--senders", "1", "--seconds", "1", "--until", str(LOOP_SWITCHES))
     perf, out = perf_count_yields(w.pid)   # the loop thread is the main thread
     time.sleep(0.3)
     w.go()

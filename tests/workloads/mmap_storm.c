@@ -8,7 +8,9 @@
  * result is rwsem contention of both kinds on this process's mmap_lock.
  *
  * With --wait the process prints its pid and waits for a line on stdin before starting,
- * so that a tracer can attach first and see every event of the run.
+ * so that a tracer can attach first and see every event of the run. With --until N it runs
+ * until its threads slept N times (voluntary switches: here, nearly all on mmap_lock), so
+ * that a test gets the contention it needs however busy the machine is.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -18,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 #include "workload.h"
@@ -30,6 +33,7 @@ struct opts {
 	long iterations;
 	double seconds;
 	int wait_go;
+	struct workload_span span;	/* --until counts the worker threads' sleeps */
 };
 
 static struct opts opts = { .writers = 2, .readers = 2, .iterations = 20000 };
@@ -42,6 +46,8 @@ static int done(long i, double start)
 {
 	if (stop)
 		return 1;
+	if (opts.span.until)
+		return 0;	/* main says when */
 	if (opts.seconds > 0)
 		return (i & 63) == 0 && workload_now_s() - start >= opts.seconds;
 	return i >= opts.iterations;
@@ -89,7 +95,8 @@ static void *reader(void *arg)
 
 static void usage(FILE *f)
 {
-	fprintf(f, "usage: mmap_storm [--writers N] [--readers N] [--iterations N | --seconds S] [--wait]\n");
+	fprintf(f, "usage: mmap_storm [--writers N] [--readers N] [--iterations N | --seconds S | "
+		WORKLOAD_SPAN_USAGE "] [--wait]\n");
 }
 
 static int parse_args(int argc, char **argv)
@@ -101,11 +108,14 @@ static int parse_args(int argc, char **argv)
 		{ "seconds", required_argument, NULL, 's' },
 		{ "wait", no_argument, NULL, 'W' },
 		{ "help", no_argument, NULL, 'h' },
+		WORKLOAD_SPAN_OPTIONS,
 		{},
 	};
 	int c;
 
 	while ((c = getopt_long(argc, argv, "w:r:n:s:Wh", longopts, NULL)) != -1) {
+		if (workload_span_opt(&opts.span, c, optarg))
+			continue;
 		switch (c) {
 		case 'w': opts.writers = atoi(optarg); break;
 		case 'r': opts.readers = atoi(optarg); break;
@@ -123,9 +133,20 @@ static int parse_args(int argc, char **argv)
 	return 0;
 }
 
+/* The worker threads' sleeps so far: the process's voluntary switches less this (main) thread's. */
+static unsigned long sleeps_so_far(void *ctx)
+{
+	struct rusage all, self;
+
+	(void)ctx;
+	getrusage(RUSAGE_SELF, &all);
+	getrusage(RUSAGE_THREAD, &self);
+	return all.ru_nvcsw - self.ru_nvcsw;
+}
+
 int main(int argc, char **argv)
 {
-	int nthreads, i;
+	int nthreads, i, rc = 0;
 	pthread_t *tids;
 	double start, elapsed;
 
@@ -145,11 +166,15 @@ int main(int argc, char **argv)
 	start = workload_now_s();
 	for (i = 0; i < nthreads; i++)
 		pthread_create(&tids[i], NULL, i < opts.writers ? writer : reader, NULL);
+	if (opts.span.until) {
+		rc = workload_span_wait(&opts.span, start, sleeps_so_far, NULL, "sleeps");
+		__atomic_store_n(&stop, 1, __ATOMIC_RELAXED);
+	}
 	for (i = 0; i < nthreads; i++)
 		pthread_join(tids[i], NULL);
 	elapsed = workload_now_s() - start;
 	printf("{\"threads\": %d, \"ops\": %ld, \"seconds\": %.3f, \"per_s\": %.0f}\n", nthreads,
 	       total_ops, elapsed, total_ops / elapsed);
 	free(tids);
-	return 0;
+	return rc;
 }

@@ -8,7 +8,9 @@
  * until the sender runs and finishes its store.
  *
  * Threads are named uv-loop and uv-send-N. Prints {"loop_tid":..., "sender_tids":[...],
- * "callbacks":...} at the end.
+ * "callbacks":...} at the end. It runs --seconds, and with --until N also until the loop
+ * thread was switched out involuntarily N times (its yields that ran another thread, and
+ * preemptions), so that a test gets the spinning it needs however busy the machine is.
  */
 #define _GNU_SOURCE
 #include <getopt.h>
@@ -18,6 +20,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <uv.h>
@@ -25,12 +28,17 @@
 
 #define MAX_SENDERS 8
 
+/* How often the loop thread checks whether its run is over. */
+#define CHECK_MS 10
+
 static struct {
 	double seconds;
 	int senders;
 	int cpu;
 	int wait_go;
+	struct workload_span span;	/* --until counts the loop thread's involuntary switches */
 } opts = { .seconds = 3, .senders = 2, .cpu = 0 };
+static double start;
 
 static uv_async_t async;
 static atomic_bool stop;
@@ -70,8 +78,25 @@ static void on_async(uv_async_t *h)
 	callbacks++;
 }
 
+static unsigned long loop_switches(void)
+{
+	struct rusage ru;
+
+	getrusage(RUSAGE_THREAD, &ru);
+	return ru.ru_nivcsw;
+}
+
+/* On the loop thread: the run is over at --seconds and --until, or at --max-seconds. */
 static void on_timer(uv_timer_t *t)
 {
+	double elapsed = workload_now_s() - start;
+	double cap = opts.span.max_seconds > 0 ? opts.span.max_seconds : WORKLOAD_DEF_MAX_SECONDS;
+
+	if (elapsed < cap && (elapsed < opts.seconds || loop_switches() < opts.span.until))
+		return;
+	if (elapsed >= cap && loop_switches() < opts.span.until)
+		fprintf(stderr, "uv_async_spin: only %lu of the %lu switches wanted after %.0f s (--max-seconds)\n",
+			loop_switches(), opts.span.until, elapsed);
 	atomic_store(&stop, true);
 	uv_close((uv_handle_t *)&async, NULL);
 	uv_close((uv_handle_t *)t, NULL);
@@ -84,6 +109,7 @@ int main(int argc, char **argv)
 		{ "senders", required_argument, NULL, 'n' },
 		{ "cpu", required_argument, NULL, 'c' },
 		{ "wait", no_argument, NULL, 'w' },
+		WORKLOAD_SPAN_OPTIONS,
 		{},
 	};
 	pthread_t th[MAX_SENDERS];
@@ -92,6 +118,8 @@ int main(int argc, char **argv)
 	int opt, i;
 
 	while ((opt = getopt_long(argc, argv, "s:n:c:w", longopts, NULL)) != -1) {
+		if (workload_span_opt(&opts.span, opt, optarg))
+			continue;
 		switch (opt) {
 		case 's': opts.seconds = atof(optarg); break;
 		case 'n': opts.senders = atoi(optarg); break;
@@ -109,7 +137,8 @@ int main(int argc, char **argv)
 	loop = uv_default_loop();
 	uv_async_init(loop, &async, on_async);
 	uv_timer_init(loop, &timer);
-	uv_timer_start(&timer, on_timer, (uint64_t)(opts.seconds * 1000), 0);
+	start = workload_now_s();
+	uv_timer_start(&timer, on_timer, CHECK_MS, CHECK_MS);
 	for (i = 0; i < opts.senders; i++)
 		pthread_create(&th[i], NULL, sender, (void *)(long)i);
 	uv_run(loop, UV_RUN_DEFAULT);
