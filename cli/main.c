@@ -44,53 +44,10 @@ struct cli {
 	bool precise;
 };
 
-/* threads and spin take a few options of their own; the lock options mean nothing there */
-static bool request_fields_ok(const char *cmd, const cJSON *req, const char *const *allowed,
-			      size_t nr, const char *takes)
-{
-	const cJSON *it;
-	size_t i;
-
-	cJSON_ArrayForEach(it, req) {
-		for (i = 0; i < nr && strcmp(it->string, allowed[i]); i++)
-			;
-		if (i == nr) {
-			fprintf(stderr, "lockscope: %s takes %s and --json, not the lock options ('%s')\n",
-				cmd, takes, it->string);
-			return false;
-		}
-	}
-	return true;
-}
-
-static bool threads_request_ok(const cJSON *req)
-{
-	static const char *const allowed[] = { "cmd", "pid", "limit", "measure", "window" };
-
-	return request_fields_ok("threads", req, allowed, sizeof(allowed) / sizeof(allowed[0]),
-				 "-p, -E, -w, --measure");
-}
-
-static bool spin_request_ok(const cJSON *req)
-{
-	static const char *const allowed[] = { "cmd", "pid", "max_stack", "window" };
-
-	return request_fields_ok("spin", req, allowed, sizeof(allowed) / sizeof(allowed[0]),
-				 "-p, -w, --max-stack");
-}
-
 /* report, export and flamegraph: one process or all, a window or a scan, a format */
 static bool is_report_cmd(const char *cmd)
 {
 	return !strcmp(cmd, "report") || !strcmp(cmd, "export") || !strcmp(cmd, "flamegraph");
-}
-
-static bool report_request_ok(const char *cmd, const cJSON *req)
-{
-	static const char *const allowed[] = { "cmd", "pid", "window", "types", "kind", "format", "profile" };
-
-	return request_fields_ok(cmd, req, allowed, sizeof(allowed) / sizeof(allowed[0]),
-				 "-p, -w, -Y, --kind, -d, -F, --profile, -o");
 }
 
 static void usage(FILE *f)
@@ -103,9 +60,9 @@ static void usage(FILE *f)
 		"  top                        contended locks, like `perf lock contention`\n"
 		"  scan -p PID [-d DURATION]  collect one process for DURATION (default 5s) and report;\n"
 		"                             in-process (root) when no daemon is listening\n"
-		"  threads [-p PID] [-E N]    per-thread context switches (like pidstat -w), their time\n"
+		"  threads [-p PID] [-w W]    per-thread context switches (like pidstat -w), their time\n"
 		"                             off CPU and run-queue wait, the host's cost of a switch\n"
-		"  spin [-p PID]              CPU burnt or time lost while nothing useful runs: yield\n"
+		"  spin [-p PID] [-w W]       CPU burnt or time lost while nothing useful runs: yield\n"
 		"                             storms, PAUSE spin loops, bursts after a stop, lock\n"
 		"                             holders preempted while others waited\n"
 		"  report [-p PID]            the top problems, most wasted time first: finding,\n"
@@ -120,7 +77,7 @@ static void usage(FILE *f)
 		"                             futex[:mutex|:pi|:waitv|:condvar]; default: all but\n"
 		"                             futex:condvar (idle waits for an event)\n"
 		"  -E, --entries N            show the top N rows\n"
-		"  -w, --window W             10s, 1m, 5m or all (top; default 10s)\n"
+		"  -w, --window W             10s, 1m, 5m or all (top: default 10s)\n"
 		"  -k, --key KEY              sort by wait_total (default), contended, wait_max, avg_wait, wait_min\n"
 		"  -o, --owners               the owner each row waited for most, with its stack\n"
 		"      --stacks               the waiter's call stack under each row\n"
@@ -131,9 +88,10 @@ static void usage(FILE *f)
 		"                             on the host while the scan runs\n"
 		"      --max-stack N          frames per stack (default 8)\n"
 		"  -d, --duration D           scan length: 500ms, 5s, 1m\n"
-		"Options of threads: -p, -E and\n"
+		"Options of threads: -p, -E, -w (without it: the threads running now; with it: what\n"
+		"  happened in the window, threads that exited included) and\n"
 		"      --measure              measure the cost of a switch again, now (~0.1 s)\n"
-		"Options of spin: -p and --max-stack\n"
+		"Options of spin: -p, -w (default all) and --max-stack\n"
 		"Options of report, export and flamegraph: -p, -w (default 1m), -Y, --kind and\n"
 		"  -d, --duration D           collect -p PID for D now (a scan) instead of the window\n"
 		"  -F, --format F             export (and scan): json, prometheus, pprof, folded\n"
@@ -213,18 +171,12 @@ static int report_args(struct cli *c, bool duration_set)
 	snprintf(fmt, sizeof(fmt), "%s", !strcmp(c->cmd, "report") ? "json" :
 		 !strcmp(c->cmd, "flamegraph") ? "folded" : given ? given : "");
 
-	if (!report_request_ok(c->cmd, c->req))
-		return -EINVAL;
 	if (!fmt[0]) {
 		fprintf(stderr, "lockscope: export needs -F json|prometheus|pprof|folded\n");
 		return -EINVAL;
 	}
 	if (!strcmp(c->cmd, "flamegraph") && !c->output) {
 		fprintf(stderr, "lockscope: flamegraph needs -o FILE.svg\n");
-		return -EINVAL;
-	}
-	if (c->title && strcmp(c->cmd, "flamegraph")) {
-		fprintf(stderr, "lockscope: --title applies to flamegraph only\n");
 		return -EINVAL;
 	}
 	if (cJSON_GetObjectItem(c->req, "profile") && (!strcmp(fmt, "json") || !strcmp(fmt, "prometheus"))) {
@@ -252,10 +204,91 @@ static int report_args(struct cli *c, bool duration_set)
 	return 0;
 }
 
+enum long_opt {
+	OPT_STACKS = 0x100, OPT_MAX_STACK, OPT_KIND, OPT_HOLDERS, OPT_PRECISE, OPT_MEASURE, OPT_PROFILE,
+	OPT_OUTPUT, OPT_TITLE,
+};
+
+/* The commands, as bits: which ones take an option. */
+enum cmd_bit {
+	CMD_STATUS	= 1 << 0,
+	CMD_TOP		= 1 << 1,
+	CMD_SCAN	= 1 << 2,
+	CMD_THREADS	= 1 << 3,
+	CMD_SPIN	= 1 << 4,
+	CMD_REPORT	= 1 << 5,
+	CMD_EXPORT	= 1 << 6,
+	CMD_FLAMEGRAPH	= 1 << 7,
+	CMD_ROWS	= CMD_TOP | CMD_SCAN,				/* lock rows */
+	CMD_REPORTS	= CMD_REPORT | CMD_EXPORT | CMD_FLAMEGRAPH,	/* a window's report */
+	CMD_ALL		= 0xff,
+};
+
+static const char *const cmd_names[] = {
+	"status", "top", "scan", "threads", "spin", "report", "export", "flamegraph",
+};
+
+/*
+ * One grammar: each option means one thing in every command that takes it, and a command
+ * that does not take it says so, with the commands that do. (-o is --owners where there
+ * are lock rows and --output where a file is written.)
+ */
+static const struct {
+	int opt;
+	const char *name;
+	unsigned int cmds;
+} options[] = {
+	{ 'p', "-p/--pid", CMD_ROWS | CMD_THREADS | CMD_SPIN | CMD_REPORTS },
+	{ 't', "-t/--threads", CMD_ROWS },
+	{ 'l', "-l/--locks", CMD_ROWS },
+	{ 'Y', "-Y/--type-filter", CMD_ROWS | CMD_REPORTS },
+	{ 'E', "-E/--entries", CMD_ROWS | CMD_THREADS },
+	{ 'w', "-w/--window", CMD_TOP | CMD_THREADS | CMD_SPIN | CMD_REPORTS },
+	{ 'k', "-k/--key", CMD_ROWS },
+	{ 'o', "-o", CMD_ROWS | CMD_EXPORT | CMD_FLAMEGRAPH },
+	{ OPT_STACKS, "--stacks", CMD_ROWS },
+	{ OPT_MAX_STACK, "--max-stack", CMD_ROWS | CMD_SPIN },
+	{ OPT_KIND, "--kind", CMD_ROWS | CMD_REPORTS },
+	{ OPT_HOLDERS, "--holders", CMD_ROWS },
+	{ OPT_PRECISE, "--precise", CMD_SCAN },
+	{ OPT_MEASURE, "--measure", CMD_THREADS },
+	{ 'd', "-d/--duration", CMD_SCAN | CMD_REPORTS },
+	{ 'F', "-F/--format", CMD_SCAN | CMD_EXPORT },
+	{ OPT_PROFILE, "--profile", CMD_SCAN | CMD_EXPORT | CMD_FLAMEGRAPH },
+	{ OPT_OUTPUT, "--output", CMD_SCAN | CMD_EXPORT | CMD_FLAMEGRAPH },
+	{ OPT_TITLE, "--title", CMD_FLAMEGRAPH },
+};
+
+static unsigned int cmd_bit(const char *cmd)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(cmd_names) / sizeof(cmd_names[0]); i++)
+		if (!strcmp(cmd, cmd_names[i]))
+			return 1U << i;
+	return 0;
+}
+
+/* Whether @cmd takes option @opt; if not, a one-line error naming the commands that do. */
+static bool option_applies(const char *cmd, int opt)
+{
+	char takers[128] = "";
+	size_t i, j, len = 0, n = 0;
+
+	for (i = 0; i < sizeof(options) / sizeof(options[0]) && options[i].opt != opt; i++)
+		;
+	if (i == sizeof(options) / sizeof(options[0]) || (options[i].cmds & cmd_bit(cmd)))
+		return true;	/* the common options: every command */
+	for (j = 0; j < sizeof(cmd_names) / sizeof(cmd_names[0]); j++)
+		if (options[i].cmds & (1U << j) && ++n)
+			len += snprintf(takers + len, sizeof(takers) - len, "%s%s", len ? ", " : "", cmd_names[j]);
+	fprintf(stderr, "lockscope: %s does not apply to %s (%s%s %s it)\n", options[i].name, cmd,
+		n == 1 ? "only " : "", takers, n == 1 ? "takes" : "take");
+	return false;
+}
+
 static int parse_args(int argc, char **argv, struct cli *c)
 {
-	enum { OPT_STACKS = 0x100, OPT_MAX_STACK, OPT_KIND, OPT_HOLDERS, OPT_PRECISE, OPT_MEASURE,
-	       OPT_PROFILE, OPT_OUTPUT, OPT_TITLE };
 	static const struct option longopts[] = {
 		{ "pid", required_argument, NULL, 'p' },
 		{ "threads", no_argument, NULL, 't' },
@@ -309,8 +342,7 @@ static int parse_args(int argc, char **argv, struct cli *c)
 	c->cmd = argv[i];
 	memmove(&argv[i], &argv[i + 1], (argc - i - 1) * sizeof(*argv));
 	argc--;
-	if (strcmp(c->cmd, "status") && strcmp(c->cmd, "top") && strcmp(c->cmd, "scan") &&
-	    strcmp(c->cmd, "threads") && strcmp(c->cmd, "spin") && !is_report_cmd(c->cmd)) {
+	if (!cmd_bit(c->cmd)) {
 		fprintf(stderr, "lockscope: unknown command '%s' (" CLI_CMDS "; see --help)\n", c->cmd);
 		return -EINVAL;
 	}
@@ -323,6 +355,8 @@ static int parse_args(int argc, char **argv, struct cli *c)
 	/* -o names the output where there is one, and asks for owners where there are rows */
 	while ((opt = getopt_long(argc, argv, strcmp(c->cmd, "export") && strcmp(c->cmd, "flamegraph") ?
 				  "p:tlY:E:w:k:od:S:jhF:" : "p:tlY:E:w:k:o:d:S:jhF:", longopts, NULL)) != -1) {
+		if (opt != '?' && !option_applies(c->cmd, opt))
+			return -EINVAL;
 		switch (opt) {
 		case 'p':
 			if (parse_uint(optarg, INT32_MAX, &v) || !v)
@@ -409,10 +443,6 @@ static int parse_args(int argc, char **argv, struct cli *c)
 		fprintf(stderr, "lockscope: scan needs -p PID\n");
 		return -EINVAL;
 	}
-	if (cJSON_GetObjectItem(c->req, "format") && strcmp(c->cmd, "export") && strcmp(c->cmd, "scan")) {
-		fprintf(stderr, "lockscope: -F/--format applies to export and scan\n");
-		return -EINVAL;
-	}
 	if (is_report_cmd(c->cmd) && report_args(c, duration_set))
 		return -EINVAL;
 	if (!strcmp(c->cmd, "scan") && c->output && !cJSON_GetObjectItem(c->req, "format")) {
@@ -422,18 +452,6 @@ static int parse_args(int argc, char **argv, struct cli *c)
 
 	if (c->ro.threads && c->ro.locks) {
 		fprintf(stderr, "lockscope: -t and -l group rows differently; use one\n");
-		return -EINVAL;
-	}
-	if (!strcmp(c->cmd, "threads") && !threads_request_ok(c->req))
-		return -EINVAL;
-	if (!strcmp(c->cmd, "spin") && !spin_request_ok(c->req))
-		return -EINVAL;
-	if (cJSON_GetObjectItem(c->req, "measure") && strcmp(c->cmd, "threads")) {
-		fprintf(stderr, "lockscope: --measure applies to threads only\n");
-		return -EINVAL;
-	}
-	if (c->precise && strcmp(c->cmd, "scan")) {
-		fprintf(stderr, "lockscope: --precise applies to scan only (it slows every syscall)\n");
 		return -EINVAL;
 	}
 	c->exporting = !strcmp(c->cmd, "export") || (!strcmp(c->cmd, "scan") && cJSON_GetObjectItem(c->req, "format"));

@@ -268,6 +268,8 @@ void render_status(FILE *f, const cJSON *resp)
 	const cJSON *agg = cJSON_GetObjectItemCaseSensitive(resp, "aggregator");
 	const cJSON *p, *d, *w;
 	char up[32], span[32], avg[64];
+	bool stats_on = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(resp, "bpf_stats_enabled"));
+	int drops = 0;
 
 	ls_fmt_ns(up, sizeof(up), ls_json_num(resp, "uptime_ns"));
 	fprintf(f, "lockscoped %s, pid %.0f, up %s, %.0f rings, attach mode %s, owner stacks %s\n",
@@ -276,16 +278,32 @@ void render_status(FILE *f, const cJSON *resp)
 		cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(feat, "owner_stacks")) ? "on" : "off");
 	fprintf(f, "\nprograms:\n");
 	cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(resp, "programs")) {
+		const cJSON *evs = cJSON_GetObjectItemCaseSensitive(p, "events");
 		double cnt = ls_json_num(p, "run_cnt"), t = ls_json_num(p, "run_time_ns");
+		char events[32] = "-";
 
-		if (cnt && t)
-			ls_fmt_ns(avg, sizeof(avg), t / cnt);
-		else
-			snprintf(avg, sizeof(avg), "n/a (kernel.bpf_stats_enabled=0)");
-		fprintf(f, "  %-36s %-9s runs %-10.0f avg %s\n", ls_json_str_or(p, "name", "?"),
+		/* the precise programs are attached only during a precise scan */
+		if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(p, "on_demand")) &&
+		    !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(p, "attached")))
+			continue;
+		if (cJSON_IsNumber(evs))
+			snprintf(events, sizeof(events), "%.0f", evs->valuedouble);
+		else if (cnt)
+			snprintf(events, sizeof(events), "%.0f", cnt);
+		avg[0] = 0;
+		if (stats_on && cnt && t) {
+			char ns[32];
+
+			ls_fmt_ns(ns, sizeof(ns), t / cnt);
+			snprintf(avg, sizeof(avg), "  %s/event", ns);
+		}
+		fprintf(f, "  %-36s %-9s events %*s%s\n", ls_json_str_or(p, "name", "?"),
 			cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(p, "attached")) ? "attached" : "DETACHED",
-			cnt, avg);
+			avg[0] ? -12 : 0, events, avg);
 	}
+	if (!stats_on)
+		fprintf(f, "  (ns per event: sysctl -w kernel.bpf_stats_enabled=1; the kernel then times "
+			"every program run, at a few tens of ns each)\n");
 	fprintf(f, "\nevents: %.0f waits (%.1f/s), %.0f mutex spin->sleep continuations, %.0f nested\n",
 		ls_json_num(ev, "waits"), ls_json_num(ev, "waits_per_s"), ls_json_num(ev, "continued"), ls_json_num(ev, "nested"));
 	fprintf(f, "stacks: %.1f%% of waits carried one (%.0f sampled out; limit %.0f/s per lock per CPU, "
@@ -293,9 +311,16 @@ void render_status(FILE *f, const cJSON *resp)
 		ls_json_num(st, "stack_rate"), ls_json_num(st, "cpu_stack_rate"), ls_json_num(st, "interned"));
 	fprintf(f, "aggregator: %.0f keys, %.1f MiB\n", ls_json_num(agg, "keys"), ls_json_num(agg, "mem_bytes") / (1 << 20));
 	render_self(f, resp);
-	fprintf(f, "\ndropped:\n");
-	cJSON_ArrayForEach(d, cJSON_GetObjectItemCaseSensitive(resp, "dropped"))
-		fprintf(f, "  %-20s %.0f\n", d->string, d->valuedouble);
+	/* only what was dropped; --json has every counter */
+	cJSON_ArrayForEach(d, cJSON_GetObjectItemCaseSensitive(resp, "dropped")) {
+		if (!d->valuedouble)
+			continue;
+		if (!drops++)
+			fprintf(f, "\ndropped:\n");
+		fprintf(f, "  %-24s %.0f\n", d->string, d->valuedouble);
+	}
+	if (!drops)
+		fprintf(f, "\ndropped: nothing\n");
 	fprintf(f, "\nwindows:");
 	cJSON_ArrayForEach(w, cJSON_GetObjectItemCaseSensitive(resp, "windows")) {
 		ls_fmt_ns(span, sizeof(span), ls_json_num(w, "end_ns") - ls_json_num(w, "start_ns"));

@@ -167,6 +167,7 @@ struct engine {
 	uint64_t stale_slots;		/* open waits of exited threads, swept */
 	uint64_t wait_entries;		/* wait-table entries drained */
 	uint64_t kernel_waits, futex_waits;	/* waits drained (and by ring), counted per class */
+	uint64_t switches_at_start;		/* host context switches when the programs attached */
 };
 
 uint64_t ls_clock_ns(clockid_t id)
@@ -819,6 +820,7 @@ int engine__new(const struct engine_opts *opts, engine_reply_fn reply, void *rep
 		goto cleanup;
 	}
 	collector__start(e->coll);
+	e->switches_at_start = threads__host_switches();
 	/* the first snapshot: rates are available from the first request on */
 	threads__tick(e->threads, e->coll, ls_now_ns());
 	*out = e;
@@ -1021,6 +1023,37 @@ static cJSON *self_json(const struct engine *e)
 	return o;
 }
 
+/*
+ * What program on @hook handled, counted without bpf_stats: by the wait tables, the kernel
+ * (every context switch runs the sched_switch program) or the thread store. Programs on
+ * the hottest hooks keep no counter of their own: it would cost every event.
+ */
+static void add_program_events(struct engine *e, cJSON *p, const char *hook)
+{
+	if (strstr(hook, "contention_begin") || strstr(hook, "contention_end"))
+		cJSON_AddNumberToObject(p, "events", e->kernel_waits);
+	else if (strstr(hook, "sched_switch"))
+		cJSON_AddNumberToObject(p, "events", threads__host_switches() - e->switches_at_start);
+	else if (strstr(hook, "sched_process_exit"))
+		cJSON_AddNumberToObject(p, "events", threads__exits(e->threads));
+	else
+		cJSON_AddNullToObject(p, "events");
+}
+
+/* Whether the kernel times every BPF program run (run_cnt, run_time_ns): off by default. */
+static bool bpf_stats_enabled(void)
+{
+	char c = '0';
+	FILE *f = fopen("/proc/sys/kernel/bpf_stats_enabled", "re");
+
+	if (f) {
+		if (fread(&c, 1, 1, f) != 1)
+			c = '0';
+		fclose(f);
+	}
+	return c == '1';
+}
+
 static cJSON *programs_json(struct engine *e)
 {
 	struct collector_prog progs[COLLECTOR_PROG_MAX];
@@ -1037,6 +1070,7 @@ static cJSON *programs_json(struct engine *e)
 		cJSON_AddBoolToObject(p, "on_demand", progs[i].on_demand);
 		cJSON_AddNumberToObject(p, "run_cnt", progs[i].run_cnt);
 		cJSON_AddNumberToObject(p, "run_time_ns", progs[i].run_time_ns);
+		add_program_events(e, p, progs[i].hook);
 		cJSON_AddItemToArray(arr, p);
 	}
 	return arr;
@@ -1153,6 +1187,7 @@ static cJSON *handle_status(struct engine *e)
 	cJSON_AddItemToObject(o, "self", self_json(e));
 	cJSON_AddNumberToObject(o, "switch_cost_ns", threads__switch_cost_ns(e->threads));
 	cJSON_AddItemToObject(o, "programs", programs_json(e));
+	cJSON_AddBoolToObject(o, "bpf_stats_enabled", bpf_stats_enabled());
 	ev = cJSON_AddObjectToObject(o, "events");
 	cJSON_AddNumberToObject(ev, "waits", e->kernel_waits);
 	cJSON_AddNumberToObject(ev, "continued", cnt[LS_CNT_CONTINUED]);

@@ -86,6 +86,7 @@ struct threads {
 	uint64_t prev_ns, cur_ns;	/* the last two ticks */
 	uint64_t ctxt_prev, ctxt_cur;	/* /proc/stat ctxt at those ticks */
 	uint64_t dropped;		/* exited processes with no room for their summary */
+	uint64_t exits;			/* threads whose exit sched_process_exit reported */
 	uint64_t switch_cost_ns;
 };
 
@@ -127,7 +128,7 @@ void threads__free(struct threads *t)
 }
 
 /* The host's switches since boot, as vmstat reads them. */
-static uint64_t proc_ctxt(void)
+uint64_t threads__host_switches(void)
 {
 	unsigned long long v = 0;
 	char line[256];
@@ -252,6 +253,8 @@ static int tick_one(void *ctx, __u32 tid, const struct sched_thread *st)
 		memset(th, 0, sizeof(*th));
 		created = 1;
 	}
+	if (st->flags & SCHED_THREAD_FINAL)
+		tk->t->exits++;
 	if (st->flags & SCHED_THREAD_EXITED) {
 		/* without its final counters, only its spin figures are new */
 		if (!created && !(st->flags & SCHED_THREAD_FINAL)) {
@@ -370,7 +373,7 @@ static void read_threads(struct threads *t, const struct collector *c, uint64_t 
 		t->prev_ns = t->cur_ns;
 		t->ctxt_prev = t->ctxt_cur;
 		t->cur_ns = now;
-		t->ctxt_cur = proc_ctxt();
+		t->ctxt_cur = threads__host_switches();
 	}
 	collector__sched_threads(c, tick_one, &(struct ticking){ t, now, ls_clock_ns(CLOCK_BOOTTIME), periodic });
 	sweep(t, now);
@@ -389,6 +392,11 @@ void threads__refresh(struct threads *t, const struct collector *c, uint64_t now
 uint64_t threads__dropped(const struct threads *t)
 {
 	return t->dropped;
+}
+
+uint64_t threads__exits(const struct threads *t)
+{
+	return t->exits;
 }
 
 int threads__baseline(const struct threads *t, uint32_t tid, uint64_t stop_boot_ns, uint64_t stop_events,
@@ -596,7 +604,7 @@ int threads__json(struct threads *t, const struct collector *c, uint32_t pid, ui
 	qsort(rs.v, rs.n, sizeof(*rs.v), by_rate);
 	cJSON_AddNumberToObject(o, "switch_cost_ns_per_switch", t->switch_cost_ns);
 	cJSON_AddNumberToObject(o, "system_switches_per_s",
-				base_ns && now > base_ns ? (proc_ctxt() - base_ctxt) / ((double)(now - base_ns) / NSEC_PER_SEC) : 0);
+				base_ns && now > base_ns ? (threads__host_switches() - base_ctxt) / ((double)(now - base_ns) / NSEC_PER_SEC) : 0);
 	cJSON_AddNumberToObject(o, "rate_window_s", rs.secs);
 	arr = cJSON_AddArrayToObject(o, "rows");
 	for (i = 0; i < rs.n && (!limit || i < limit); i++)

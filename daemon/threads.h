@@ -51,6 +51,10 @@ int threads__json(struct threads *t, const struct collector *c, uint32_t pid, ui
 		  enum ls_window w, uint64_t now, cJSON *o, const char **err);
 /* Exited processes whose summary found no room (max_exited_procs). */
 uint64_t threads__dropped(const struct threads *t);
+/* Threads whose exit was reported with their final counters (sched_process_exit). */
+uint64_t threads__exits(const struct threads *t);
+/* The host's context switches since boot (/proc/stat ctxt), as vmstat reads them. */
+uint64_t threads__host_switches(void);
 /*
  * Measures the cost of one context switch: two threads pinned to one CPU pass a byte
  * through two pipes @rounds times; the same pipe traffic without switching is subtracted.

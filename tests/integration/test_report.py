@@ -138,7 +138,7 @@ def test_bad_export_requests(daemon):
                       (("flamegraph",), "needs -o FILE.svg"),
                       (("export", "-F", "pprof", "--profile", "heap"), "--profile"),
                       (("report", "-d", "1s"), "add -p PID"),
-                      (("report", "-t"), "report takes")]:
+                      (("report", "-t"), "-t/--threads does not apply to report")]:
         p = daemon.cli(*args, check=False)
         assert p.returncode == 2 and msg in p.stderr, (args, p.stderr)
     resp = daemon.call({"cmd": "export"})

@@ -179,7 +179,7 @@ def test_precise_scan_counts_nonblocking(daemon):
 
 def test_bad_flags_say_what_to_do(daemon):
     p = daemon.cli("top", "--precise", check=False)
-    assert p.returncode == 2 and "scan only" in p.stderr
+    assert p.returncode == 2 and "--precise does not apply to top (only scan takes it)" in p.stderr
     p = daemon.cli("top", "--kind", "both", check=False)
     assert p.returncode == 2 and "user, kernel or all" in p.stderr
     r = daemon.call({"cmd": "top", "kind": "users"})
