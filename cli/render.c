@@ -488,10 +488,13 @@ void render_report(FILE *f, const cJSON *resp)
 	const cJSON *host = cJSON_GetObjectItemCaseSensitive(resp, "host");
 	const cJSON *win = cJSON_GetObjectItemCaseSensitive(resp, "window");
 	const cJSON *pid = cJSON_GetObjectItemCaseSensitive(resp, "pid");
-	char wasted[32], lock[256];
+	char wasted[32], lock[256], who[32];
 
-	fprintf(f, "lockscope report: %s%.0f, %s window (%.1f s), %s, Linux %s\n\n",
-		cJSON_IsNumber(pid) ? "pid " : "every process", cJSON_IsNumber(pid) ? pid->valuedouble : 0,
+	if (cJSON_IsNumber(pid))
+		snprintf(who, sizeof(who), "pid %.0f", pid->valuedouble);
+	else
+		snprintf(who, sizeof(who), "every process");
+	fprintf(f, "lockscope report: %s, %s window (%.1f s), %s, Linux %s\n\n", who,
 		ls_json_str_or(win, "name", "?"), ls_json_num(resp, "span_s"), ls_json_str_or(host, "hostname", "?"), ls_json_str_or(host, "kernel", "?"));
 	if (!cJSON_GetArraySize(fs)) {
 		fprintf(f, "no findings: nothing waited or spun past the thresholds (lockscope report --json "
