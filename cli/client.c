@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,14 +45,19 @@ static int send_all(int fd, const char *buf, size_t len)
 	return 0;
 }
 
-static char *read_line(int fd, int *err)
+static char *read_line(int fd, int *err, void (*idle)(void *ctx), void *ctx, int idle_ms)
 {
 	size_t len = 0, cap = 65536;
 	char *buf = malloc(cap), *nl;
 
 	while (buf) {
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
 		ssize_t n;
 
+		if (idle && !poll(&pfd, 1, idle_ms)) {
+			idle(ctx);
+			continue;
+		}
 		if (len + 1 >= cap) {
 			char *b = realloc(buf, cap * 2);
 
@@ -82,6 +88,11 @@ static char *read_line(int fd, int *err)
 
 cJSON *client_call(int fd, const cJSON *req, int *err)
 {
+	return client_call_idle(fd, req, err, NULL, NULL, 0);
+}
+
+cJSON *client_call_idle(int fd, const cJSON *req, int *err, void (*idle)(void *ctx), void *ctx, int idle_ms)
+{
 	char *text = cJSON_PrintUnformatted(req), *line;
 	cJSON *resp;
 	size_t len;
@@ -97,7 +108,7 @@ cJSON *client_call(int fd, const cJSON *req, int *err)
 	/* a daemon that refuses a client answers and closes before reading: read its reason */
 	if (*err && *err != -EPIPE)
 		return NULL;
-	line = read_line(fd, err);
+	line = read_line(fd, err, idle, ctx, idle_ms);
 	if (!line)
 		return NULL;
 	resp = cJSON_Parse(line);

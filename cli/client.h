@@ -9,5 +9,7 @@
 int client_connect(const char *path);
 /* Sends @req and waits for the response; returns it or NULL with *err set. */
 cJSON *client_call(int fd, const cJSON *req, int *err);
+/* The same, calling @idle(@ctx) every @idle_ms while the response has not come. */
+cJSON *client_call_idle(int fd, const cJSON *req, int *err, void (*idle)(void *ctx), void *ctx, int idle_ms);
 
 #endif

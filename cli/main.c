@@ -14,6 +14,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include "client.h"
+#include "progress.h"
+#include "jsonget.h"
 #include "engine.h"
 #include "export.h"
 #include "log.h"
@@ -42,6 +44,7 @@ struct cli {
 	cJSON *req;
 	uint64_t duration_ms;
 	bool precise;
+	bool quiet;		/* no progress line */
 };
 
 /* report, export and flamegraph: one process or all, a window or a scan, a format */
@@ -88,6 +91,7 @@ static void usage(FILE *f)
 		"                             on the host while the scan runs\n"
 		"      --max-stack N          frames per stack (default 8)\n"
 		"  -d, --duration D           scan length: 500ms, 5s, 1m\n"
+		"  -q, --quiet                scan: no progress line (shown only on a terminal)\n"
 		"Options of threads: -p, -E, -w (without it: the threads running now; with it: what\n"
 		"  happened in the window, threads that exited included) and\n"
 		"      --measure              measure the cost of a switch again, now (~0.1 s)\n"
@@ -209,6 +213,9 @@ enum long_opt {
 	OPT_OUTPUT, OPT_TITLE,
 };
 
+/* How often a scan's progress line is redrawn. */
+#define PROGRESS_MS 1000
+
 /* The commands, as bits: which ones take an option. */
 enum cmd_bit {
 	CMD_STATUS	= 1 << 0,
@@ -257,6 +264,7 @@ static const struct {
 	{ OPT_PROFILE, "--profile", CMD_SCAN | CMD_EXPORT | CMD_FLAMEGRAPH },
 	{ OPT_OUTPUT, "--output", CMD_SCAN | CMD_EXPORT | CMD_FLAMEGRAPH },
 	{ OPT_TITLE, "--title", CMD_FLAMEGRAPH },
+	{ 'q', "-q/--quiet", CMD_SCAN | CMD_REPORTS },
 };
 
 static unsigned int cmd_bit(const char *cmd)
@@ -311,6 +319,7 @@ static int parse_args(int argc, char **argv, struct cli *c)
 		{ "title", required_argument, NULL, OPT_TITLE },
 		{ "socket", required_argument, NULL, 'S' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
 		{},
 	};
@@ -354,7 +363,7 @@ static int parse_args(int argc, char **argv, struct cli *c)
 	optind = 1;
 	/* -o names the output where there is one, and asks for owners where there are rows */
 	while ((opt = getopt_long(argc, argv, strcmp(c->cmd, "export") && strcmp(c->cmd, "flamegraph") ?
-				  "p:tlY:E:w:k:od:S:jhF:" : "p:tlY:E:w:k:o:d:S:jhF:", longopts, NULL)) != -1) {
+				  "p:tlY:E:w:k:od:S:jqhF:" : "p:tlY:E:w:k:o:d:S:jqhF:", longopts, NULL)) != -1) {
 		if (opt != '?' && !option_applies(c->cmd, opt))
 			return -EINVAL;
 		switch (opt) {
@@ -429,6 +438,7 @@ static int parse_args(int argc, char **argv, struct cli *c)
 			break;
 		case 'S': c->socket = optarg; break;
 		case 'j': c->json = true; break;
+		case 'q': c->quiet = true; break;
 		case 'h': usage(stdout); exit(0);
 		default:
 			fprintf(stderr, "lockscope: see 'lockscope --help' for the options\n");
@@ -587,10 +597,29 @@ struct embedded {
 	struct engine *engine;
 	struct loop *loop;
 	int timerfd, sigfd;
-	uint64_t deadline_ns;
+	uint64_t deadline_ns, shown_ns;
 	uint32_t pid;
 	bool exited;
+	struct progress *progress;
 };
+
+/* The waits this engine counted (it sees only the scanned process). */
+static int64_t embedded_waits(struct engine *e)
+{
+	cJSON *req = cJSON_CreateObject(), *resp, *ev;
+	int64_t n = -1;
+
+	if (!req)
+		return -1;
+	cJSON_AddStringToObject(req, "cmd", "status");
+	resp = engine__handle(e, 0, NULL, req);
+	ev = cJSON_GetObjectItem(resp, "events");
+	if (ev)
+		n = (int64_t)(ls_json_num(ev, "waits") + ls_json_num(ev, "futex_waits"));
+	cJSON_Delete(resp);
+	cJSON_Delete(req);
+	return n;
+}
 
 static void emb_tick(void *ctx, uint32_t events)
 {
@@ -599,6 +628,10 @@ static void emb_tick(void *ctx, uint32_t events)
 	(void)events;
 	ls_timerfd_ack(em->timerfd);
 	engine__tick(em->engine);
+	if (em->progress && ls_now_ns() - em->shown_ns >= PROGRESS_MS * 1000000ULL) {
+		em->shown_ns = ls_now_ns();
+		progress__update(em->progress, embedded_waits(em->engine));
+	}
 	em->exited = kill(em->pid, 0) && errno == ESRCH;
 	if (em->exited || ls_now_ns() >= em->deadline_ns)
 		loop__stop(em->loop);
@@ -621,6 +654,7 @@ static int scan_embedded(struct cli *c)
 {
 	struct embedded em = { .timerfd = -1 };
 	struct engine_opts eo;
+	char what[64];
 	cJSON *resp = NULL, *top;
 	int err, ret = 1;
 
@@ -650,7 +684,10 @@ static int scan_embedded(struct cli *c)
 		fprintf(stderr, "lockscope: cannot set up the event loop\n");
 		goto cleanup;
 	}
+	snprintf(what, sizeof(what), "scan of pid %u", em.pid);
+	em.progress = progress__new(what, c->duration_ms, c->quiet);
 	loop__run(em.loop);
+	progress__free(em.progress);
 	engine__consume(em.engine);
 	/* the report is the daemon's "top" over everything this engine saw */
 	top = cJSON_Duplicate(c->req, true);
@@ -675,6 +712,49 @@ cleanup:
 	loop__free(em.loop);
 	engine__free(em.engine);
 	return ret;
+}
+
+/* ---- a scan through the daemon: its progress from a second connection ---- */
+
+struct scan_watch {
+	struct progress *progress;
+	const char *socket;
+	uint32_t pid;
+	int64_t base;		/* the process's waits the daemon held when the scan began */
+};
+
+/* The waits of @pid the daemon holds (top's rows over its all window), -1 if unknown. */
+static int64_t daemon_waits(const char *socket, uint32_t pid)
+{
+	cJSON *req = cJSON_CreateObject(), *resp = NULL, *row;
+	int fd = client_connect(socket), err;
+	int64_t n = -1;
+
+	if (fd >= 0 && req) {
+		cJSON_AddStringToObject(req, "cmd", "top");
+		cJSON_AddNumberToObject(req, "pid", pid);
+		cJSON_AddStringToObject(req, "window", "all");
+		cJSON_AddStringToObject(req, "group", "thread");
+		resp = client_call(fd, req, &err);
+	}
+	if (cJSON_IsArray(cJSON_GetObjectItem(resp, "rows"))) {
+		n = 0;
+		cJSON_ArrayForEach(row, cJSON_GetObjectItem(resp, "rows"))
+			n += (int64_t)ls_json_num(row, "contended");
+	}
+	if (fd >= 0)
+		close(fd);
+	cJSON_Delete(req);
+	cJSON_Delete(resp);
+	return n;
+}
+
+static void scan_idle(void *ctx)
+{
+	struct scan_watch *w = ctx;
+	int64_t n = daemon_waits(w->socket, w->pid);
+
+	progress__update(w->progress, n >= 0 && w->base >= 0 ? n - w->base : -1);
 }
 
 static int no_daemon(const struct cli *c, int err)
@@ -721,7 +801,19 @@ int main(int argc, char **argv)
 		cJSON_Delete(c.req);
 		return ret;
 	}
-	resp = client_call(fd, c.req, &err);
+	if (!strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(c.req, "cmd")), "scan")) {
+		struct scan_watch w = { .socket = c.socket };
+		char what[64];
+
+		w.pid = (uint32_t)cJSON_GetObjectItem(c.req, "pid")->valuedouble;
+		snprintf(what, sizeof(what), "scan of pid %u", w.pid);
+		w.progress = progress__new(what, c.duration_ms, c.quiet);
+		w.base = w.progress ? daemon_waits(c.socket, w.pid) : -1;
+		resp = client_call_idle(fd, c.req, &err, w.progress ? scan_idle : NULL, &w, PROGRESS_MS);
+		progress__free(w.progress);
+	} else {
+		resp = client_call(fd, c.req, &err);
+	}
 	close(fd);
 	cJSON_Delete(c.req);
 	if (!resp) {

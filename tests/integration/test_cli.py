@@ -7,14 +7,14 @@ options are checked before the CLI connects (to a socket that does not exist her
 import re
 import subprocess
 
-from conftest import LOCKSCOPE
+from conftest import LOCKSCOPE, Workload, require_tool
 
 COMMANDS = ["status", "top", "scan", "threads", "spin", "report", "export", "flamegraph"]
 # each option with a valid value
 OPTIONS = [["-p", "1"], ["-t"], ["-l"], ["-Y", "mutex"], ["-E", "3"], ["-w", "1m"], ["-k", "contended"],
            ["--stacks"], ["--max-stack", "4"], ["--kind", "user"], ["--holders"], ["--precise"], ["--measure"],
            ["-d", "1s"], ["-F", "folded"], ["--profile", "block"], ["--output", "/nonexistent/x"],
-           ["--title", "t"], ["--json"]]
+           ["--title", "t"], ["-q"], ["--json"]]
 REFUSED = re.compile(r"^lockscope: (\S+) does not apply to (\S+) \((only )?([a-z, ]+) takes? it\)$")
 
 
@@ -51,3 +51,27 @@ def test_every_option_is_taken_or_refused_naming_who_takes_it():
     # the common options go with every command
     for cmd in COMMANDS:
         assert refused(cmd, ["--json"]) is None
+
+
+def test_scan_shows_progress_on_a_terminal_only(daemon):
+    """A scan redraws one line on stderr with its time and waits so far when stderr is a
+    terminal (script(1) gives it one), and prints nothing of the kind into a pipe or with -q."""
+    require_tool("script")
+    w = Workload("mmap_storm", "--seconds", "6")
+    w.go()
+    try:
+        def on_tty(*extra):
+            cmd = " ".join([LOCKSCOPE, "scan", "--socket", daemon.sock, "-p", str(w.pid), "-d", "2500ms", *extra])
+            return subprocess.run(["script", "-qec", cmd, "/dev/null"], capture_output=True, text=True,
+                                  timeout=30).stdout
+        out = on_tty()
+        lines = re.findall(rf"scan of pid {w.pid}: (\d+) s of 2 s, (\d+) s left, (\d+) waits so far", out)
+        print(lines)
+        assert len(lines) >= 2, out[:500]
+        assert [int(n) for _, _, n in lines] == sorted(int(n) for _, _, n in lines), "waits only grow"
+        assert "contended" in out, "the table follows"
+        assert "s left" not in on_tty("-q")
+        piped = daemon.cli("scan", "-p", str(w.pid), "-d", "1s")
+        assert "s left" not in piped.stderr and "s left" not in piped.stdout
+    finally:
+        w.wait()
