@@ -63,7 +63,9 @@ WORKLOADS := $(patsubst tests/workloads/%.c,$(OUTPUT)/workloads/%,$(WORKLOAD_SRC
 .DELETE_ON_ERROR:
 .SECONDARY:
 
-all: $(OUTPUT)/lockscoped $(OUTPUT)/lockscope $(OUTPUT)/lockscoped.service $(WORKLOADS)
+MANPAGES := $(OUTPUT)/man/lockscope.1 $(OUTPUT)/man/lockscoped.8
+
+all: $(OUTPUT)/lockscoped $(OUTPUT)/lockscope $(OUTPUT)/lockscoped.service $(WORKLOADS) $(MANPAGES)
 
 help:
 	@echo "make [all]          build daemon, CLI and workloads into $(OUTPUT)/"
@@ -218,6 +220,12 @@ install: all
 	install -m 0644 README.md $(DESTDIR)$(PREFIX)/share/lockscope/README.md
 	install -d $(DESTDIR)$(PREFIX)/share/lockscope/docs
 	install -m 0644 docs/*.md $(DESTDIR)$(PREFIX)/share/lockscope/docs/
+	install -d $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man8
+	install -m 0644 $(OUTPUT)/man/lockscope.1 $(DESTDIR)$(PREFIX)/share/man/man1/lockscope.1
+	install -m 0644 $(OUTPUT)/man/lockscoped.8 $(DESTDIR)$(PREFIX)/share/man/man8/lockscoped.8
+	install -d $(DESTDIR)$(PREFIX)/share/bash-completion/completions $(DESTDIR)$(PREFIX)/share/zsh/vendor-completions
+	install -m 0644 deploy/completion/lockscope.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/lockscope
+	install -m 0644 deploy/completion/_lockscope $(DESTDIR)$(PREFIX)/share/zsh/vendor-completions/_lockscope
 	install -d $(DESTDIR)/lib/systemd/system $(DESTDIR)/usr/lib/sysusers.d
 	install -m 0644 $(OUTPUT)/lockscoped.service $(DESTDIR)/lib/systemd/system/lockscoped.service
 	install -m 0644 deploy/systemd/lockscope.sysusers $(DESTDIR)/usr/lib/sysusers.d/lockscope.conf
@@ -226,6 +234,18 @@ install: all
 	test -e $(DESTDIR)/etc/lockscope/lockscoped.conf || \
 		install -m 0644 deploy/lockscoped.conf $(DESTDIR)/etc/lockscope/lockscoped.conf
 	@test -n "$(DESTDIR)" || ! command -v systemd-sysusers >/dev/null || systemd-sysusers lockscope.conf
+
+# Man pages from the programs' own --help and --version (help2man): one source, so the
+# page and the help cannot drift apart (test_cli.py checks every option is in both).
+$(OUTPUT)/man/lockscope.1: $(OUTPUT)/lockscope
+	$(call msg,MAN,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)help2man --no-info --section=1 --name="show lock and spin contention seen by lockscoped" \
+		--output=$@ $<
+$(OUTPUT)/man/lockscoped.8: $(OUTPUT)/lockscoped
+	$(call msg,MAN,$@)
+	$(Q)mkdir -p $(@D)
+	$(Q)help2man --no-info --section=8 --name="eBPF lock and spin profiler daemon" --output=$@ $<
 
 # The unit with this install's paths; MEMORY_MAX is the footprint the README measures, doubled
 MEMORY_MAX ?= 256M

@@ -326,6 +326,12 @@ WAIT_SKIPPED = ("prog_recursion", "self_lock")
 WAIT_UNPAIRED = ("unmatched_end", "missed_end")
 
 
+def kernel_waits(sock, pid):
+    """The kernel-lock waits of @pid the daemon holds (a query drains the wait tables first)."""
+    rows = call(sock, {"cmd": "top", "kind": "kernel", "pid": pid, "group": "thread", "window": "all"})["rows"]
+    return sum(r["contended"] for r in rows)
+
+
 def lossless(seconds):
     """pipe_storm at rising thread counts: the event rate, lockscope's count of the waits
     against perf's count of the same tracepoint, the drops and the daemon's CPU. A step is
@@ -343,14 +349,14 @@ def lossless(seconds):
             pid = int(w.stdout.readline().split()[1])
             perf, out = perf_count(pid)
             time.sleep(0.5)  # perf is counting
+            base = kernel_waits(sock, pid)  # its start-up, before perf attached: ours only
             w.stdin.write("go\n")
             w.stdin.flush()
             if w.stdout.readline().strip() != "done":
                 raise RuntimeError("pipe_storm did not finish")
             ref = perf_total(perf, out)
             elapsed = time.monotonic() - t0
-            rows = call(sock, {"cmd": "top", "kind": "kernel", "pid": pid, "group": "thread", "window": "all"})["rows"]
-            ours = sum(r["contended"] for r in rows)
+            ours = kernel_waits(sock, pid) - base
             w.communicate("exit\n", timeout=60)
             s1 = d.status()
             delta = {k: s1["dropped"][k] - s0["dropped"][k] for k in s1["dropped"]}

@@ -295,6 +295,38 @@ static bool option_applies(const char *cmd, int opt)
 	return false;
 }
 
+/*
+ * For bash and zsh completion (deploy/completion/): the commands, or the options @cmd
+ * takes, one per line, from the same table the parser checks.
+ */
+static void complete(const char *cmd)
+{
+	static const char *const common[] = { "--socket", "--json", "--help" };
+	unsigned int bit = cmd ? cmd_bit(cmd) : 0;
+	size_t i;
+
+	if (!cmd) {
+		for (i = 0; i < sizeof(cmd_names) / sizeof(cmd_names[0]); i++)
+			printf("%s\n", cmd_names[i]);
+		return;
+	}
+	for (i = 0; bit && i < sizeof(options) / sizeof(options[0]); i++) {
+		const char *name = options[i].name, *slash = strchr(name, '/');
+
+		if (!(options[i].cmds & bit))
+			continue;
+		/* "-p/--pid": both spellings */
+		if (slash)
+			printf("%.*s\n%s\n", (int)(slash - name), name, slash + 1);
+		else if (!strcmp(name, "-o"))
+			printf("-o\n%s\n", bit & CMD_ROWS ? "--owners" : "--output");
+		else
+			printf("%s\n", name);
+	}
+	for (i = 0; bit && i < sizeof(common) / sizeof(common[0]); i++)
+		printf("%s\n", common[i]);
+}
+
 static int parse_args(int argc, char **argv, struct cli *c)
 {
 	static const struct option longopts[] = {
@@ -334,6 +366,18 @@ static int parse_args(int argc, char **argv, struct cli *c)
 	enum ls_profile prof;
 	bool duration_set = false;
 
+	if (argc == 2 && !strcmp(argv[1], "--version")) {
+		printf("lockscope %s\n", LS_VERSION);
+		exit(0);
+	}
+	if (argc == 2 && !strcmp(argv[1], "__complete")) {	/* the shells' completion: commands */
+		complete(NULL);
+		exit(0);
+	}
+	if (argc == 3 && !strcmp(argv[1], "__complete")) {	/* and a command's options */
+		complete(argv[2]);
+		exit(0);
+	}
 	if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
 		usage(argc < 2 ? stderr : stdout);
 		if (argc < 2)

@@ -57,6 +57,7 @@ enum {
 	OPT_DUMP_CONFIG,
 	OPT_CHECK,
 	OPT_STRICT,
+	OPT_VERSION,
 };
 
 static void usage(FILE *f)
@@ -78,7 +79,8 @@ static void usage(FILE *f)
 		"      --force-tp         use classic tracepoints even where tp_btf works\n"
 		"      --no-owner-stack   never take lock owners' stacks\n"
 		"  -v, --verbose          debug logging, libbpf's included\n"
-		"  -h, --help             this text\n\n"
+		"  -h, --help             this text\n"
+		"      --version          the version\n\n"
 		"Settings (--KEY=VALUE or in the config file):\n");
 	for (i = 0; i < ls_nr_settings; i++) {
 		const struct ls_setting *st = &ls_settings[i];
@@ -123,8 +125,9 @@ static int parse_args(int argc, char **argv, struct daemon *d)
 		{ "strict", no_argument, NULL, OPT_STRICT },
 		{ "verbose", no_argument, NULL, 'v' },
 		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, OPT_VERSION },
 	};
-	int nfixed = 8, i, c, idx;
+	int nfixed = 9, i, c, idx;
 
 	for (i = 0; i < ls_nr_settings; i++)
 		longopts[nfixed + i] = (struct option){ ls_settings[i].key, required_argument, NULL, OPT_SETTING };
@@ -142,6 +145,7 @@ static int parse_args(int argc, char **argv, struct daemon *d)
 		case OPT_STRICT: d->strict = true; break;
 		case 'v': ls_log_max = LS_LOG_DEBUG; break;
 		case 'h': usage(stdout); exit(0);
+		case OPT_VERSION: printf("lockscoped %s\n", LS_VERSION); exit(0);
 		case OPT_SETTING:
 			if (add_override(d, longopts[idx].name, optarg))
 				return -EINVAL;

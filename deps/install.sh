@@ -33,7 +33,7 @@ apt_install() {
 # What every supported distribution calls the same:
 #   build       make gcc clang llvm libbpf-dev libelf-dev libdw-dev zlib1g-dev pkg-config
 #               libcjson-dev libprotobuf-c-dev protobuf-c-compiler libdebuginfod-dev
-#               libuv1-dev (the libuv reproducers) git ca-certificates
+#               libuv1-dev (the libuv reproducers) git ca-certificates help2man (man pages)
 #   symbols     libc6-dbg: glibc's internal names (__lll_lock_wait, start_thread) that the
 #               lock slow path and every thread's root frame have; without it they are
 #               unnamed (or fetch them with DEBUGINFOD_URLS, see the README)
@@ -41,12 +41,13 @@ apt_install() {
 #               python3-prometheus-client prometheus (promtool) curl binutils (readelf)
 #               util-linux (setpriv) passwd (useradd) procps systemd (systemd-analyze)
 #               debuginfod (a local server for the debuginfod test) iproute2 (its netns)
-#               qemu-system-x86 busybox-static cpio (the kernel matrix)
+#               qemu-system-x86 busybox-static cpio (the kernel matrix) man-db (man -l)
+#               zsh (the zsh completion)
 COMMON="make gcc clang llvm libbpf-dev libelf-dev libdw-dev zlib1g-dev pkg-config
 	libcjson-dev libprotobuf-c-dev protobuf-c-compiler libdebuginfod-dev libuv1-dev git
 	ca-certificates libc6-dbg libcmocka-dev python3 python3-pytest python3-jsonschema
 	python3-prometheus-client prometheus curl binutils util-linux passwd procps systemd
-	debuginfod iproute2 qemu-system-x86 busybox-static cpio"
+	debuginfod iproute2 qemu-system-x86 busybox-static cpio help2man man-db zsh"
 
 # bpftool and perf: their own packages on Debian and on Ubuntu 24.04; Ubuntu 22.04 has them
 # only in linux-tools, per kernel

@@ -1,13 +1,14 @@
-"""One option grammar across the CLI's commands (issue 20).
+"""The CLI as a person meets it (issue 20): one option grammar, progress, man pages, completion.
 
 Every option given to every command either is taken or is refused in one line that names
 the commands that take it; each command so named does take it. No daemon is needed: the
 options are checked before the CLI connects (to a socket that does not exist here).
 """
+import os
 import re
 import subprocess
 
-from conftest import LOCKSCOPE, Workload, require_tool
+from conftest import BUILD, LOCKSCOPE, LOCKSCOPED, ROOT, Workload, require_tool
 
 COMMANDS = ["status", "top", "scan", "threads", "spin", "report", "export", "flamegraph"]
 # each option with a valid value
@@ -75,3 +76,60 @@ def test_scan_shows_progress_on_a_terminal_only(daemon):
         assert "s left" not in piped.stderr and "s left" not in piped.stdout
     finally:
         w.wait()
+
+
+def help_options(binary):
+    """Every long option the program's --help lists."""
+    out = subprocess.run([binary, "--help"], capture_output=True, text=True, check=True).stdout
+    return sorted(set(re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", out)))
+
+
+def rendered(page):
+    env = dict(os.environ, MANWIDTH="100", MAN_KEEP_FORMATTING="0")
+    p = subprocess.run(["man", "-l", page], capture_output=True, text=True, env=env, timeout=30)
+    assert p.returncode == 0, p.stderr
+    return re.sub(r".\x08", "", p.stdout)  # overstrike bold/underline, if any
+
+
+def test_man_pages_render_and_carry_every_option_of_help():
+    """lockscope(1) and lockscoped(8) are made from the programs' own --help (help2man), so
+    every option --help lists is in the page man renders."""
+    require_tool("man")
+    for binary, page, section in ((LOCKSCOPE, "lockscope.1", "1"), (LOCKSCOPED, "lockscoped.8", "8")):
+        text = rendered(os.path.join(BUILD, "man", page))
+        name = os.path.basename(binary)
+        assert text.lstrip().startswith(f"{name.upper()}({section})"), text[:200]
+        opts = help_options(binary)
+        assert len(opts) > 10
+        missing = [o for o in opts if o not in text]
+        assert not missing, f"{page} lacks {missing}"
+
+
+def test_shell_completion_offers_what_each_command_takes():
+    """bash and zsh complete the commands, and after one its options only (from the CLI's own
+    table: `lockscope __complete CMD`), and the values of -w."""
+    require_tool("bash")
+    require_tool("zsh")
+    env = dict(os.environ, PATH=os.path.dirname(LOCKSCOPE) + ":" + os.environ["PATH"])
+    bash = os.path.join(ROOT, "deploy", "completion", "lockscope.bash")
+    zsh = os.path.join(ROOT, "deploy", "completion", "_lockscope")
+
+    def with_bash(*words):
+        script = (f"source {bash}; COMP_WORDS=({' '.join(repr(w) for w in words)}); "
+                  f"COMP_CWORD={len(words) - 1}; _lockscope; printf '%s\\n' \"${{COMPREPLY[@]}}\"")
+        return subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env,
+                              check=True).stdout.split()
+
+    def with_zsh(*words):
+        # compadd prints what it would offer; the file runs as the completion function would
+        script = (f"compadd() {{ shift $(( ${{@[(i)--]}} )); print -l -- \"$@\"; }}; _files() {{ :; }}; "
+                  f"words=({' '.join(repr(w) for w in words)}); CURRENT={len(words)}; source {zsh}")
+        return subprocess.run(["zsh", "-fc", script], capture_output=True, text=True, env=env,
+                              check=True).stdout.split()
+
+    for complete in (with_bash, with_zsh):
+        assert "threads" in complete("lockscope", "")
+        spin = complete("lockscope", "spin", "-p", "1", "")
+        assert {"-p", "-w", "--max-stack", "--json"} <= set(spin) and "-t" not in spin, spin
+        assert "--measure" in complete("lockscope", "threads", "")
+        assert complete("lockscope", "top", "-w", "") == ["10s", "1m", "5m", "all"]

@@ -228,6 +228,12 @@ def perf_stat_total(p, out):
     raise AssertionError(f"perf stat wrote no count: {open(out).read()}")
 
 
+def kernel_waits(daemon, pid):
+    """The kernel-lock waits of @pid the daemon holds (a query drains the wait tables first)."""
+    rows = daemon.cli_json("top", "--kind", "kernel", "-p", str(pid), "-t", "-w", "all")["rows"]
+    return sum(r["contended"] for r in rows)
+
+
 def test_mutex_spins_preempted_on_a_busy_machine_count_exactly(daemon):
     """Eight pipe_storm threads per CPU, unpinned: a mutex's optimistic spin often gives up
     for schedule(), and its wait goes on later, on any CPU (status: spin_rescheduled).
@@ -243,13 +249,15 @@ def test_mutex_spins_preempted_on_a_busy_machine_count_exactly(daemon):
         pid = int(w.stdout.readline().split()[1])
         perf, out = perf_stat_ends(pid)
         time.sleep(0.5)  # perf is counting
+        # what the process waited before perf attached (its start-up, on a busy machine):
+        # ours, not perf's; it waits on stdin from here to "go"
+        base = kernel_waits(daemon, pid)
         w.stdin.write("go\n")
         w.stdin.flush()
         # --hold: both counts are taken with the threads parked, not exiting
         assert w.stdout.readline().strip() == "done"
         ref = perf_stat_total(perf, out)
-        rows = daemon.cli_json("top", "--kind", "kernel", "-p", str(pid), "-t", "-w", "all")["rows"]
-        ours = sum(r["contended"] for r in rows)
+        ours = kernel_waits(daemon, pid) - base
         w.communicate("exit\n", timeout=60)
         after = daemon.cli_json("status")
         moved = after["events"]["spin_rescheduled"] - before["events"]["spin_rescheduled"]
