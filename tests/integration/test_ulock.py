@@ -153,6 +153,10 @@ def test_exited_process_still_symbolizes(daemon):
     assert frames and all(f.get("build_id") for f in frames)
 
 
+# The share of a precise scan's futex calls that may sleep twice (see below).
+PRECISE_RESLEEP_SHARE = 0.03
+
+
 def test_precise_scan_counts_nonblocking(daemon):
     w = Workload("mutex_server", "--seconds", "2", "--workers", "4")
     scan = subprocess.Popen([LOCKSCOPE, "--socket", daemon.sock, "scan", "-p", str(w.pid), "-d", "60s",
@@ -170,8 +174,10 @@ def test_precise_scan_counts_nonblocking(daemon):
     # shown on failure: a miss beyond the tolerance should be matched by counted drops
     print("contended", top["contended"], "sleeps", res["sleeps"],
           {k: v for k, v in resp["dropped"].items() if v})
-    # precise mode times each call (entry to exit): every sleep is one call
-    assert abs(top["contended"] - res["sleeps"]) <= COUNT_TOLERANCE * res["sleeps"]
+    # Precise mode times each call (entry to exit); the workload counts its sleeps. A call
+    # sleeps again when woken spuriously (futex_wait retries inside the kernel), so calls
+    # can be a little fewer than sleeps (measured 0.2-1.0 % on this machine), never more.
+    assert res["sleeps"] * (1 - PRECISE_RESLEEP_SHARE) <= top["contended"] <= res["sleeps"] + 2
     progs = daemon.call({"cmd": "status"})["programs"]
     assert not any(p["attached"] for p in progs if "futex" in p["name"]), \
         "syscall tracepoints must be detached after the precise scan"
