@@ -37,10 +37,12 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 from lsbench import BUILD, ROOT, bpf_stats, call, cpu_seconds, lockscoped, pingpong, rss_bytes, workload
+
+sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))
+from perfref import PerfStat  # noqa: E402  the tests' perf reference, one for both
 
 BENCH = os.path.join(BUILD, "bench")
 PERF_BPF = os.path.join(BENCH, "perf")
@@ -296,26 +298,6 @@ def bpf_costs(seconds):
 
 # ---- capacity: kernel-lock events per second with nothing lost ----
 
-def perf_count(pid):
-    """perf counting the workload's contention_end events (one per wait): the reference."""
-    out = tempfile.mktemp(prefix="lockscope-bench-", suffix=".csv")
-    p = subprocess.Popen(["perf", "stat", "-x,", "-o", out, "-e", "lock:contention_end", "-p", str(pid)],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return p, out
-
-
-def perf_total(p, out):
-    p.send_signal(signal.SIGINT)
-    p.wait(timeout=30)
-    with open(out) as f:
-        for line in f:
-            fields = line.split(",")
-            if len(fields) > 2 and "contention_end" in fields[2] and fields[0].isdigit():
-                os.unlink(out)
-                return int(fields[0])
-    raise RuntimeError(f"no count in {out}")
-
-
 # Status counters of waits lockscope saw and lost: the ring or a table was full, or the
 # nesting too deep. A step with any of these is not exact.
 WAIT_LOST = ("ringbuf_full", "wait_map_full", "nest_too_deep", "wait_table_full")
@@ -347,14 +329,14 @@ def lossless(seconds):
                                   "--seconds", str(seconds), "--wait", "--hold"], stdin=subprocess.PIPE,
                                  stdout=subprocess.PIPE, text=True)
             pid = int(w.stdout.readline().split()[1])
-            perf, out = perf_count(pid)
+            perf = PerfStat(pid)
             time.sleep(0.5)  # perf is counting
             base = kernel_waits(sock, pid)  # its start-up, before perf attached: ours only
             w.stdin.write("go\n")
             w.stdin.flush()
             if w.stdout.readline().strip() != "done":
                 raise RuntimeError("pipe_storm did not finish")
-            ref = perf_total(perf, out)
+            ref = perf.total()
             elapsed = time.monotonic() - t0
             ours = kernel_waits(sock, pid) - base
             w.communicate("exit\n", timeout=60)

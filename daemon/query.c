@@ -78,33 +78,6 @@ int query__type_index(uint32_t flags)
 	return UNKNOWN_TYPE;
 }
 
-uint32_t query__futex_type(uint32_t op, uint32_t val)
-{
-	uint32_t cmd = op & ULOCK_FUTEX_CMD_MASK;
-
-	switch (cmd) {
-	case ULOCK_FUTEX_LOCK_PI:
-	case ULOCK_FUTEX_LOCK_PI2:
-	case ULOCK_FUTEX_TRYLOCK_PI:
-		return LS_UTYPE_PI;
-	case ULOCK_FUTEX_WAITV:
-		return LS_UTYPE_WAITV;
-	case ULOCK_FUTEX_WAIT_REQUEUE_PI:	/* pthread_cond_wait on a PI mutex */
-		return LS_UTYPE_CONDVAR;
-	default:
-		break;
-	}
-	/*
-	 * "locked, with waiters": what glibc's lll_lock, Rust's Mutex and most futex locks
-	 * sleep on. Anything else waits for an event: a condvar's sequence, a semaphore at 0,
-	 * a thread id to clear. (glibc's rwlock sleeps on 3, and so does its condvar's group
-	 * switch: the value alone cannot tell them apart, so rwlocks count as events.)
-	 */
-	if (val == ULOCK_LOCKED_WAITERS)
-		return LS_UTYPE_MUTEX;
-	return LS_UTYPE_CONDVAR;
-}
-
 /*
  * Every type but waits for an event: a consumer sleeping on a condition variable is idle,
  * not contended, and would top every table by total wait. -Y futex:condvar (or futex)

@@ -65,11 +65,6 @@ int query__parse_types(const char *list, uint32_t *mask, char *err, size_t err_l
 int query__type_index(uint32_t flags);
 /* Flags of a holder-preempted event (user LS_UTYPE_PREEMPT or LS_KIND_KPREEMPT), not a wait. */
 bool query__is_preempt(uint32_t flags);
-/*
- * The type of a futex wait (LS_UTYPE_*, without LS_KIND_USER) from how it waited: see the
- * README's "User-space locks" for the heuristic.
- */
-uint32_t query__futex_type(uint32_t op, uint32_t val);
 const char *query__group_name(enum ls_group g);
 const char *query__sort_name(enum ls_sort s);
 /* Rows for @view as a JSON array, sorted and cut to q->limit (the rest never sorted). */

@@ -51,3 +51,27 @@ class PerfLock:
             if m:
                 counts[int(m.group(2))] = counts.get(int(m.group(2)), 0) + int(m.group(1))
         return counts
+
+
+class PerfStat:
+    """perf stat counting one process's @event (lock:contention_end: one per wait) in the
+    kernel, without pairing anything: the exact number of waits. The bench uses it too."""
+
+    def __init__(self, pid, event="lock:contention_end"):
+        self.event = event.split(":")[-1]
+        self.out = tempfile.mktemp(prefix="lockscope-perfstat-", suffix=".csv")
+        self.proc = subprocess.Popen(["perf", "stat", "-x,", "-o", self.out, "-e", event, "-p", str(pid)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def total(self):
+        """Stops perf and returns its count."""
+        self.proc.send_signal(signal.SIGINT)
+        self.proc.wait(timeout=30)
+        with open(self.out) as f:
+            text = f.read()
+        os.unlink(self.out)
+        for line in text.splitlines():
+            fields = line.split(",")
+            if len(fields) > 2 and self.event in fields[2] and fields[0].isdigit():
+                return int(fields[0])
+        raise RuntimeError(f"perf stat wrote no count: {text[:300]}")

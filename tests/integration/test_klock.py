@@ -1,15 +1,13 @@
 """Kernel lock contention end to end: real BPF, real daemon, real CLI, checked against perf."""
 import json
 import os
-import signal
 import subprocess
-import tempfile
 import time
 
 import pytest
 
 from conftest import LOCKSCOPE, WORKLOADS, Workload, check_response, require_bpf, require_tool
-from perfref import PerfLock
+from perfref import PerfLock, PerfStat
 
 TOLERANCE = 0.05
 # Enough mmap_lock traffic to compare in a few seconds on 2 CPUs, little enough that perf's
@@ -208,26 +206,6 @@ def test_waits_inside_our_own_programs_are_not_timed(daemon):
     assert "self_lock" in r["dropped"]
 
 
-def perf_stat_ends(pid):
-    """perf stat counting the workload's lock:contention_end (one per wait) in the kernel,
-    without pairing anything: the exact number of waits."""
-    out = tempfile.mktemp(prefix="lockscope-perfstat-", suffix=".csv")
-    p = subprocess.Popen(["perf", "stat", "-x,", "-o", out, "-e", "lock:contention_end", "-p", str(pid)],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return p, out
-
-
-def perf_stat_total(p, out):
-    p.send_signal(signal.SIGINT)
-    p.wait(timeout=30)
-    with open(out) as f:
-        for line in f:
-            fields = line.split(",")
-            if len(fields) > 2 and "contention_end" in fields[2] and fields[0].isdigit():
-                return int(fields[0])
-    raise AssertionError(f"perf stat wrote no count: {open(out).read()}")
-
-
 def kernel_waits(daemon, pid):
     """The kernel-lock waits of @pid the daemon holds (a query drains the wait tables first)."""
     rows = daemon.cli_json("top", "--kind", "kernel", "-p", str(pid), "-t", "-w", "all")["rows"]
@@ -247,7 +225,7 @@ def test_mutex_spins_preempted_on_a_busy_machine_count_exactly(daemon):
         w = subprocess.Popen([WORKLOADS + "/pipe_storm", "--threads", str(threads), "--seconds", "2",
                               "--wait", "--hold"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         pid = int(w.stdout.readline().split()[1])
-        perf, out = perf_stat_ends(pid)
+        perf = PerfStat(pid)
         time.sleep(0.5)  # perf is counting
         # what the process waited before perf attached (its start-up, on a busy machine):
         # ours, not perf's; it waits on stdin from here to "go"
@@ -256,7 +234,7 @@ def test_mutex_spins_preempted_on_a_busy_machine_count_exactly(daemon):
         w.stdin.flush()
         # --hold: both counts are taken with the threads parked, not exiting
         assert w.stdout.readline().strip() == "done"
-        ref = perf_stat_total(perf, out)
+        ref = perf.total()
         ours = kernel_waits(daemon, pid) - base
         w.communicate("exit\n", timeout=60)
         after = daemon.cli_json("status")

@@ -332,7 +332,7 @@ static void test_futex_types(void **state)
 
 	(void)state;
 	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-		uint32_t t = query__futex_type(cases[i].op, cases[i].val);
+		uint32_t t = ls_futex_type(cases[i].op, cases[i].val);
 
 		assert_int_equal(t, cases[i].type);
 		assert_string_equal(ls_lock_types[query__type_index(LS_KIND_USER | t)].name, cases[i].name);
