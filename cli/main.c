@@ -801,6 +801,34 @@ static void scan_idle(void *ctx)
 	progress__update(w->progress, n >= 0 && w->base >= 0 ? n - w->base : -1);
 }
 
+/* A whole response from @f (one JSON document). */
+static cJSON *read_response(FILE *f)
+{
+	size_t len = 0, cap = 1 << 16;
+	char *buf = malloc(cap);
+	cJSON *resp = NULL;
+	size_t n;
+
+	while (buf && (n = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+		len += n;
+		if (len + 1 >= cap) {
+			char *b = realloc(buf, cap *= 2);
+
+			if (!b)
+				break;
+			buf = b;
+		}
+	}
+	if (buf) {
+		buf[len] = 0;
+		resp = cJSON_Parse(buf);
+	}
+	if (!resp)
+		fprintf(stderr, "lockscope: __render: standard input is not a JSON response\n");
+	free(buf);
+	return resp;
+}
+
 static int no_daemon(const struct cli *c, int err)
 {
 	struct stat st;
@@ -831,6 +859,21 @@ int main(int argc, char **argv)
 	c.req = cJSON_CreateObject();
 	if (!c.req)
 		return 1;
+	/*
+	 * `lockscope __render COMMAND [OPTION]... < RESPONSE.json`: a saved response printed as
+	 * COMMAND would print it live (docs/samples.py keeps the docs' samples this way)
+	 */
+	if (argc > 2 && !strcmp(argv[1], "__render")) {
+		if (parse_args(argc - 1, argv + 1, &c)) {
+			cJSON_Delete(c.req);
+			return EXIT_USAGE;
+		}
+		resp = read_response(stdin);
+		ret = resp ? print_response(&c, resp) : 1;
+		cJSON_Delete(resp);
+		cJSON_Delete(c.req);
+		return ret;
+	}
 	if (parse_args(argc, argv, &c)) {
 		cJSON_Delete(c.req);
 		return EXIT_USAGE;

@@ -133,3 +133,12 @@ def test_shell_completion_offers_what_each_command_takes():
         assert {"-p", "-w", "--max-stack", "--json"} <= set(spin) and "-t" not in spin, spin
         assert "--measure" in complete("lockscope", "threads", "")
         assert complete("lockscope", "top", "-w", "") == ["10s", "1m", "5m", "all"]
+
+
+def test_doc_samples_are_what_the_cli_prints():
+    """The output samples in README.md and docs/ are rendered from saved real responses by
+    the CLI itself (docs/samples.py): a change to the CLI's output that was not rendered
+    into the docs fails here."""
+    p = subprocess.run([os.path.join(ROOT, "docs", "samples.py"), "--check"], capture_output=True, text=True,
+                       env=dict(os.environ, OUTPUT=BUILD))
+    assert p.returncode == 0, p.stderr
