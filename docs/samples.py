@@ -20,6 +20,7 @@ import json
 import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
 import tempfile
@@ -33,12 +34,17 @@ DOCS = ["README.md"] + [os.path.join("docs", f) for f in sorted(os.listdir(os.pa
                         if f.endswith(".md")]
 MARKER = re.compile(r"^<!-- sample ([a-z0-9-]+): (.+) -->$")
 PIDOF = re.compile(r"\$\(pidof ([\w-]+)\)")
-# how each reproducer a sample names runs for its capture (long enough for its samples)
+# how each reproducer a sample names runs for its capture (long enough for its samples),
+# and for how long it is stopped (SIGSTOP) and continued before them: a burst after a stop
 WORKLOADS = {
-    "mutex_server": ["--workers", "8", "--seconds", "20"],
-    "mmap_storm": ["--seconds", "20"],
-    "pingpong": ["--rounds", "5000000"],
-    "uv_async_spin": ["--senders", "1", "--seconds", "20"],
+    "mutex_server": (["--workers", "8", "--seconds", "20"], 0),
+    "mmap_storm": (["--seconds", "20"], 0),
+    "pingpong": (["--rounds", "5000000"], 0),
+    "uv_async_spin": (["--senders", "1", "--seconds", "20"], 0),
+    "spin_locks": (["--lock", "pthread", "--threads", "3", "--seconds", "20"], 0),
+    "tokio_tick": (["--seconds", "20"], 2.0),
+    "file_writers": (["--seconds", "20"], 0),
+    "busy_poll": (["--mode", "epoll", "--seconds", "20"], 0),
 }
 
 
@@ -105,9 +111,14 @@ def capture():
                 m = PIDOF.search(cmdline)
                 by_workload.setdefault(m.group(1) if m else None, []).append(name)
             for w, samples in sorted(by_workload.items(), key=lambda kv: kv[0] is None):
-                proc = subprocess.Popen([os.path.join(BUILD, "workloads", w), *WORKLOADS[w]],
+                proc = subprocess.Popen([os.path.join(BUILD, "workloads", w), *WORKLOADS[w][0]],
                                         stdout=subprocess.DEVNULL) if w else None
                 time.sleep(1.5 if w else 0)
+                if w and WORKLOADS[w][1]:
+                    os.kill(proc.pid, signal.SIGSTOP)
+                    time.sleep(WORKLOADS[w][1])
+                    os.kill(proc.pid, signal.SIGCONT)
+                    time.sleep(1)
                 for name in samples:
                     args = shlex.split(PIDOF.sub(str(proc.pid) if proc else "", names[name]))
                     quiet = ["--quiet"] if args[0] == "scan" else []
