@@ -125,7 +125,7 @@ def capture():
                     out = subprocess.run([LOCKSCOPE, *args, *quiet, "--json", "--socket", sock],
                                          capture_output=True, text=True, check=True).stdout
                     with open(os.path.join(SAMPLES, name + ".json"), "w") as f:
-                        json.dump(json.loads(out), f, indent=1)
+                        json.dump(json.loads(out), f, separators=(",", ":"))
                         f.write("\n")
                     print("captured", name)
                 if proc:
