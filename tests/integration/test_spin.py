@@ -123,10 +123,14 @@ def test_pause_spin_share(fast_sampler, lock):
         own = json.loads(w.proc.stdout.readline())   # its threads are parked from here on
         steal = host_steal_s() - steal0
         fs = {f["tid"]: f for f in findings(fast_sampler, w.pid, "pause_spin")}
+        # all threads' figures first: a failure then shows whether one thread or all were off
+        for t in own["threads"]:
+            f = fs.get(t["tid"], {})
+            print(lock, t["tid"], "own", round(t["share"], 3), "spin_ns", t["spin_ns"], "cpu_ns", t["cpu_ns"],
+                  "lockscope", round(f.get("share", -1), 3), f.get("evidence", {}).get("samples"),
+                  f.get("evidence", {}).get("spin_samples"), "host steal", steal)
         for t in own["threads"]:
             f = fs[t["tid"]]
-            print(lock, t["tid"], "own", round(t["share"], 3), "lockscope", round(f["share"], 3),
-                  f["evidence"]["samples"], "host steal", steal)
             assert t["share"] > 0.2 and f["share"] > 0.2, "the workload spins and is seen to"
             # The workload's own measure is its thread CPU clock, which leaves out steal time
             # (PARAVIRT_TIME_ACCOUNTING); cpu-clock samples do not: a sample that fires as a
