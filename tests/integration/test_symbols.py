@@ -26,7 +26,8 @@ DEBUG_DIR = "/usr/lib/debug"
 # /usr/lib/debug (/lib/debug is the same directory on merged-/usr systems). ip netns exec
 # remounts /sys, so tracefs is mounted again for the syscall probes.
 HIDE_DEBUG = ["unshare", "-m", "sh", "-c",
-              f"mount --make-rprivate / && mount -t tmpfs none {DEBUG_DIR} && "
+              # the directory exists only where a -dbg package was installed
+              f"mount --make-rprivate / && mkdir -p {DEBUG_DIR} && mount -t tmpfs none {DEBUG_DIR} && "
               "(mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing) && "
               'exec "$0" "$@"']
 PORT = 8002
