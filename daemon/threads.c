@@ -256,25 +256,13 @@ static int tick_one(void *ctx, __u32 tid, const struct sched_thread *st)
 	if (st->flags & SCHED_THREAD_FINAL)
 		tk->t->exits++;
 	if (st->flags & SCHED_THREAD_EXITED) {
-		/* without its final counters, only its spin figures are new */
-		if (!created && !(st->flags & SCHED_THREAD_FINAL)) {
-			struct sched_thread keep = th->st;
-
-			keep.yields = st->yields;
-			keep.yield_spin_ns = st->yield_spin_ns;
-			keep.storm_start_ns = st->storm_start_ns;
-			keep.storm_yields = st->storm_yields;
-			keep.storm_spin_ns = st->storm_spin_ns;
-			keep.last_yield_ns = st->last_yield_ns;
-			keep.samples = st->samples;
-			keep.spin_samples = st->spin_samples;
-			keep.poll_samples = st->poll_samples;
-			keep.poll_nr = st->poll_nr;
-			keep.storm_via = st->storm_via;
-			th->st = keep;
-		} else {
+		/*
+		 * Gone without its final counters (its exit record found no room, or it exited
+		 * before we started): what the last tick read stands; a thread never seen alive
+		 * is known by its spin figures alone.
+		 */
+		if (created || (st->flags & SCHED_THREAD_FINAL))
 			th->st = *st;
-		}
 		th->st.flags |= SCHED_THREAD_EXITED;
 		if (!th->exited_ns)
 			th->exited_ns = tk->now;

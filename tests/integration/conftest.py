@@ -216,3 +216,14 @@ class Workload:
         out = self.proc.stdout.read()
         assert self.proc.wait(timeout=timeout) == 0
         return json.loads(out.strip().splitlines()[-1])
+
+
+@pytest.fixture
+def fast_sampler():
+    """The spin sampler at 997 Hz, as `perf record -F 997` would: ~2000 samples per thread
+    in the run, so the share's sampling error (~0.01) is well inside the tolerance."""
+    require_bpf()
+    d = start_daemon(["--spin-freq", "907"])
+    yield d
+    rc, log = stop_daemon(d)
+    assert rc == 0, log

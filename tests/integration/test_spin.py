@@ -96,17 +96,6 @@ def test_libuv_async_yield_spin(daemon):
     assert "libuv" in f["hint"] and "1.45" in f["hint"]
 
 
-@pytest.fixture
-def fast_sampler():
-    """The spin sampler at 997 Hz, as `perf record -F 997` would: ~2000 samples per thread
-    in the run, so the share's sampling error (~0.01) is well inside the tolerance."""
-    require_bpf()
-    d = start_daemon(["--spin-freq", "907"])
-    yield d
-    rc, log = stop_daemon(d)
-    assert rc == 0, log
-
-
 def host_steal_s():
     """Time the hypervisor ran something else on this VM's CPUs (/proc/stat, USER_HZ)."""
     with open("/proc/stat") as f:

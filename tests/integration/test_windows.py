@@ -15,25 +15,13 @@ import os
 import subprocess
 import time
 
-import pytest
-
-from conftest import WORKLOADS, Workload, require_bpf, start_daemon, stop_daemon
+from conftest import WORKLOADS, Workload
 from test_spin import LOOP_SWITCHES, perf_count_yields, perf_result
 from test_threads import close_enough, proc_switches
 
 AFTER_S = 30	# how long after the exits the views are read
 PAUSE_SHARE_TOLERANCE = 0.1
 MAIN_EXIT_SWITCHES = 10	# the main thread's switches between the /proc read and its exit
-
-
-@pytest.fixture
-def daemon997():
-    """The spin sampler near perf's 997 Hz: ~2000 samples per spinning thread per run."""
-    require_bpf()
-    d = start_daemon(["--spin-freq", "907"])
-    yield d
-    rc, log = stop_daemon(d)
-    assert rc == 0, log
 
 
 def run_pingpong():
@@ -75,8 +63,8 @@ def run_spinner(d):
     return w.pid, {t["tid"]: t["share"] for t in own["threads"]}, live
 
 
-def test_exited_threads_keep_their_figures_in_the_window(daemon997):
-    d = daemon997
+def test_exited_threads_keep_their_figures_in_the_window(fast_sampler):
+    d = fast_sampler
     pp_pid, procs = run_pingpong()
     uv_pid, loop_tid, switched = run_yield_storm()
     sp_pid, own, live = run_spinner(d)
