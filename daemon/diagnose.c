@@ -370,16 +370,38 @@ static void lock_rules(const cJSON *row, const struct diag_input *in, cJSON *out
 
 /* ---- futex hash-bucket contention ---- */
 
+/* A scheduler function: the waits below it are on a runqueue lock, whoever called schedule(). */
+static bool is_sched_frame(const char *sym)
+{
+	return sym && (!strncmp(sym, "schedule", 8) || !strncmp(sym, "__schedule", 10) ||
+		       !strncmp(sym, "preempt_schedule", 16));
+}
+
 /*
- * The waits of futex(2) itself: the kernel's `caller` (the first frame above the lock
- * primitives) is futex code, i.e. the lock is a futex hash bucket's, taken by futex_wake,
- * futex_wait_setup, futex_q_lock and the like.
+ * The waits of futex(2) itself: the kernel's `caller` (the first frame above the lock and
+ * scheduler primitives, as perf names it) is futex code, and the lock is a futex hash
+ * bucket's, taken by futex_wake, futex_wait_setup, futex_q_lock and the like. A futex
+ * waiter switching out (futex_do_wait -> schedule) waits for its runqueue's lock with the
+ * same caller: its sampled stack shows the scheduler below the caller, and it is not counted.
  */
 static bool is_futex_bucket_wait(const cJSON *caller)
 {
 	const char *fn = ls_json_str(caller, "caller");
+	const cJSON *frame;
+	size_t len;
 
-	return fn && (!strncmp(fn, "futex_", 6) || !strncmp(fn, "__futex_", 8));
+	if (!fn || (strncmp(fn, "futex_", 6) && strncmp(fn, "__futex_", 8)))
+		return false;
+	len = strcspn(fn, "+");
+	cJSON_ArrayForEach(frame, ls_json_get(caller, "stack")) {
+		const char *sym = ls_json_str(frame, "sym");
+
+		if (sym && strlen(sym) == len && !strncmp(sym, fn, len))
+			break;
+		if (is_sched_frame(sym))
+			return false;
+	}
+	return true;
 }
 
 static bool is_futex_lock_type(const char *type)

@@ -93,6 +93,9 @@ def test_rule_fires_and_fixed_is_silent(daemon, rule):
         ev = f["evidence"]
         assert f["kind"] == "kernel" and f["type"] == "spinlock" and ev["share"] >= 0.2, ev
         assert all(c["caller"].startswith(("futex_", "__futex_")) for c in ev["callers"])
+        # a futex waiter's runqueue lock (futex_do_wait -> schedule) is not the bucket's
+        assert not [c for c in ev["callers"]
+                    if any(fr["sym"] in ("__schedule", "schedule") for fr in c.get("stack") or [])]
         # ... and the lock rules leave that lock to it
         assert not [x for x in r["findings"] if x["rule"] in LOCK_RULES and x["lock"] == f["lock"]]
     text = daemon.cli("report", "-p", str(os.getpid()), "-w", "10s").stdout
@@ -103,6 +106,12 @@ def test_rule_fires_and_fixed_is_silent(daemon, rule):
     if bad[0] == "prio_inversion":
         # its compactor holds the lock most of the time on purpose: coarse_lock stays, truly
         silent.discard("coarse_lock")
+    if rule != "wait_jitter" and all(f["evidence"].get("holder_preempted", {}).get("count", 0) > 0
+                                     for f in r["findings"] if f["rule"] == "wait_jitter"):
+        # on a loaded machine a fixed variant's holders are preempted too, and the long waits
+        # that makes are real: wait_jitter names them by those preemptions. It is not the
+        # design problem this rule's workload was built for (seen under a parallel build).
+        silent.discard("wait_jitter")
     assert not rules(r) & silent
 
 
