@@ -93,6 +93,24 @@ static __always_inline void *ls_reserve(void **rb, enum ls_rec_type type, __u32 
 	return r;
 }
 
+/*
+ * Submits a record nobody waits for: the daemon's timer drains it (ENGINE_TICK_MS) unless
+ * the ring is half full. A sampler's records must not wake the reader at the instants it
+ * samples: the reader then preempts the sampled program's threads right after samples,
+ * and the next samples land in what that preemption caused (a preempted lock holder's
+ * waiters spinning), not in a fair sample of the program's time.
+ */
+static __always_inline void ls_submit_lazy(void *rb, void *rec)
+{
+	__u64 flags = BPF_RB_NO_WAKEUP;
+
+	if (bpf_ringbuf_query(rb, BPF_RB_AVAIL_DATA) >= 2 * wakeup_bytes) {
+		flags = BPF_RB_FORCE_WAKEUP;
+		ls_count(LS_CNT_RB_WAKEUPS);
+	}
+	bpf_ringbuf_submit(rec, flags);
+}
+
 static __always_inline void ls_submit(void *rb, void *rec)
 {
 	__u64 flags = BPF_RB_NO_WAKEUP;

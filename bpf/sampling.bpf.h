@@ -63,22 +63,28 @@ static __always_inline void bucket_refill(struct stack_bucket *b, __u64 now, __u
 	b->last_ns = now;
 }
 
+/* Whether per-CPU bucket @map allows one more @cost_ns, and spends it if so. */
+static __always_inline bool bucket_take(void *map, __u64 now, __u64 burst_ns, __u64 cost_ns)
+{
+	struct stack_bucket *b;
+	__u32 zero = 0;
+
+	if (!cost_ns)
+		return false;
+	b = bpf_map_lookup_elem(map, &zero);
+	if (!b)
+		return false;
+	bucket_refill(b, now, burst_ns);
+	if (b->credit_ns < cost_ns)
+		return false;
+	b->credit_ns -= cost_ns;
+	return true;
+}
+
 /* Whether the CPU's budget allows one more stack, and spends it if so. */
 static __always_inline bool sample_cpu_stack(__u64 now)
 {
-	struct stack_bucket *cb;
-	__u32 zero = 0;
-
-	if (!cpu_stack_cost_ns)
-		return false;
-	cb = bpf_map_lookup_elem(&cpu_bucket, &zero);
-	if (!cb)
-		return false;
-	bucket_refill(cb, now, cpu_burst_ns);
-	if (cb->credit_ns < cpu_stack_cost_ns)
-		return false;
-	cb->credit_ns -= cpu_stack_cost_ns;
-	return true;
+	return bucket_take(&cpu_bucket, now, cpu_burst_ns, cpu_stack_cost_ns);
 }
 
 /*

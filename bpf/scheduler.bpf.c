@@ -44,6 +44,28 @@ const volatile bool spin_source = true;		/* sched-threads: yields, stops, spin s
  * uv_run), and these dumps are few.
  */
 const volatile __u32 spin_stack_bytes = 0;
+/*
+ * Spin samples' dumps have a budget of their own, far below the waits': the share a thread
+ * spins is counted from every sample, the dumps only say where, and a few dozen per second
+ * show that. At the waits' rate their 16 KiB each would fill the ring between two timer
+ * drains and wake the reader right after samples (ls_submit_lazy()). No burst: a steady
+ * rate, one dump's credit at most. 0: no spin dumps.
+ */
+const volatile __u64 spin_dump_cost_ns = LS_NSEC_PER_SEC / SCHED_DEF_SPIN_DUMP_RATE;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct stack_bucket);
+} spin_dump_bucket SEC(".maps");
+
+/* Whether a spin sample may take a dump: the spin budget, then the CPU's. */
+static __always_inline bool sample_spin_dump(__u64 now)
+{
+	return bucket_take(&spin_dump_bucket, now, spin_dump_cost_ns, spin_dump_cost_ns) &&
+	       sample_cpu_stack(now);
+}
 
 /* Task states (include/linux/sched.h); values, because BTF carries no macros. */
 enum task_state_bits {
@@ -345,17 +367,17 @@ static __always_inline void note_holder(struct sched_slot *e, __u32 tgid, __u32 
  * code, with or without frame pointers; the daemon's unwinder walks frame pointers where
  * CFI is missing), else a frame-pointer walk here. A dump that fails (ring full, stack
  * page not present) is not replaced by a walk here: through code without frame pointers
- * it would give a stack of garbage addresses.
+ * it would give a stack of garbage addresses. @lazy: for a sampler (ustack_dump()).
  */
 static __always_inline void take_stack(void *ctx, __s32 *id, __u64 *dump, __u32 *flags,
-				       __u32 fp_flag, __u32 dump_flag)
+				       __u32 fp_flag, __u32 dump_flag, bool lazy)
 {
 	long sid;
 
 	*id = -1;
 	*dump = 0;
 	if (ustack_bytes) {
-		*dump = ustack_dump(ustack_bytes);
+		*dump = ustack_dump(ustack_bytes, lazy);
 		if (*dump)
 			*flags |= dump_flag;
 		return;
@@ -402,7 +424,7 @@ static __always_inline void wait_open(void *ctx, struct sched_slot *e, __u32 tgi
 	if (sample_stack(uaddr, now)) {
 		e->rec_flags |= ULOCK_RF_SAMPLED;
 		take_stack(ctx, &e->stack_id, &e->stack_dump, &e->rec_flags, ULOCK_RF_STACK,
-			   ULOCK_RF_DUMP);
+			   ULOCK_RF_DUMP, false);
 	}
 	if (e->state == SLOT_IDLE)
 		pending_open(tid);
@@ -639,7 +661,7 @@ static __always_inline void yield_count(struct task_struct *t, __u64 now, __u32 
 	sp->last_yield_exec_ns = exec;
 	if (sp->storm_yields != SCHED_YIELD_STACK_FIRST && sp->storm_yields % SCHED_YIELD_STACK_EVERY)
 		return;
-	if (!sample_cpu_stack(now) || !(dump = ustack_dump(spin_stack_bytes)))
+	if (!sample_cpu_stack(now) || !(dump = ustack_dump(spin_stack_bytes, false)))
 		return;
 	r = ls_reserve(&rb, LS_REC_SCHED_YIELD, sizeof(*r));
 	if (!r)
@@ -789,7 +811,7 @@ static __always_inline void resume_window(struct sched_slot *e, struct task_stru
 		if (!e->stop.stack_dump &&
 		    e->stop.window_events - e->stop.resume_events >= SCHED_BURST_STACK_EVENTS &&
 		    sample_cpu_stack(bpf_ktime_get_ns()))
-			e->stop.stack_dump = ustack_dump(spin_stack_bytes);
+			e->stop.stack_dump = ustack_dump(spin_stack_bytes, false);
 		return;
 	}
 	report_resume(&e->stop, t);
@@ -925,7 +947,7 @@ int BPF_PROG(sched_waking, struct task_struct *p)
 	ls_count(LS_CNT_URELEASER);
 	if (e->rec_flags & ULOCK_RF_SAMPLED)
 		take_stack(ctx, &e->releaser_stack_id, &e->releaser_dump, &e->rec_flags,
-			   ULOCK_RF_RELEASER_STACK, ULOCK_RF_RELEASER_DUMP);
+			   ULOCK_RF_RELEASER_STACK, ULOCK_RF_RELEASER_DUMP, false);
 	return 0;
 }
 
@@ -973,7 +995,7 @@ int hold_sample(struct bpf_perf_event_data *ctx)
 	}
 	/* the stack first: a dump reserved after the record would reach the daemon after it */
 	flags = h->rec_flags;
-	take_stack(ctx, &stack_id, &dump, &flags, ULOCK_RF_STACK, ULOCK_RF_DUMP);
+	take_stack(ctx, &stack_id, &dump, &flags, ULOCK_RF_STACK, ULOCK_RF_DUMP, true);
 	r = ls_reserve(&rb, LS_REC_ULOCK_HOLD, sizeof(*r));
 	if (!r)
 		return 0;
@@ -1066,7 +1088,7 @@ int spin_sample(struct bpf_perf_event_data *ctx)
 		flags = SCHED_RF_POLL;
 	}
 	ls_count(LS_CNT_SPIN_SAMPLES);
-	if (!t->mm || !sample_cpu_stack(bpf_ktime_get_ns()) || !(dump = ustack_dump(spin_stack_bytes))) {
+	if (!t->mm || !sample_spin_dump(bpf_ktime_get_ns()) || !(dump = ustack_dump(spin_stack_bytes, true))) {
 		ls_count(LS_CNT_SPIN_UNSTACKED);
 		return 0;
 	}
@@ -1080,7 +1102,7 @@ int spin_sample(struct bpf_perf_event_data *ctx)
 	r->rec_flags = SCHED_RF_DUMP | flags;
 	r->pad = 0;
 	__builtin_memcpy(r->comm, t->comm, sizeof(r->comm));
-	ls_submit(rb, r);
+	ls_submit_lazy(rb, r);
 	return 0;
 }
 

@@ -115,9 +115,10 @@ static __always_inline __u32 ustack_copy(void *dst, __u64 sp, __u32 *flags, __u3
 /*
  * Writes a dump of the current thread with a window of @bytes (a read-only global) and
  * returns its id, or 0 when there is none (dumps off, kernel thread, ring full, stack not
- * readable; the last two are counted).
+ * readable; the last two are counted). A sampler's dump is @lazy: it does not wake the
+ * reader (ls_submit_lazy()).
  */
-static __always_inline __u64 ustack_dump(__u32 bytes)
+static __always_inline __u64 ustack_dump(__u32 bytes, bool lazy)
 {
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct pt_regs *uregs = (struct pt_regs *)bpf_task_pt_regs(task);
@@ -157,7 +158,10 @@ static __always_inline __u64 ustack_dump(__u32 bytes)
 	r->pad = 0;
 	if (flags & LS_USTACK_F_SHORT)
 		ls_count(LS_CNT_UDUMP_SHORT);
-	ls_submit(rb, r);
+	if (lazy)
+		ls_submit_lazy(rb, r);
+	else
+		ls_submit(rb, r);
 	return id;
 discard:
 	bpf_ringbuf_discard(r, BPF_RB_NO_WAKEUP);

@@ -375,6 +375,7 @@ static int load_sched(struct collector *c)
 	SET_SHARED_RODATA(s->rodata, o);
 	SET_DUMP_RODATA(s->rodata, o, o->ustack_bytes);
 	s->rodata->spin_stack_bytes = o->ustack_bytes ? o->spin_stack_bytes : 0;
+	s->rodata->spin_dump_cost_ns = o->spin_dump_rate ? NSEC_PER_SEC / o->spin_dump_rate : 0;
 	s->rodata->futex_waits = o->user_locks;
 	s->rodata->spin_source = o->sched_threads != 0;
 	if ((err = REUSE_SHARED_MAPS(&s->maps, c)) ||

@@ -41,6 +41,7 @@ struct collector_opts {
 	__u32 sched_threads;		/* threads with per-thread scheduling counts; 0: off */
 	__u32 spin_freq;		/* spin-loop samples/s per CPU; 0 disables */
 	__u32 spin_stack_bytes;		/* stack window of yield, spin and burst dumps */
+	__u32 spin_dump_rate;		/* spin-sample dumps/s per CPU; 0: none */
 	const struct ls_probes *probes;	/* NULL: probe now */
 	collector_record_fn on_record;
 	void *ctx;

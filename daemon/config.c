@@ -45,6 +45,8 @@ const struct ls_setting ls_settings[] = {
 	    "stacks/s per CPU, all locks"),
 	U32("user-dump-rate", ENG(collector.udump_rate), 1, 1000000, 0, "sampling",
 	    "user stack dumps/s per CPU, all locks"),
+	U32("spin-dump-rate", ENG(collector.spin_dump_rate), 0, 1000000, 0, "sampling",
+	    "user stack dumps/s per CPU of spin samples (the share counts every sample); 0: none"),
 	U32("user-stack-bytes", ENG(collector.ustack_bytes), 0, LS_USTACK_MAX_BYTES, LS_SET_WINDOW, "sampling",
 	    "user stack copied per dump for DWARF unwinding (multiple of 8, >= 1024); 0: frame pointers"),
 	U32("spin-stack-bytes", ENG(collector.spin_stack_bytes), LS_USTACK_MIN_BYTES, LS_USTACK_MAX_BYTES,

@@ -206,6 +206,7 @@ void engine_opts__init(struct engine_opts *o)
 	o->collector.sched_threads = SCHED_DEF_MAX_THREADS;
 	o->collector.spin_freq = SCHED_DEF_SPIN_FREQ;
 	o->collector.spin_stack_bytes = SCHED_DEF_STACK_BYTES;
+	o->collector.spin_dump_rate = SCHED_DEF_SPIN_DUMP_RATE;
 	o->max_keys = 200000;
 	o->max_stacks = 100000;
 	o->windows = true;
