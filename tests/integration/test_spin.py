@@ -1,6 +1,7 @@
 """Spin, yields, bursts and preempted holders (seeds 000, 001, 004): `lockscope spin` on
 real reproducers, with the figures checked against an independent count."""
 import json
+import math
 import os
 import re
 import signal
@@ -96,45 +97,49 @@ def test_libuv_async_yield_spin(daemon):
     assert "libuv" in f["hint"] and "1.45" in f["hint"]
 
 
-def host_steal_s():
-    """Time the hypervisor ran something else on this VM's CPUs (/proc/stat, USER_HZ)."""
-    with open("/proc/stat") as f:
-        fields = f.readline().split()
-    return int(fields[8]) / os.sysconf("SC_CLK_TCK") if len(fields) > 8 else 0.0
+# A sampled share against the thread's own CPU clock. With a lock, a sampler perturbs what
+# it samples: an interrupted (or, by the sampler's reader, preempted) holder makes its waiters
+# spin right after the sample, and on this 2-CPU machine perf's own cpu-clock samples moved
+# with it as much as lockscope's (three threads: both read up to 0.13 above or below the
+# clock; two threads: up to 0.3). The `timed` spinners hand nothing over: each spins PAUSEs
+# of its own, and there the share is checked to sampling error (5 standard errors of the
+# thread's sample count) plus a residue: in the full suite one run read lockscope 0.07 above
+# the clock (0.042 of it beyond 5 standard errors; alone, runs read -0.00..+0.03), cause not
+# yet known. The locks are checked to what the perturbation allows.
+TIMED_RESIDUE = 0.03
+LOCK_TOLERANCE = 0.2
+SPIN_FUNCTION = {"ttas": "ttas_spin", "pthread": "pthread_spin_lock", "timed": "timed_spin"}
 
 
-@pytest.mark.parametrize("lock", ["ttas", "pthread"])
+@pytest.mark.parametrize("lock", ["ttas", "pthread", "timed"])
 def test_pause_spin_share(fast_sampler, lock):
-    w = Workload("spin_locks", "--lock", lock, "--threads", "3", "--seconds", "3")
+    # timed rounds 10x the default: ~0.6 ms, so that the two clock reads around each spin are
+    # under 0.5 % of the workload's own figure (at ~60 us, measured: 0.04-0.09 of it)
+    rounds = ("--inside", "300000", "--outside", "100000") if lock == "timed" else ()
+    w = Workload("spin_locks", "--lock", lock, "--threads", "3", "--seconds", "3", *rounds)
     try:
-        steal0 = host_steal_s()
         w.go()
         own = json.loads(w.proc.stdout.readline())   # its threads are parked from here on
-        steal = host_steal_s() - steal0
         fs = {f["tid"]: f for f in findings(fast_sampler, w.pid, "pause_spin")}
         # all threads' figures first: a failure then shows whether one thread or all were off
         for t in own["threads"]:
             f = fs.get(t["tid"], {})
-            print(lock, t["tid"], "own", round(t["share"], 3), "spin_ns", t["spin_ns"], "cpu_ns", t["cpu_ns"],
-                  "lockscope", round(f.get("share", -1), 3), f.get("evidence", {}).get("samples"),
-                  f.get("evidence", {}).get("spin_samples"), "host steal", steal)
+            print(lock, t["tid"], "own", round(t["share"], 3), "lockscope", round(f.get("share", -1), 3),
+                  f.get("evidence", {}).get("samples"),
+                  [(round(x["share"], 3), [fr["sym"] for fr in (x.get("stack") or [])[:2]])
+                   for x in f.get("evidence", {}).get("stacks", [])])
         for t in own["threads"]:
             f = fs[t["tid"]]
             assert t["share"] > 0.2 and f["share"] > 0.2, "the workload spins and is seen to"
-            # The workload's own measure is its thread CPU clock, which leaves out steal time
-            # (PARAVIRT_TIME_ACCOUNTING); cpu-clock samples do not: a sample that fires as a
-            # vCPU comes back lands where it was parked, and KVM parks vCPUs that spin on
-            # PAUSE (pause-loop exiting). glibc's loop is all PAUSE and two loads: that is
-            # the suspected cause of the one CI run where its share read 0.12 high (without
-            # steal it reads 0.02-0.06 low, from the lock-decl retry outside the loop). The
-            # TTAS lock stays within 0.07 regardless; the pthread lock is compared where the
-            # host stole < 50 ms of CPU during the run.
-            if lock == "ttas" or steal < 0.05:
-                assert abs(f["share"] - t["share"]) <= 0.1
+            if lock == "timed":
+                p, n = t["share"], f["evidence"]["samples"]
+                tolerance = 5 * math.sqrt(p * (1 - p) / n) + TIMED_RESIDUE
+            else:
+                tolerance = LOCK_TOLERANCE
+            assert abs(f["share"] - t["share"]) <= tolerance
             assert f["comm"] == "spinner" and f["cpu_ns"] > 0
             st = frames(f)
-            top = "ttas_spin" if lock == "ttas" else "pthread_spin_lock"
-            assert top in st[0][0], st
+            assert SPIN_FUNCTION[lock] in st[0][0], st
             assert any(sym == "worker_main" for sym, mod in st)
             assert f["evidence"]["stacks"][0]["share"] <= f["share"] + 1e-9
         # the main thread only sleeps: no finding

@@ -65,14 +65,19 @@ def test_mutex_server_matches_workload_counters(daemon):
 
 
 def test_fixed_mode_contends_10x_less(daemon):
+    """Per message handled: the two runs handle different numbers of messages (the fixed
+    server is faster, more so on a quiet machine), so their contention is compared per
+    message, each from the run's own count (measured: 60-85x less; under a parallel build
+    7x less in absolute counts, 84x per message)."""
     bad_pid, bad = run_server(daemon)
     fixed_pid, fixed = run_server(daemon, "--fixed")
     bad_top = user_rows(daemon, bad_pid, "-l", "--holders")[0]
     fixed_rows = [r for r in user_rows(daemon, fixed_pid, "-l", "--holders")
                   if r.get("uaddr") == fixed["mutex"]]
     fixed_n = fixed_rows[0]["contended"] if fixed_rows else 0
-    print(f"contended: bad {bad_top['contended']}, fixed {fixed_n}; messages/s {bad['per_s']} -> {fixed['per_s']}")
-    assert bad_top["contended"] >= 10 * max(fixed_n, 1)
+    print(f"contended: bad {bad_top['contended']} in {bad['messages']} messages, fixed {fixed_n} in "
+          f"{fixed['messages']}; messages/s {bad['per_s']} -> {fixed['per_s']}")
+    assert bad_top["contended"] / bad["messages"] >= 10 * max(fixed_n, 1) / fixed["messages"]
     # the lock is still held (deque operations), but no longer while formatting
     hits, total = holder_share(fixed_rows[0]) if fixed_rows else (0, 0)
     print(f"fixed: holder samples in formatting {hits}/{total}")

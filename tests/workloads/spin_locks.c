@@ -5,6 +5,12 @@
  *
  *   --lock ttas      a hand-written test-and-test-and-set lock spinning on PAUSE
  *   --lock pthread   pthread_spin_lock (glibc's loop spins on PAUSE too)
+ *   --lock timed     no lock: each thread spins --inside PAUSEs of its own, then works.
+ *                    Nothing hands anything over, so nothing a sampler does to one
+ *                    thread (an interrupt, a wakeup of its reader) makes another spin:
+ *                    the spin share is the thread's alone, which a sampler must match.
+ *                    With a lock, an interrupted holder makes its waiters spin right
+ *                    after a sample, and on few CPUs a sampler's own share moves with it.
  *
  * Each thread: lock, work (the critical section), unlock, work outside. When the first
  * try fails, the thread's CPU clock is read before and after the spin: spin_ns is CPU time
@@ -29,18 +35,23 @@
 #include "workload.h"
 
 #define MAX_THREADS 16
+/* --lock timed: --inside units per PAUSE (measured: a PAUSE costs ~50 loop iterations of work()) */
+#define TIMED_WORK_PER_PAUSE 150
+
+static const char *const kind_names[] = { "ttas", "pthread", "timed" };
 
 static struct {
 	double seconds;
 	int threads;
 	int inside, outside;	/* busy-loop iterations in and out of the critical section */
-	bool pthread;
+	enum lock_kind { LOCK_TTAS, LOCK_PTHREAD, LOCK_TIMED, LOCK_KINDS } kind;
 	bool wait_go;
 } opts = { .seconds = 3, .threads = 3, .inside = 30000, .outside = 10000 };
 
 struct worker {
 	pthread_t th;
 	int tid;
+	unsigned int seed;	/* jitter()'s */
 	uint64_t spin_ns, cpu_ns;
 };
 
@@ -78,6 +89,15 @@ __attribute__((noinline, aligned(256))) static bool ttas_try(void)
 	return !atomic_exchange_explicit(&ttas, 1, memory_order_acquire);
 }
 
+/* --lock timed: @n PAUSEs, nothing else */
+__attribute__((noinline, aligned(256))) static void timed_spin(int n)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		__builtin_ia32_pause();
+}
+
 /* test-and-test-and-set: spin on a plain load with PAUSE, then try the exchange */
 __attribute__((noinline, aligned(256))) static void ttas_spin(void)
 {
@@ -89,14 +109,30 @@ __attribute__((noinline, aligned(256))) static void ttas_spin(void)
 	}
 }
 
+/*
+ * @n give or take half, at random: sections of one fixed length lock the threads into a
+ * schedule that repeats, and a sampler at a fixed rate can then keep landing in the same
+ * phase of it (measured: spin sampled at 1150/s and work at 770/s by a 907 Hz sampler).
+ */
+static int jitter(unsigned int *seed, int n)
+{
+	return n / 2 + (n ? (int)(rand_r(seed) % (unsigned int)n) : 0);
+}
+
 static void lock(struct worker *w)
 {
 	uint64_t t0;
 
-	if (opts.pthread ? !pthread_spin_trylock(&spin) : ttas_try())
+	if (opts.kind == LOCK_TIMED) {
+		t0 = thread_cpu_ns();
+		timed_spin(jitter(&w->seed, opts.inside / TIMED_WORK_PER_PAUSE));
+		w->spin_ns += thread_cpu_ns() - t0;
+		return;
+	}
+	if (opts.kind == LOCK_PTHREAD ? !pthread_spin_trylock(&spin) : ttas_try())
 		return;
 	t0 = thread_cpu_ns();
-	if (opts.pthread)
+	if (opts.kind == LOCK_PTHREAD)
 		pthread_spin_lock(&spin);
 	else
 		ttas_spin();
@@ -105,9 +141,9 @@ static void lock(struct worker *w)
 
 static void unlock(void)
 {
-	if (opts.pthread)
+	if (opts.kind == LOCK_PTHREAD)
 		pthread_spin_unlock(&spin);
-	else
+	else if (opts.kind == LOCK_TTAS)
 		atomic_store_explicit(&ttas, 0, memory_order_release);
 }
 
@@ -117,13 +153,15 @@ static void *worker_main(void *arg)
 	uint64_t t0;
 
 	w->tid = syscall(SYS_gettid);
+	w->seed = w->tid;
 	pthread_setname_np(pthread_self(), "spinner");
 	t0 = thread_cpu_ns();
 	while (!atomic_load(&stop)) {
 		lock(w);
-		work(opts.inside);
+		if (opts.kind != LOCK_TIMED)
+			work(jitter(&w->seed, opts.inside));
 		unlock();
-		work(opts.outside);
+		work(jitter(&w->seed, opts.outside));
 	}
 	w->cpu_ns = thread_cpu_ns() - t0;
 	pthread_mutex_lock(&park_mu);
@@ -152,9 +190,12 @@ int main(int argc, char **argv)
 		case 's': opts.seconds = atof(optarg); break;
 		case 't': opts.threads = atoi(optarg); break;
 		case 'l':
-			if (strcmp(optarg, "ttas") && strcmp(optarg, "pthread"))
+			for (i = 0; i < LOCK_KINDS; i++)
+				if (!strcmp(optarg, kind_names[i]))
+					break;
+			if (i == LOCK_KINDS)
 				return 2;
-			opts.pthread = !strcmp(optarg, "pthread");
+			opts.kind = i;
 			break;
 		case 'i': opts.inside = atoi(optarg); break;
 		case 'o': opts.outside = atoi(optarg); break;
@@ -175,7 +216,7 @@ int main(int argc, char **argv)
 	for (i = 0; i < opts.threads; i++)
 		while (!__atomic_load_n(&workers[i].cpu_ns, __ATOMIC_ACQUIRE))
 			usleep(1000);
-	printf("{\"lock\": \"%s\", \"threads\": [", opts.pthread ? "pthread" : "ttas");
+	printf("{\"lock\": \"%s\", \"threads\": [", kind_names[opts.kind]);
 	for (i = 0; i < opts.threads; i++)
 		printf("%s{\"tid\": %d, \"spin_ns\": %lu, \"cpu_ns\": %lu, \"share\": %.4f}", i ? ", " : "",
 		       workers[i].tid, (unsigned long)workers[i].spin_ns, (unsigned long)workers[i].cpu_ns,
