@@ -103,10 +103,10 @@ def test_libuv_async_yield_spin(daemon):
 # with it as much as lockscope's (three threads: both read up to 0.13 above or below the
 # clock; two threads: up to 0.3). The `timed` spinners hand nothing over: each spins PAUSEs
 # of its own, and there the share is checked to sampling error (5 standard errors of the
-# thread's sample count) plus a residue: in the full suite one run read lockscope 0.07 above
-# the clock (0.042 of it beyond 5 standard errors; alone, runs read -0.00..+0.03), cause not
-# yet known. The locks are checked to what the perturbation allows.
-TIMED_RESIDUE = 0.03
+# thread's sample count) plus what the two clock reads around each spin add to the workload's
+# own figure (under 0.5 % at these rounds). The locks are checked to what the perturbation
+# allows. (The holder sampler is off: see fast_sampler.)
+TIMED_RESIDUE = 0.01
 LOCK_TOLERANCE = 0.2
 SPIN_FUNCTION = {"ttas": "ttas_spin", "pthread": "pthread_spin_lock", "timed": "timed_spin"}
 
