@@ -11,6 +11,17 @@ from conftest import LOCKSCOPE, Workload, check_response, require_bpf
 # with getrusage around its blocking lock: the two counts differ only by waits in flight
 # when collection starts or stops (none: the workload waits for the tracer).
 COUNT_TOLERANCE = 0.01
+# lockscope times switch-out to switch-in; the workload's clock also runs while it calls
+# getrusage, retries the lock word and returns from pthread_mutex_lock.
+WAIT_MIN_SHARE = 0.85
+# Frames of the critical section's formatting: format_log itself and glibc's printf
+# machinery (with DWARF unwinding the stacks reach format_log through FP-less glibc).
+FORMAT_FRAME = re.compile(r"format_log|printf|_itoa|_IO_|__mpn_|hack_digit|outstring|strchrnul|"
+                          r"__strlen|memcpy|memmove|__printf_buffer")
+
+
+def user_rows(d, pid, *args):
+    return d.cli_json("top", "-w", "all", "--kind", "user", "-p", str(pid), *args)["rows"]
 
 
 def assert_sleeps_counted(contended, sleeps, dropped):
@@ -23,17 +34,6 @@ def assert_sleeps_counted(contended, sleeps, dropped):
     assert contended <= sleeps * (1 + COUNT_TOLERANCE), (contended, sleeps)
     assert sleeps - contended <= COUNT_TOLERANCE * sleeps + dropped.get("missed_end", 0), \
         (contended, sleeps, dropped)
-# lockscope times switch-out to switch-in; the workload's clock also runs while it calls
-# getrusage, retries the lock word and returns from pthread_mutex_lock.
-WAIT_MIN_SHARE = 0.85
-# Frames of the critical section's formatting: format_log itself and glibc's printf
-# machinery (with DWARF unwinding the stacks reach format_log through FP-less glibc).
-FORMAT_FRAME = re.compile(r"format_log|printf|_itoa|_IO_|__mpn_|hack_digit|outstring|strchrnul|"
-                          r"__strlen|memcpy|memmove|__printf_buffer")
-
-
-def user_rows(d, pid, *args):
-    return d.cli_json("top", "-w", "all", "--kind", "user", "-p", str(pid), *args)["rows"]
 
 
 # futex sleeps a comparison needs: enough that 1 % is tens of waits
