@@ -38,14 +38,18 @@ TEST_NICE = -15
 AUTOGROUP = "/proc/self/autogroup"
 if os.geteuid() == 0:
     os.setpriority(os.PRIO_PROCESS, 0, TEST_NICE)
+    def _autogroup_nice(nice):
+        with open(AUTOGROUP, "w") as f:
+            f.write(str(nice))
     # "/autogroup-318 nice 0", or nothing when the task is in no autogroup (a task group of
     # its own, e.g. a cgroup with the cpu controller, or init's session): then nice alone
     # ranks it. The shell's session gets its own nice back at exit.
-    _ag = open(AUTOGROUP).read().split() if os.path.exists(AUTOGROUP) else []
+    try:
+        with open(AUTOGROUP) as f:
+            _ag = f.read().split()
+    except FileNotFoundError:  # a kernel without CONFIG_SCHED_AUTOGROUP
+        _ag = []
     if _ag:
-        def _autogroup_nice(nice):
-            with open(AUTOGROUP, "w") as f:
-                f.write(str(nice))
         atexit.register(_autogroup_nice, int(_ag[-1]))
         _autogroup_nice(TEST_NICE)
 
