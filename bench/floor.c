@@ -1,16 +1,17 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * floor: loads bench/floor.bpf.c (empty programs on lockscoped's hooks), attaches every
- * program, the two cpu-clock samplers at lockscoped's default rates, prints "ready" and
- * holds them until stdin closes or a signal comes. Each line on stdin asks for the
- * programs' run counts and times (kernel.bpf_stats_enabled), one JSON line back.
- * bench/run.py's `floor` configuration.
- * The holder sampler runs all the time here; lockscoped enables it only while user-lock
- * holders are being noted, so the floor is the upper bound of that hook's cost.
+ * floor [--all]: loads bench/floor.bpf.c (empty programs on lockscoped's hooks), attaches
+ * the programs lockscoped keeps attached and the spin sampler at its default rate, prints
+ * "ready" and holds them until stdin closes or a signal comes. Each line on stdin asks for
+ * the programs' run counts and times (kernel.bpf_stats_enabled), one JSON line back.
+ * --all adds what lockscoped attaches on demand (sched_waking while futex waits come
+ * fast, the holder sampler while holders are noted), for per-event costs on every hook.
+ * bench/run.py's `floor` and `floor_all` configurations.
  */
 #include <errno.h>
 #include <linux/perf_event.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,25 +82,35 @@ static void on_signal(int sig)
 	(void)sig;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	static struct sampler spin, hold;
 	int nr_cpus = libbpf_num_possible_cpus(), err;
+	bool all = argc > 1 && !strcmp(argv[1], "--all");
 	struct sigaction sa = { .sa_handler = on_signal };
 	struct floor_bpf *skel;
 	char line[16];
 
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
-	skel = floor_bpf__open_and_load();
-	if (!skel) {
+	if (argc > 1 && !all) {
+		fprintf(stderr, "usage: floor [--all]\n");
+		return 2;
+	}
+	skel = floor_bpf__open();
+	if (skel && !all) {
+		bpf_program__set_autoload(skel->progs.scheduler_waking, false);
+		bpf_program__set_autoload(skel->progs.scheduler_hold_sample, false);
+	}
+	if (!skel || floor_bpf__load(skel)) {
 		fprintf(stderr, "floor: cannot load the empty programs: %s\n", strerror(errno));
+		floor_bpf__destroy(skel);
 		return 1;
 	}
 	err = floor_bpf__attach(skel);
 	if (!err)
 		err = sampler_attach(&spin, nr_cpus, skel->progs.scheduler_spin_sample, SPIN_FREQ);
-	if (!err)
+	if (!err && all)
 		err = sampler_attach(&hold, nr_cpus, skel->progs.scheduler_hold_sample, HOLD_FREQ);
 	if (err) {
 		fprintf(stderr, "floor: cannot attach: %s\n", strerror(-err));

@@ -113,6 +113,7 @@ enum ls_rec_type {
 	LS_REC_SCHED_SPIN,	/* struct sched_spin_rec: a sample in a spin loop */
 	LS_REC_SCHED_RESUME,	/* struct sched_resume_rec: a stop and the events after it */
 	LS_REC_WAIT,		/* struct ls_wait_rec: one wait the wait table had no room for */
+	LS_REC_WAKER_WANTED,	/* struct ls_rec_hdr alone: futex waits reached waker-min-rate */
 };
 
 struct ls_rec_hdr {

@@ -10,7 +10,8 @@
  * - Futex waits that block: a task switched out asleep whose syscall registers say
  *   futex(WAIT...) has begun a futex wait, and its next switch-in ends it; the wait is
  *   added to the wait table (exact), and the ones the stack sampler picks also go to the
- *   ring with their stacks. sched_waking names the thread whose futex(WAKE) ended it.
+ *   ring with their stacks. sched_waking names the thread whose futex(WAKE) ended it;
+ *   it is attached only while futex waits come fast enough to be worth it.
  *   syscalls:sys_{enter,exit}_futex would put every syscall of every task on the tracing
  *   slow path, so those are attached only for precise scans of one process.
  * - Holders of contended locks: sampled on CPU (cpu-clock), and checked at their
@@ -52,6 +53,16 @@ const volatile __u32 spin_stack_bytes = 0;
  * rate, one dump's credit at most. 0: no spin dumps.
  */
 const volatile __u64 spin_dump_cost_ns = LS_NSEC_PER_SEC / SCHED_DEF_SPIN_DUMP_RATE;
+/*
+ * sched_waking runs at every wakeup of the host, and only futex waits need it (to name
+ * their releasers): the daemon attaches it while futex waits come at waker-min-rate or
+ * more (waker_on). While it is off, the futex waits of the daemon's current second are
+ * counted here, and the one that reaches the rate asks for it at once with a record, so a
+ * lock that starts to be contended has its releasers named from its first milliseconds.
+ */
+const volatile __u32 waker_min_blocks = 0;	/* 0: sched_waking stays attached */
+bool waker_on = false;				/* the daemon has sched_waking attached */
+__u32 waker_blocks = 0;				/* reset by the daemon every second */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -499,6 +510,19 @@ static __always_inline void wait_close(struct sched_slot *e, __u32 tgid, __u32 t
 }
 
 /* @prev goes to sleep in futex call @nr: a futex wait begins. Runs in @prev's context. */
+/* A futex wait while sched_waking is off: the one that reaches the rate asks for it. */
+static __always_inline void waker_wanted(void)
+{
+	struct ls_rec_hdr *r;
+	void *rb;
+
+	if (__sync_fetch_and_add(&waker_blocks, 1) + 1 != waker_min_blocks)
+		return;
+	r = ls_reserve(&rb, LS_REC_WAKER_WANTED, sizeof(*r));
+	if (r)	/* the daemon acts on it now, not at its next timer drain */
+		bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
+}
+
 static __always_inline void futex_block(void *ctx, struct task_struct *prev, struct pt_regs *regs, long nr)
 {
 	__u32 tgid = prev->tgid, tid = prev->pid, op, val;
@@ -514,6 +538,8 @@ static __always_inline void futex_block(void *ctx, struct task_struct *prev, str
 	if (e->state == SLOT_BLOCKED)	/* its switch-in never reached us */
 		ls_count(LS_DROP_MISSED_END);
 	wait_open(ctx, e, tgid, tid, uaddr, op, val, SLOT_BLOCKED);
+	if (!waker_on)
+		waker_wanted();
 }
 
 /* ---- holders preempted while others wait ---- */

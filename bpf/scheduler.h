@@ -369,6 +369,11 @@ enum ulock_defaults {
 	ULOCK_DEF_MAX_HOLDERS	= 4096,		/* holders noted for sampling at once */
 	ULOCK_DEF_HOLD_FREQ	= 997,		/* holder samples/s per CPU (prime: no lockstep) */
 	ULOCK_DEF_PRECISE_PIDS	= 64,		/* processes in precise (syscall) mode at once */
+	/*
+	 * futex waits per second that attach sched_waking (their releasers): a contended
+	 * lock makes thousands, an idle thread pool's timed waits a few
+	 */
+	ULOCK_DEF_WAKER_MIN_RATE = 100,
 };
 
 #endif /* __SCHEDULER_H */

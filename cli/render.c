@@ -280,12 +280,14 @@ void render_status(FILE *f, const cJSON *resp)
 	cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(resp, "programs")) {
 		const cJSON *evs = cJSON_GetObjectItemCaseSensitive(p, "events");
 		double cnt = ls_json_num(p, "run_cnt"), t = ls_json_num(p, "run_time_ns");
+		bool attached = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(p, "attached"));
 		char events[32] = "-";
 
-		/* the precise programs are attached only during a precise scan */
-		if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(p, "on_demand")) &&
-		    !cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(p, "attached")))
+		/* on-demand programs wait detached until a scan or a rate needs them */
+		if (!attached && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(p, "on_demand"))) {
+			fprintf(f, "  %-36s %-9s (attached while needed)\n", ls_json_str_or(p, "name", "?"), "standby");
 			continue;
+		}
 		if (cJSON_IsNumber(evs))
 			snprintf(events, sizeof(events), "%.0f", evs->valuedouble);
 		else if (cnt)
@@ -298,7 +300,7 @@ void render_status(FILE *f, const cJSON *resp)
 			snprintf(avg, sizeof(avg), "  %s/event", ns);
 		}
 		fprintf(f, "  %-36s %-9s events %*s%s\n", ls_json_str_or(p, "name", "?"),
-			cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(p, "attached")) ? "attached" : "DETACHED",
+			attached ? "attached" : "DETACHED",
 			avg[0] ? -12 : 0, events, avg);
 	}
 	if (!stats_on)

@@ -54,7 +54,8 @@ static const struct klock_variant klock_variants[] = {
 
 /* The precise-mode programs: attached only while a precise scan runs. */
 enum { PRECISE_PROGS = 4 };
-enum { SCHED_PROGS = 3 };	/* sched_switch, sched_waking, sched_process_exit */
+/* The scheduler's tracepoint programs, in sched_prog()'s order. */
+enum { SCHED_SWITCH, SCHED_WAKING, SCHED_EXIT, SCHED_PROGS };
 
 /* cpu-clock events, one per CPU, each running @prog at @freq samples/s. */
 struct sampler {
@@ -75,6 +76,8 @@ struct collector {
 	struct bpf_link *iter_link;		/* the task iterator: per-thread counters */
 	struct bpf_link *precise_links[PRECISE_PROGS];
 	int precise_pids;
+	bool waker_wanted;			/* the engine wants releasers named */
+	bool waker_failed;			/* sched_waking would not attach: said once */
 	struct sampler hold;			/* the holder sampler */
 	struct sampler spin;			/* the spin sampler */
 	int table_fds[LS_WAIT_TABLES];		/* the wait tables (lockscope.h) */
@@ -377,6 +380,7 @@ static int load_sched(struct collector *c)
 	s->rodata->spin_stack_bytes = o->ustack_bytes ? o->spin_stack_bytes : 0;
 	s->rodata->spin_dump_cost_ns = o->spin_dump_rate ? NSEC_PER_SEC / o->spin_dump_rate : 0;
 	s->rodata->futex_waits = o->user_locks;
+	s->rodata->waker_min_blocks = o->waker_min_rate;
 	s->rodata->spin_source = o->sched_threads != 0;
 	if ((err = REUSE_SHARED_MAPS(&s->maps, c)) ||
 	    (err = bpf_map__reuse_fd(s->maps.kholders, bpf_map__fd(c->skel->maps.kholders))) ||
@@ -568,6 +572,35 @@ static struct bpf_program *sched_prog(const struct collector *c, int i)
 	return progs[i];
 }
 
+/* sched_waking is on demand unless waker-min-rate is 0: see waker_on in scheduler.bpf.c. */
+static bool waker_always(const struct collector *c)
+{
+	return !c->opts.waker_min_rate;
+}
+
+static void waker_apply(struct collector *c)
+{
+	bool on = c->feat.ulock && (waker_always(c) || c->waker_wanted || c->precise_pids);
+	struct bpf_link **link = &c->slinks[SCHED_WAKING];
+	int err;
+
+	if (on == (*link != NULL))
+		return;
+	if (!on) {
+		c->sskel->bss->waker_on = false;
+		bpf_link__destroy(*link);
+		*link = NULL;
+		return;
+	}
+	if ((err = attach_prog(sched_prog(c, SCHED_WAKING), link))) {
+		if (!c->waker_failed)
+			pr_warn("sched_waking: cannot attach (%s): futex releasers are not named\n", strerror(-err));
+		c->waker_failed = true;
+		return;
+	}
+	c->sskel->bss->waker_on = true;
+}
+
 static void attach_sched(struct collector *c)
 {
 	int i, err;
@@ -575,12 +608,19 @@ static void attach_sched(struct collector *c)
 	if (!c->sskel)
 		return;
 	for (i = 0; i < SCHED_PROGS; i++) {
+		/* attached once to prove it can be, then as waker_apply() says */
+		if (i == SCHED_WAKING && !c->feat.ulock)
+			continue;
 		if ((err = attach_prog(sched_prog(c, i), &c->slinks[i]))) {
 			degrade(c, "scheduler", "cannot attach (%s): user-space locks and scheduling are not traced",
 				strerror(-err));
 			c->feat.ulock = c->feat.sched = false;
 			return;
 		}
+	}
+	if (c->feat.ulock) {
+		c->sskel->bss->waker_on = true;
+		waker_apply(c);
 	}
 	if (c->feat.ulock && c->opts.hold_freq) {
 		/* created disabled: the engine turns it on only while holders are being noted */
@@ -937,6 +977,16 @@ void collector__hold_sampling(struct collector *c, bool on)
 		sampler_enable(&c->hold, c->nr_cpus, on);
 }
 
+void collector__name_releasers(struct collector *c, bool on)
+{
+	if (!c->sskel)
+		return;
+	c->waker_wanted = on;
+	waker_apply(c);
+	/* a new second of futex waits for the program to count while it is off */
+	c->sskel->bss->waker_blocks = 0;
+}
+
 static struct bpf_program *precise_prog(struct collector *c, int i)
 {
 	struct bpf_program *progs[PRECISE_PROGS] = {
@@ -975,6 +1025,8 @@ int collector__precise_add(struct collector *c, __u32 pid)
 			return err;
 		}
 	}
+	/* a scan names every releaser, at any rate */
+	waker_apply(c);
 	return 0;
 }
 
@@ -984,8 +1036,10 @@ void collector__precise_del(struct collector *c, __u32 pid)
 	    bpf_map_delete_elem(bpf_map__fd(c->sskel->maps.precise_tgids), &pid))
 		return;
 	/* with no process left, every syscall leaves the tracing slow path again */
-	if (--c->precise_pids == 0)
+	if (--c->precise_pids == 0) {
 		precise_detach(c);
+		waker_apply(c);
+	}
 }
 
 void collector__start(struct collector *c)
@@ -1123,11 +1177,16 @@ int collector__progs(const struct collector *c, struct collector_prog *out, int 
 
 	for (i = 0; i < 2 && n < max; i++)
 		prog_info(c->progs[i], "klock", c->links[i] != NULL, false, &out[n++]);
-	for (i = 0; c->sskel && i < SCHED_PROGS && n < max; i++)
-		prog_info(sched_prog(c, i), "scheduler", c->slinks[i] != NULL, false, &out[n++]);
+	for (i = 0; c->sskel && i < SCHED_PROGS && n < max; i++) {
+		if (i == SCHED_WAKING && !c->feat.ulock)
+			continue;
+		prog_info(sched_prog(c, i), "scheduler", c->slinks[i] != NULL,
+			  i == SCHED_WAKING && !waker_always(c), &out[n++]);
+	}
+	/* its cpu-clock events are enabled only while holders are noted */
 	if (c->feat.ulock && n < max)
-		prog_info(c->sskel->progs.hold_sample, "scheduler", sampler_attached(&c->hold, c->nr_cpus),
-			  false, &out[n++]);
+		prog_info(c->sskel->progs.hold_sample, "scheduler",
+			  sampler_attached(&c->hold, c->nr_cpus) && c->hold.on, true, &out[n++]);
 	if (c->feat.sched && n < max)
 		prog_info(c->sskel->progs.spin_sample, "scheduler", sampler_attached(&c->spin, c->nr_cpus),
 			  false, &out[n++]);

@@ -36,6 +36,7 @@ struct collector_opts {
 	__u32 ustack_entries;		/* distinct user stacks in the kernel map */
 	__u32 max_holders;		/* lock holders noted for sampling */
 	__u32 hold_freq;		/* holder samples/s per CPU; 0 disables */
+	__u32 waker_min_rate;		/* futex waits/s that attach sched_waking; 0: always */
 	__u32 ustack_bytes;		/* user stack window per dump; 0: frame pointers only */
 	__u32 udump_rate;		/* user stack dumps/s per CPU, all user locks together */
 	__u32 sched_threads;		/* threads with per-thread scheduling counts; 0: off */
@@ -64,7 +65,7 @@ struct collector_prog {
 	const char *source;	/* the component: "klock", "ulock" or "schedstat" */
 	const char *hook;	/* its ELF section: "tp_btf/sched_switch", "perf_event"... */
 	bool attached;
-	bool on_demand;		/* attached only while a request needs it (precise scans) */
+	bool on_demand;		/* attached only while something needs it (a scan, a rate) */
 	__u64 run_time_ns;	/* 0 unless kernel.bpf_stats_enabled */
 	__u64 run_cnt;
 	__u64 recursion_misses;	/* kernel skipped the program: nested on this CPU */
@@ -105,6 +106,8 @@ int collector__precise_add(struct collector *c, __u32 pid);
 void collector__precise_del(struct collector *c, __u32 pid);
 /* Turns the holder sampler's cpu-clock events on or off (no-op without one). */
 void collector__hold_sampling(struct collector *c, bool on);
+/* sched_waking attached (futex releasers named) while @on or a precise scan runs */
+void collector__name_releasers(struct collector *c, bool on);
 /*
  * Removes open waits of threads that no longer exist: their end was missed (the kernel
  * skipped the program) and they would hold a slot forever. Returns how many were removed.

@@ -38,6 +38,8 @@ const struct ls_setting ls_settings[] = {
 	    "spin-loop samples/s per CPU (cpu-clock); 0: no PAUSE-spin or busy-poll detection"),
 	U32("hold-freq", ENG(collector.hold_freq), 0, 10000, 0, "sources",
 	    "holder samples/s per CPU; 0: no holder stacks"),
+	U32("waker-min-rate", ENG(collector.waker_min_rate), 0, 1000000, 0, "sources",
+	    "futex waits/s that attach sched_waking to name releasers (off 10 s after they stop); 0: always attached"),
 
 	U32("stack-rate", ENG(collector.stack_rate), 0, 1000000, 0, "sampling",
 	    "stacks/s per lock per CPU before sampling; 0: none"),

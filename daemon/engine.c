@@ -63,6 +63,8 @@ static const char *const rate_names[RATE_MAX] = {
 #define STACK_IDLE_NS (300 * NSEC_PER_SEC)
 /* Holder sampling stays on this long after the last holder was noted. */
 #define HOLD_QUIET_NS (5 * NSEC_PER_SEC)
+/* sched_waking stays attached this long after futex waits fell below waker-min-rate */
+#define WAKER_QUIET_NS (10 * NSEC_PER_SEC)
 /* A thread named as a lock owner is checked in /proc again after this long. */
 #define OWNER_CHECK_NS (10 * NSEC_PER_SEC)
 #define OWNER_CACHE_MAX 65536
@@ -150,6 +152,8 @@ struct engine {
 	struct htab *owners;		/* owner_key -> owner_info */
 	uint64_t last_holders;		/* LS_CNT_HOLDERS at the last tick */
 	uint64_t last_holder_ns;
+	uint64_t waker_futex_waits;	/* futex_waits at the last tick */
+	uint64_t waker_busy_ns;		/* futex waits last came at waker-min-rate */
 	struct scan *scans;
 	engine_reply_fn reply;
 	void *reply_ctx;
@@ -201,6 +205,7 @@ void engine_opts__init(struct engine_opts *o)
 	o->collector.ustack_entries = ULOCK_DEF_STACK_ENTRIES;
 	o->collector.max_holders = ULOCK_DEF_MAX_HOLDERS;
 	o->collector.hold_freq = ULOCK_DEF_HOLD_FREQ;
+	o->collector.waker_min_rate = ULOCK_DEF_WAKER_MIN_RATE;
 	o->collector.ustack_bytes = LS_USTACK_DEF_BYTES;
 	o->collector.udump_rate = LS_USTACK_DEF_RATE;
 	o->collector.sched_threads = SCHED_DEF_MAX_THREADS;
@@ -702,6 +707,10 @@ static int dispatch(struct engine *e, const void *data, size_t size)
 	case LS_REC_SCHED_SPIN:
 	case LS_REC_SCHED_RESUME:
 		return handle_sched(e, h, size);
+	case LS_REC_WAKER_WANTED:
+		e->waker_busy_ns = ls_now_ns();
+		collector__name_releasers(e->coll, true);
+		return 0;
 	default:
 		e->bad_records++;
 		return 0;
@@ -1818,6 +1827,20 @@ static void hold_sampling(struct engine *e, uint64_t now, const uint64_t *cnt)
 	collector__hold_sampling(e->coll, now - e->last_holder_ns < HOLD_QUIET_NS);
 }
 
+/*
+ * Releasers are named (sched_waking attached) while futex waits come at waker-min-rate;
+ * the BPF side asks at once when they start (LS_REC_WAKER_WANTED), this lets go.
+ */
+static void name_releasers(struct engine *e, uint64_t now, uint64_t elapsed_ns)
+{
+	uint64_t n = e->futex_waits - e->waker_futex_waits;
+
+	e->waker_futex_waits = e->futex_waits;
+	if (elapsed_ns && n * NSEC_PER_SEC >= (uint64_t)e->opts.collector.waker_min_rate * elapsed_ns)
+		e->waker_busy_ns = now;
+	collector__name_releasers(e->coll, e->waker_busy_ns && now - e->waker_busy_ns < WAKER_QUIET_NS);
+}
+
 /* Brings the aggregator up to date with the wait tables: every wait ended by now is in it. */
 static void drain_waits(struct engine *e)
 {
@@ -1850,18 +1873,19 @@ static void finish_scans(struct engine *e, uint64_t now)
 	}
 }
 
-/* Once a second: one read of the counters feeds the rate and the holder sampler. */
+/* Once a second: one read of the counters feeds the rate and the on-demand hooks. */
 static void per_second(struct engine *e, uint64_t now)
 {
-	uint64_t cnt[LS_CNT_MAX];
+	uint64_t cnt[LS_CNT_MAX], elapsed = now - e->last_rate_ns;
 
-	if (now - e->last_rate_ns < NSEC_PER_SEC)
+	if (elapsed < NSEC_PER_SEC)
 		return;
 	collector__counters(e->coll, cnt);
 	sample_rate(e, now, cnt);
 	hold_sampling(e, now, cnt);
 	threads__tick(e->threads, e->coll, now);
 	drain_waits(e);
+	name_releasers(e, now, elapsed);
 }
 
 void engine__tick(struct engine *e)

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import BUILD, LOCKSCOPED, ROOT, Daemon, require_bpf, require_tool
+from conftest import BUILD, LOCKSCOPED, ROOT, Daemon, Workload, require_bpf, require_tool
 
 
 def systemd_verify(unit_text, name="lockscoped.service"):
@@ -166,11 +166,22 @@ def test_capability_bounding_set_is_enough():
     try:
         ns.wait_for("READY")
         st = d.call({"cmd": "status"})
-        attached = {p["name"] for p in st["programs"] if p["attached"]}
+        attached = {p["name"] for p in st["programs"] if p["attached"] or p["on_demand"]}
         print(bounding, sorted(attached))
         for prog in ("contention_begin_btf_owner_stack", "contention_end_btf", "sched_switch",
                      "sched_waking", "hold_sample", "spin_sample"):
             assert prog in attached, (prog, attached)
+        assert st["degraded"] == [], st["degraded"]
+        # the on-demand ones attach under the same set once needed: a contended mutex
+        w = Workload("mutex_server", "--until", "2000")
+        w.go()
+        w.wait()
+        for _ in range(50):
+            now = {p["name"] for p in d.call({"cmd": "status"})["programs"] if p["attached"]}
+            if {"sched_waking", "hold_sample"} <= now:
+                break
+            time.sleep(0.1)
+        assert {"sched_waking", "hold_sample"} <= now, now
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0
