@@ -325,20 +325,34 @@ static __always_inline bool futex_call(struct pt_regs *regs, long nr, __u64 *uad
 	struct futex_waitv first;
 
 	if (nr == LS_SYS_FUTEX) {
-		*uaddr = PT_REGS_PARM1_CORE_SYSCALL(regs);
-		*op = PT_REGS_PARM2_CORE_SYSCALL(regs);
-		*val = PT_REGS_PARM3_CORE_SYSCALL(regs);
+		*uaddr = LS_SYSCALL_ARG1(regs);
+		*op = LS_SYSCALL_ARG2(regs);
+		*val = LS_SYSCALL_ARG3(regs);
 		return is_wait_cmd(*op & ULOCK_FUTEX_CMD_MASK);
 	}
 	if (nr != LS_SYS_FUTEX_WAITV)
 		return false;
 	/* futex_waitv(waiters, nr, ...): name the wait by its first futex */
-	if (bpf_probe_read_user(&first, sizeof(first), (void *)PT_REGS_PARM1_CORE_SYSCALL(regs)))
+	if (bpf_probe_read_user(&first, sizeof(first), (void *)LS_SYSCALL_ARG1(regs)))
 		return false;
 	*uaddr = first.uaddr;
 	*op = ULOCK_FUTEX_WAITV | (first.flags & ULOCK_FUTEX_PRIVATE);
 	*val = first.val;
 	return true;
+}
+
+/*
+ * A wait whose futex word can name its owner: PI (the word is the owner's tid) or glibc's
+ * mutex protocol (the waiter found it locked with waiters; __owner follows). Only these
+ * read the word: a read of user memory is a third of a condition variable wait's cost.
+ */
+static __always_inline bool names_owner(__u32 op, __u32 val)
+{
+	__u32 cmd = op & ULOCK_FUTEX_CMD_MASK;
+
+	if (cmd == ULOCK_FUTEX_LOCK_PI || cmd == ULOCK_FUTEX_LOCK_PI2)
+		return true;
+	return val == ULOCK_LOCKED_WAITERS && (cmd == ULOCK_FUTEX_WAIT || cmd == ULOCK_FUTEX_WAIT_BITSET);
 }
 
 /* The owner the futex word names, for a mutex-style or PI wait; 0 when none. */
@@ -362,11 +376,19 @@ static __always_inline void note_holder(struct sched_slot *e, __u32 tgid, __u32 
 {
 	__u32 cmd = e->op & ULOCK_FUTEX_CMD_MASK, owner = futex_owner(e, tid);
 	struct holder h = { .uaddr = e->uaddr, .tgid = tgid, .rec_flags = e->rec_flags & ULOCK_RF_SHARED };
+	const struct holder *cur;
 
 	if (!owner)
 		return;
 	h.kind = cmd == ULOCK_FUTEX_LOCK_PI || cmd == ULOCK_FUTEX_LOCK_PI2 ? ULOCK_HOLDER_PI : ULOCK_HOLDER_MUTEX;
-	if (!bpf_map_update_elem(&holders, &owner, &h, BPF_ANY)) {
+	/*
+	 * The threads of a contended lock own it in turn, so most waits find their owner noted
+	 * already: a lookup, where an update of the LRU map costs a quarter of the wait.
+	 */
+	cur = bpf_map_lookup_elem(&holders, &owner);
+	if ((cur && cur->uaddr == h.uaddr && cur->tgid == h.tgid && cur->kind == h.kind &&
+	     cur->rec_flags == h.rec_flags) ||
+	    !bpf_map_update_elem(&holders, &owner, &h, BPF_ANY)) {
 		pending_mark(owner, PB_HOLDER);
 		e->rec_flags |= ULOCK_RF_HOLDER;
 		ls_count(LS_CNT_HOLDERS);
@@ -422,15 +444,17 @@ static __always_inline void wait_open(void *ctx, struct sched_slot *e, __u32 tgi
 	e->releaser_dump = 0;
 	e->releaser_pid = 0;
 	e->releaser_tid = 0;
+	e->word0 = e->word8 = 0;
 	/* one read for the word and glibc's owner field behind it */
-	if (!bpf_probe_read_user(words, sizeof(words), (void *)uaddr)) {
-		e->word0 = words[0];
-		e->word8 = words[ULOCK_MUTEX_OWNER_OFF / sizeof(__u32)];
-		e->rec_flags |= ULOCK_RF_WORDS;
-		note_holder(e, tgid, tid);
-	} else {
-		e->word0 = e->word8 = 0;
-		ls_count(LS_DROP_UNREADABLE);
+	if (names_owner(op, val)) {
+		if (!bpf_probe_read_user(words, sizeof(words), (void *)uaddr)) {
+			e->word0 = words[0];
+			e->word8 = words[ULOCK_MUTEX_OWNER_OFF / sizeof(__u32)];
+			e->rec_flags |= ULOCK_RF_WORDS;
+			note_holder(e, tgid, tid);
+		} else {
+			ls_count(LS_DROP_UNREADABLE);
+		}
 	}
 	if (sample_stack(uaddr, now)) {
 		e->rec_flags |= ULOCK_RF_SAMPLED;
@@ -737,9 +761,9 @@ static __always_inline bool zero_time(__u64 uptr)
 static __always_inline bool is_zero_sleep(struct pt_regs *regs, long nr)
 {
 	if (nr == LS_SYS_NANOSLEEP)
-		return zero_time(PT_REGS_PARM1_CORE_SYSCALL(regs));
+		return zero_time(LS_SYSCALL_ARG1(regs));
 	if (nr == LS_SYS_CLOCK_NANOSLEEP)
-		return !PT_REGS_PARM2_CORE_SYSCALL(regs) && zero_time(PT_REGS_PARM3_CORE_SYSCALL(regs));
+		return !LS_SYSCALL_ARG2(regs) && zero_time(LS_SYSCALL_ARG3(regs));
 	return false;
 }
 
@@ -963,7 +987,7 @@ int BPF_PROG(sched_waking, struct task_struct *p)
 	regs = (struct pt_regs *)bpf_task_pt_regs(cur);
 	if (LS_SYSCALL_NR(regs) != LS_SYS_FUTEX)	/* a signal, a timeout, a kill: no releaser */
 		return 0;
-	cmd = PT_REGS_PARM2_CORE_SYSCALL(regs) & ULOCK_FUTEX_CMD_MASK;
+	cmd = LS_SYSCALL_ARG2(regs) & ULOCK_FUTEX_CMD_MASK;
 	if (!is_wake_cmd(cmd))
 		return 0;
 	e->releaser_pid = cur->tgid;
@@ -1052,17 +1076,17 @@ static __always_inline __u32 busy_poll(struct task_struct *t)
 
 	switch (nr) {
 	case LS_SYS_POLL:		/* poll(fds, nfds, int timeout_ms) */
-		return (int)PT_REGS_PARM3_CORE_SYSCALL(regs) == 0 ? LS_POLL_POLL : LS_POLL_NONE;
+		return (int)LS_SYSCALL_ARG3(regs) == 0 ? LS_POLL_POLL : LS_POLL_NONE;
 	case LS_SYS_PPOLL:		/* ppoll(fds, nfds, const struct timespec *tsp, ...) */
-		return zero_time(PT_REGS_PARM3_CORE_SYSCALL(regs)) ? LS_POLL_POLL : LS_POLL_NONE;
+		return zero_time(LS_SYSCALL_ARG3(regs)) ? LS_POLL_POLL : LS_POLL_NONE;
 	case LS_SYS_SELECT:		/* select(n, r, w, e, struct timeval *tvp) */
 	case LS_SYS_PSELECT6:		/* pselect6(n, r, w, e, struct timespec *tsp, ...) */
-		return zero_time(PT_REGS_PARM5_CORE_SYSCALL(regs)) ? LS_POLL_SELECT : LS_POLL_NONE;
+		return zero_time(LS_SYSCALL_ARG5(regs)) ? LS_POLL_SELECT : LS_POLL_NONE;
 	case LS_SYS_EPOLL_WAIT:		/* epoll_wait(epfd, events, maxevents, int timeout_ms) */
 	case LS_SYS_EPOLL_PWAIT:
-		return (int)PT_REGS_PARM4_CORE_SYSCALL(regs) == 0 ? LS_POLL_EPOLL : LS_POLL_NONE;
+		return (int)LS_SYSCALL_ARG4(regs) == 0 ? LS_POLL_EPOLL : LS_POLL_NONE;
 	case LS_SYS_EPOLL_PWAIT2:	/* epoll_pwait2(epfd, events, maxevents, struct timespec *) */
-		return zero_time(PT_REGS_PARM4_CORE_SYSCALL(regs)) ? LS_POLL_EPOLL : LS_POLL_NONE;
+		return zero_time(LS_SYSCALL_ARG4(regs)) ? LS_POLL_EPOLL : LS_POLL_NONE;
 	case LS_SYS_SCHED_YIELD:
 		return LS_POLL_YIELD;
 	default:	/* zero sleeps do switch out (the timer slack): the switch counts them */
