@@ -608,8 +608,7 @@ static void attach_sched(struct collector *c)
 	if (!c->sskel)
 		return;
 	for (i = 0; i < SCHED_PROGS; i++) {
-		/* attached once to prove it can be, then as waker_apply() says */
-		if (i == SCHED_WAKING && !c->feat.ulock)
+		if (i == SCHED_WAKING && !c->feat.ulock)	/* it names futex releasers only */
 			continue;
 		if ((err = attach_prog(sched_prog(c, i), &c->slinks[i]))) {
 			degrade(c, "scheduler", "cannot attach (%s): user-space locks and scheduling are not traced",
@@ -618,6 +617,7 @@ static void attach_sched(struct collector *c)
 			return;
 		}
 	}
+	/* sched_waking was attached to prove it can be; from now on waker_apply() decides */
 	if (c->feat.ulock) {
 		c->sskel->bss->waker_on = true;
 		waker_apply(c);

@@ -77,6 +77,29 @@ def test_mutex_server_matches_workload_counters(daemon):
     assert hits >= 0.8 * total
 
 
+def test_releasers_named_on_demand(daemon):
+    """sched_waking runs at every wakeup of the host, so it is attached only while futex
+    waits come at waker-min-rate (100/s): a contended mutex attaches it at once (the switch
+    program asks with a ring record), and it is detached once the waits stop."""
+    def waking():
+        st = daemon.call({"cmd": "status"})
+        return next(p for p in st["programs"] if p["name"] == "sched_waking"), st
+
+    prog, _ = waking()
+    assert prog["on_demand"] and not prog["attached"], prog
+    pid, res = run_server(daemon, "--until", str(MIN_SLEEPS))
+    prog, st = waking()
+    assert prog["attached"], prog
+    assert st["events"]["futex_releasers"] > 0
+    assert user_rows(daemon, pid, "-l", "-o")[0]["releaser"]["pid"] == pid
+    # 10 s below the rate after the last busy second
+    deadline = time.monotonic() + 25
+    while prog["attached"] and time.monotonic() < deadline:
+        time.sleep(0.5)
+        prog, _ = waking()
+    assert not prog["attached"], "sched_waking still attached 25 s after the futex waits stopped"
+
+
 def test_fixed_mode_contends_10x_less(daemon):
     """Per message handled: the two runs handle different numbers of messages (the fixed
     server is faster, more so on a quiet machine), so their contention is compared per
