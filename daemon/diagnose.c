@@ -6,6 +6,7 @@
 #include <string.h>
 #include "diagnose.h"
 #include "jsonget.h"
+#include "vec.h"
 
 #define NSEC_PER_USEC 1000.0
 #define NSEC_PER_SEC 1e9
@@ -589,7 +590,7 @@ cJSON *diagnose(const struct diag_input *in)
 		return all;
 	for (i = 0; i < n; i++)
 		v[i] = cJSON_DetachItemFromArray(all, 0);
-	qsort(v, n, sizeof(*v), cmp_wasted);
+	ls_sort(v, n, sizeof(*v), cmp_wasted);
 	for (i = 0; i < n; i++) {
 		cJSON_AddNumberToObject(v[i], "rank", i + 1);
 		cJSON_AddItemToArray(sorted, v[i]);

@@ -209,7 +209,7 @@ int export__folded(const struct agg_view *tab, const struct query *q, const stru
 	if (!err && !(f = open_memstream(&out->data, &out->len)))
 		err = -errno;
 	if (!err) {
-		qsort(picks, nr, sizeof(*picks), cmp_fold);
+		ls_sort(picks, nr, sizeof(*picks), cmp_fold);
 		for (i = 0; i < nr; i++)
 			fold_line(f, ctx, picks[i].key, picks[i].weight);
 		if (fclose(f))

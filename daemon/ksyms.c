@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "ksyms.h"
+#include "vec.h"
 
 struct range {
 	uint64_t start, end;
@@ -116,7 +117,7 @@ static int parse(struct ksyms *k, FILE *f)
 		if (k->syms[i].module)
 			k->syms[i].module = k->strs + (uintptr_t)k->syms[i].module - 1;
 	}
-	qsort(k->syms, k->nr, sizeof(*k->syms), cmp_sym);
+	ls_sort(k->syms, k->nr, sizeof(*k->syms), cmp_sym);
 	return 0;
 }
 

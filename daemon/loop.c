@@ -13,13 +13,14 @@ struct watch {
 	watch_fn fn;
 	void *ctx;
 	bool dead;
-	struct watch *next_dead;
+	struct watch *prev, *next;	/* in the loop's live list, or next in its dead one */
 };
 
 struct loop {
 	int epfd;
 	bool stop;
 	bool dispatching;
+	struct watch *live;	/* every watch not deleted: freed with the loop */
 	struct watch *dead;	/* freed after the batch that may still point at them */
 };
 
@@ -37,21 +38,29 @@ struct loop *loop__new(void)
 	return l;
 }
 
-static void reap(struct loop *l)
+static void free_list(struct watch *w)
 {
-	while (l->dead) {
-		struct watch *w = l->dead;
+	while (w) {
+		struct watch *next = w->next;
 
-		l->dead = w->next_dead;
 		free(w);
+		w = next;
 	}
 }
 
+static void reap(struct loop *l)
+{
+	free_list(l->dead);
+	l->dead = NULL;
+}
+
+/* Frees the loop and every watch still in it; their fds are their owners' to close. */
 void loop__free(struct loop *l)
 {
 	if (!l)
 		return;
 	reap(l);
+	free_list(l->live);
 	close(l->epfd);
 	free(l);
 }
@@ -71,6 +80,10 @@ struct watch *loop__add(struct loop *l, int fd, uint32_t events, watch_fn fn, vo
 		free(w);
 		return NULL;
 	}
+	w->next = l->live;
+	if (l->live)
+		l->live->prev = w;
+	l->live = w;
 	return w;
 }
 
@@ -86,8 +99,15 @@ void loop__del(struct loop *l, struct watch *w)
 	if (!w)
 		return;
 	epoll_ctl(l->epfd, EPOLL_CTL_DEL, w->fd, NULL);
+	if (w->prev)
+		w->prev->next = w->next;
+	else
+		l->live = w->next;
+	if (w->next)
+		w->next->prev = w->prev;
 	w->dead = true;
-	w->next_dead = l->dead;
+	w->prev = NULL;
+	w->next = l->dead;
 	l->dead = w;
 	if (!l->dispatching)
 		reap(l);

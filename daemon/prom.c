@@ -202,7 +202,7 @@ int prom_write_locks(FILE *f, const struct agg_view *tab, const struct query *q)
 	}
 	if (err)
 		goto cleanup;
-	qsort(refs, nr, sizeof(*refs), cmp_series);	/* a stable order scrape after scrape */
+	ls_sort(refs, nr, sizeof(*refs), cmp_series);	/* a stable order scrape after scrape */
 	head(f, "lockscope_contentions_total", "counter",
 	     "waits for a contended lock (kernel lock slow paths, futex sleeps), by kind, type and waiting thread");
 	for (i = 0; i < nr; i++)

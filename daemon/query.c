@@ -1198,7 +1198,7 @@ static cJSON *holders_json(const struct query_ctx *ctx, const struct htab *holds
 		picks[nr++] = (struct hold_pick){ hk->stack, ((struct hold_val *)vp)->count };
 		*total += ((struct hold_val *)vp)->count;
 	}
-	qsort(picks, nr, sizeof(*picks), cmp_picks);
+	ls_sort(picks, nr, sizeof(*picks), cmp_picks);
 	for (i = 0; i < nr; i++) {
 		cJSON *h = cJSON_CreateObject();
 

@@ -327,7 +327,7 @@ static uint32_t spin_stacks(struct spin *s, uint32_t tid, bool poll, double shar
 		picks[nr++] = (struct stack_pick){ k->stack, *(uint64_t *)vp };
 		total += *(uint64_t *)vp;
 	}
-	qsort(picks, nr, sizeof(*picks), cmp_picks);
+	ls_sort(picks, nr, sizeof(*picks), cmp_picks);
 	for (i = 0; i < nr && i < SPIN_STACKS_SHOWN; i++) {
 		cJSON *o = cJSON_CreateObject();
 
@@ -357,7 +357,7 @@ static void **sorted_values(const struct htab *h, int (*cmp)(const void *, const
 	while (v && !htab__next(h, &iter, &kp, &vp))
 		v[(*nr)++] = vp;
 	if (v)
-		qsort(v, *nr, sizeof(*v), cmp);
+		ls_sort(v, *nr, sizeof(*v), cmp);
 	return v;
 }
 

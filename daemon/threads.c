@@ -589,7 +589,7 @@ int threads__json(struct threads *t, const struct collector *c, uint32_t pid, ui
 		*err = "out of memory";
 		return -ENOMEM;
 	}
-	qsort(rs.v, rs.n, sizeof(*rs.v), by_rate);
+	ls_sort(rs.v, rs.n, sizeof(*rs.v), by_rate);
 	cJSON_AddNumberToObject(o, "switch_cost_ns_per_switch", t->switch_cost_ns);
 	cJSON_AddNumberToObject(o, "system_switches_per_s",
 				base_ns && now > base_ns ? (threads__host_switches() - base_ctxt) / ((double)(now - base_ns) / NSEC_PER_SEC) : 0);

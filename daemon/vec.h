@@ -27,4 +27,14 @@ static inline int ls_vec_reserve(void *v, size_t *cap, size_t nr, size_t size)
 	return 0;
 }
 
+/*
+ * qsort() of @nr elements at @v, which may be NULL when @nr is 0 (an empty vector):
+ * qsort's pointer is declared non-null, and passing NULL is undefined even for 0 elements.
+ */
+static inline void ls_sort(void *v, size_t nr, size_t size, int (*cmp)(const void *, const void *))
+{
+	if (nr > 1)
+		qsort(v, nr, size, cmp);
+}
+
 #endif
