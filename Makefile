@@ -1,5 +1,12 @@
 # lockscope top-level Makefile. `make help` lists the targets.
+# SAN=1: daemon, CLI and unit tests built with AddressSanitizer and UndefinedBehaviorSanitizer
+# (LeakSanitizer at exit) into their own directory; `make test SAN=1` runs every suite on them.
+SAN ?= 0
+ifeq ($(SAN),1)
+OUTPUT ?= build/san
+else
 OUTPUT ?= build
+endif
 PREFIX ?= /usr/local
 DESTDIR ?=
 WERROR ?= 1
@@ -27,6 +34,12 @@ endif
 CFLAGS ?= -O2 -g
 CFLAGS += $(WARN) -std=gnu11 -D_GNU_SOURCE -fno-omit-frame-pointer -MMD -MP \
 	  -I$(OUTPUT) -Ibpf -Idaemon -I$(BLAZESYM_INC)
+ifeq ($(SAN),1)
+# any report fails the run: UBSan does not recover, ASan never does
+SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all
+CFLAGS += $(SAN_FLAGS)
+LDFLAGS += $(SAN_FLAGS)
+endif
 # The Rust libraries (blazesym's C API for symbolization, inferno's flame graphs), built by
 # cargo from deps/rust as one static library, pinned by its Cargo.lock. blazesym's header
 # ships inside its crate, wherever cargo unpacked it.
@@ -71,6 +84,7 @@ help:
 	@echo "make [all]          build daemon, CLI and workloads into $(OUTPUT)/"
 	@echo "make deps           install build and test dependencies (Debian/Ubuntu, root)"
 	@echo "make test           unit tests, then integration tests with real BPF (root)"
+	@echo "make test SAN=1     the same, built with ASan + UBSan (LSan at exit) into build/san/"
 	@echo "make demo           start lockscoped on a contention demo and show lockscope top"
 	@echo "make bench          overhead and capacity vs perf, bpftrace and the empty-hook floor (root)"
 	@echo "                    -> bench/results.md, bench/results.json"
@@ -204,7 +218,7 @@ unit-test: $(UNIT_BINS)
 	$(Q)set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t; done
 
 integration-test: all
-	$(Q)$(PYTHON) -m pytest -v tests/integration
+	$(Q)OUTPUT=$(OUTPUT) $(PYTHON) -m pytest -v tests/integration
 
 test: unit-test integration-test
 

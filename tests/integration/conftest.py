@@ -18,7 +18,7 @@ import jsonschema
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-BUILD = os.environ.get("OUTPUT", os.path.join(ROOT, "build"))
+BUILD = os.path.abspath(os.environ.get("OUTPUT", os.path.join(ROOT, "build")))
 LOCKSCOPED = os.path.join(BUILD, "lockscoped")
 LOCKSCOPE = os.path.join(BUILD, "lockscope")
 WORKLOADS = os.path.join(BUILD, "workloads")
