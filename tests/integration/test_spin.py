@@ -108,8 +108,11 @@ def test_libuv_async_yield_spin(daemon):
 # timed_spin and lockscope's (907 Hz; or 997 and 907 swapped) -0.02..+0.10; lockscope counts
 # the same number of samples per thread as perf (scaled by the rates) and ~10 % more of them
 # spinning, every sampled stack topped by timed_spin. Not the holder sampler, suspected first:
-# the bias is the same with --hold-freq 0 (+0.00..+0.09 in 12 threads).
-TIMED_RESIDUE = 0.06
+# the bias is the same with --hold-freq 0 (+0.00..+0.09 in 12 threads). Its tail is longer
+# than those runs showed: one thread in a CI run read +0.146 and one locally +0.160 (the
+# other two threads of each +0.02..+0.05); 18 threads each of the builds before and after
+# 6b4017d/4aca99c, interleaved: mean +0.044 / +0.046, max +0.099 / +0.099, the same.
+TIMED_RESIDUE = 0.11
 LOCK_TOLERANCE = 0.2
 SPIN_FUNCTION = {"ttas": "ttas_spin", "pthread": "pthread_spin_lock", "timed": "timed_spin"}
 
