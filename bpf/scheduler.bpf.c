@@ -344,7 +344,7 @@ static __always_inline bool futex_call(struct pt_regs *regs, long nr, __u64 *uad
 /*
  * A wait whose futex word can name its owner: PI (the word is the owner's tid) or glibc's
  * mutex protocol (the waiter found it locked with waiters; __owner follows). Only these
- * read the word: a read of user memory is a third of a condition variable wait's cost.
+ * read the word: a read of user memory (~100 ns) was a fifth of a wait's cost at the switch.
  */
 static __always_inline bool names_owner(__u32 op, __u32 val)
 {
@@ -383,7 +383,7 @@ static __always_inline void note_holder(struct sched_slot *e, __u32 tgid, __u32 
 	h.kind = cmd == ULOCK_FUTEX_LOCK_PI || cmd == ULOCK_FUTEX_LOCK_PI2 ? ULOCK_HOLDER_PI : ULOCK_HOLDER_MUTEX;
 	/*
 	 * The threads of a contended lock own it in turn, so most waits find their owner noted
-	 * already: a lookup, where an update of the LRU map costs a quarter of the wait.
+	 * already: a lookup, where an update of the LRU map cost a mutex wait ~75 ns more.
 	 */
 	cur = bpf_map_lookup_elem(&holders, &owner);
 	if ((cur && cur->uaddr == h.uaddr && cur->tgid == h.tgid && cur->kind == h.kind &&
