@@ -65,6 +65,12 @@ static const char *const rate_names[RATE_MAX] = {
 #define HOLD_QUIET_NS (5 * NSEC_PER_SEC)
 /* sched_waking stays attached this long after futex waits fell below waker-min-rate */
 #define WAKER_QUIET_NS (10 * NSEC_PER_SEC)
+
+/* A hook attached (or a sampler enabled) only while what it serves keeps happening. */
+struct on_demand {
+	uint64_t last;		/* the counter it follows, at the last tick */
+	uint64_t busy_ns;	/* when that last grew fast enough; 0: never */
+};
 /* A thread named as a lock owner is checked in /proc again after this long. */
 #define OWNER_CHECK_NS (10 * NSEC_PER_SEC)
 #define OWNER_CACHE_MAX 65536
@@ -150,10 +156,8 @@ struct engine {
 	uint64_t dumps_expired;		/* dumps no record took */
 	uint64_t dump_table_full;
 	struct htab *owners;		/* owner_key -> owner_info */
-	uint64_t last_holders;		/* LS_CNT_HOLDERS at the last tick */
-	uint64_t last_holder_ns;
-	uint64_t waker_futex_waits;	/* futex_waits at the last tick */
-	uint64_t waker_busy_ns;		/* futex waits last came at waker-min-rate */
+	struct on_demand holders;	/* the holder sampler, by LS_CNT_HOLDERS */
+	struct on_demand releasers;	/* sched_waking, by futex_waits */
 	struct scan *scans;
 	engine_reply_fn reply;
 	void *reply_ctx;
@@ -708,7 +712,7 @@ static int dispatch(struct engine *e, const void *data, size_t size)
 	case LS_REC_SCHED_RESUME:
 		return handle_sched(e, h, size);
 	case LS_REC_WAKER_WANTED:
-		e->waker_busy_ns = ls_now_ns();
+		e->releasers.busy_ns = ls_now_ns();
 		collector__name_releasers(e->coll, true);
 		return 0;
 	default:
@@ -1817,28 +1821,21 @@ static void sample_rate(struct engine *e, uint64_t now, const uint64_t *cnt)
 	e->last_rate_ns = now;
 }
 
-/* Holder sampling runs only while contended user locks have holders to sample. */
-static void hold_sampling(struct engine *e, uint64_t now, const uint64_t *cnt)
-{
-	if (cnt[LS_CNT_HOLDERS] != e->last_holders) {
-		e->last_holders = cnt[LS_CNT_HOLDERS];
-		e->last_holder_ns = now;
-	}
-	collector__hold_sampling(e->coll, now - e->last_holder_ns < HOLD_QUIET_NS);
-}
-
 /*
- * Releasers are named (sched_waking attached) while futex waits come at waker-min-rate;
- * the BPF side asks at once when they start (LS_REC_WAKER_WANTED), this lets go.
+ * Whether an on-demand hook is wanted, once a second: @count (a counter that only grows)
+ * grew by at least @min_per_s per second over the last @elapsed_ns (by anything, at 0),
+ * now or within @quiet_ns.
  */
-static void name_releasers(struct engine *e, uint64_t now, uint64_t elapsed_ns)
+static bool on_demand_tick(struct on_demand *d, uint64_t count, uint32_t min_per_s, uint64_t now,
+			   uint64_t elapsed_ns, uint64_t quiet_ns)
 {
-	uint64_t n = e->futex_waits - e->waker_futex_waits;
+	uint64_t n = count - d->last;
 
-	e->waker_futex_waits = e->futex_waits;
-	if (elapsed_ns && n * NSEC_PER_SEC >= (uint64_t)e->opts.collector.waker_min_rate * elapsed_ns)
-		e->waker_busy_ns = now;
-	collector__name_releasers(e->coll, e->waker_busy_ns && now - e->waker_busy_ns < WAKER_QUIET_NS);
+	d->last = count;
+	/* in doubles: the first tick's elapsed is the whole uptime */
+	if (n && (double)n * NSEC_PER_SEC >= (double)min_per_s * elapsed_ns)
+		d->busy_ns = now;
+	return d->busy_ns && now - d->busy_ns < quiet_ns;
 }
 
 /* Brings the aggregator up to date with the wait tables: every wait ended by now is in it. */
@@ -1882,10 +1879,15 @@ static void per_second(struct engine *e, uint64_t now)
 		return;
 	collector__counters(e->coll, cnt);
 	sample_rate(e, now, cnt);
-	hold_sampling(e, now, cnt);
+	/* holder samples while contended user locks have holders to sample */
+	collector__hold_sampling(e->coll, on_demand_tick(&e->holders, cnt[LS_CNT_HOLDERS], 0, now, elapsed,
+							 HOLD_QUIET_NS));
 	threads__tick(e->threads, e->coll, now);
 	drain_waits(e);
-	name_releasers(e, now, elapsed);
+	/* releasers named while futex waits come fast (the BPF side asks at once when they start) */
+	collector__name_releasers(e->coll, on_demand_tick(&e->releasers, e->futex_waits,
+							  e->opts.collector.waker_min_rate, now, elapsed,
+							  WAKER_QUIET_NS));
 }
 
 void engine__tick(struct engine *e)
