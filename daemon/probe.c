@@ -4,6 +4,7 @@
 #include <linux/perf_event.h>
 #include <stdarg.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
@@ -36,9 +37,28 @@ set(struct ls_probes *p, enum ls_probe_id id, const char *fmt, ...)
 	va_end(ap);
 }
 
+#define TRACEFS "/sys/kernel/tracing"
+
+/*
+ * Mounts tracefs where the kernel provides its mount point, when nothing mounted it: boot
+ * systems that are not systemd (containers, minimal images) may not, and a classic
+ * tracepoint is attached by the id it lists. perf mounts it the same way. Needs
+ * CAP_SYS_ADMIN; without it the probe says what to run.
+ */
+static int tracefs_mount(void)
+{
+	if (!access(TRACEFS "/events", F_OK))
+		return 0;
+	if (errno != ENOENT)
+		return -errno;		/* mounted, but not for us to read */
+	if (access(TRACEFS, F_OK))
+		return -ENOENT;		/* no tracefs in this kernel (CONFIG_TRACING) */
+	return mount("nodev", TRACEFS, "tracefs", 0, NULL) ? -errno : 0;
+}
+
 bool ls_tracepoint_exists(const char *category, const char *name)
 {
-	static const char *const roots[] = { "/sys/kernel/tracing", "/sys/kernel/debug/tracing" };
+	static const char *const roots[] = { TRACEFS, "/sys/kernel/debug/tracing" };
 	char path[256];
 	size_t i;
 
@@ -96,6 +116,8 @@ static void probe_btf(struct ls_probes *p)
 
 static void probe_tracepoints(struct ls_probes *p)
 {
+	int mounted = tracefs_mount();
+
 	if (!p->p[LS_PROBE_LOCK_TP].ok) {
 		p->p[LS_PROBE_LOCK_TP].ok = ls_tracepoint_exists("lock", "contention_begin") &&
 					    ls_tracepoint_exists("lock", "contention_end");
@@ -104,8 +126,15 @@ static void probe_tracepoints(struct ls_probes *p)
 	}
 	p->p[LS_PROBE_SYSCALL_TP].ok = ls_tracepoint_exists("syscalls", "sys_enter_futex") &&
 				       ls_tracepoint_exists("syscalls", "sys_enter_futex_waitv");
-	set(p, LS_PROBE_SYSCALL_TP, p->p[LS_PROBE_SYSCALL_TP].ok ? "syscalls:sys_enter_futex, sys_enter_futex_waitv" :
-	    "no syscalls:sys_enter_futex(_waitv) (CONFIG_FTRACE_SYSCALLS, tracefs mounted)");
+	if (p->p[LS_PROBE_SYSCALL_TP].ok)
+		set(p, LS_PROBE_SYSCALL_TP, "syscalls:sys_enter_futex, sys_enter_futex_waitv");
+	else if (mounted == -EPERM)
+		set(p, LS_PROBE_SYSCALL_TP, "tracefs is not mounted and mounting it needs CAP_SYS_ADMIN: "
+		    "mount -t tracefs nodev " TRACEFS);
+	else if (mounted && mounted != -ENOENT)
+		set(p, LS_PROBE_SYSCALL_TP, TRACEFS ": %s (run as root)", strerror(-mounted));
+	else
+		set(p, LS_PROBE_SYSCALL_TP, "no syscalls:sys_enter_futex(_waitv) (CONFIG_FTRACE_SYSCALLS)");
 }
 
 static void probe_perf_event(struct ls_probes *p)

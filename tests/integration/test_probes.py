@@ -41,6 +41,21 @@ def test_check_as_root_finds_everything():
     assert check("--strict")[0].returncode == 0
 
 
+def test_tracefs_is_mounted_when_nothing_mounted_it():
+    """A system not booted by systemd may leave tracefs unmounted; as perf does, the daemon
+    mounts it (in a mount namespace of the test's own here) and the syscall tracepoints that
+    precise scans attach by their tracefs ids are found."""
+    require_bpf()
+    require_tool("unshare")
+    script = (f"mount --make-rprivate / && umount -R /sys/kernel/tracing; "
+              f"test -e /sys/kernel/tracing/events && exit 3; {LOCKSCOPED} --check")
+    p = subprocess.run(["unshare", "-m", "sh", "-c", script], capture_output=True, text=True, timeout=60)
+    print(p.stdout, p.stderr)
+    assert p.returncode == 0
+    table = {line.split()[0]: line for line in p.stdout.splitlines()[:-1]}
+    assert table["syscall_tracepoints"].split()[1] == "ok"
+
+
 def test_check_without_privileges():
     require_bpf()
     require_tool("setpriv")
