@@ -1,8 +1,12 @@
 # lockscope top-level Makefile. `make help` lists the targets.
 # SAN=1: daemon, CLI and unit tests built with AddressSanitizer and UndefinedBehaviorSanitizer
 # (LeakSanitizer at exit) into their own directory; `make test SAN=1` runs every suite on them.
+# FUZZ=1: the same with clang and libFuzzer's coverage (`make fuzz` sets it) into build/fuzz/.
 SAN ?= 0
-ifeq ($(SAN),1)
+FUZZ ?= 0
+ifeq ($(FUZZ),1)
+OUTPUT ?= build/fuzz
+else ifeq ($(SAN),1)
 OUTPUT ?= build/san
 else
 OUTPUT ?= build
@@ -34,7 +38,13 @@ endif
 CFLAGS ?= -O2 -g
 CFLAGS += $(WARN) -std=gnu11 -D_GNU_SOURCE -fno-omit-frame-pointer -MMD -MP \
 	  -I$(OUTPUT) -Ibpf -Idaemon -I$(BLAZESYM_INC)
-ifeq ($(SAN),1)
+ifeq ($(FUZZ),1)
+CC := $(CLANG)
+# libFuzzer's main is linked into the targets only; the engine gets its coverage hooks
+SAN_FLAGS := -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all
+CFLAGS += $(SAN_FLAGS)
+LDFLAGS += $(SAN_FLAGS)
+else ifeq ($(SAN),1)
 # any report fails the run: UBSan does not recover, ASan never does
 SAN_FLAGS := -fsanitize=address,undefined -fno-sanitize-recover=all
 CFLAGS += $(SAN_FLAGS)
@@ -49,7 +59,8 @@ ifeq ($(origin CARGO),undefined)
 CARGO := $(or $(shell sh deps/rust.sh find),cargo)
 endif
 CARGO_RUN = $(if $(findstring /,$(CARGO)),PATH="$(dir $(CARGO)):$$PATH") $(CARGO)
-RUST_DIR := $(OUTPUT)/rust
+# uninstrumented Rust serves every build flavour: the sanitizer builds share the plain one's
+RUST_DIR := $(if $(filter 1,$(SAN) $(FUZZ)),build/rust,$(OUTPUT)/rust)
 RUST_LIB := $(RUST_DIR)/release/liblockscope_rs.a
 BLAZESYM_INC := $(RUST_DIR)/include
 LIBS := -lbpf -ldw -lelf -lz -lcjson -lprotobuf-c -lresolv -lm $(RUST_LIB) -lpthread -ldl
@@ -67,12 +78,20 @@ CLI_SRCS := $(wildcard cli/*.c)
 CLI_OBJS := $(patsubst cli/%.c,$(OUTPUT)/cli/%.o,$(CLI_SRCS))
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,$(OUTPUT)/tests/%,$(UNIT_SRCS))
+# libFuzzer targets (tests/fuzz): `make fuzz` runs them; the integration suite replays their
+# corpora and regression inputs through plain builds of the same targets (replay_*)
+FUZZ_TARGETS := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_BINS := $(patsubst %,$(OUTPUT)/fuzz/fuzz_%,$(FUZZ_TARGETS))
+REPLAY_BINS := $(patsubst %,$(OUTPUT)/tests/replay_%,$(FUZZ_TARGETS))
+FUZZ_TIME ?= 60
+FUZZ_JOBS ?= $(shell nproc)
 WORKLOAD_SRCS := $(wildcard tests/workloads/*.c)
 WORKLOADS := $(patsubst tests/workloads/%.c,$(OUTPUT)/workloads/%,$(WORKLOAD_SRCS)) \
 	     $(OUTPUT)/workloads/mutex_server_nofp $(OUTPUT)/workloads/mutex_server_nocfi \
 	     $(OUTPUT)/workloads/tokio_tick
 
-.PHONY: all clean config deps test unit-test integration-test install demo help bench bench-tools
+.PHONY: all clean config deps test unit-test integration-test install demo help bench bench-tools \
+	fuzz fuzz-seeds
 .DELETE_ON_ERROR:
 .SECONDARY:
 
@@ -85,6 +104,7 @@ help:
 	@echo "make deps           install build and test dependencies (Debian/Ubuntu, root)"
 	@echo "make test           unit tests, then integration tests with real BPF (root)"
 	@echo "make test SAN=1     the same, built with ASan + UBSan (LSan at exit) into build/san/"
+	@echo "make fuzz           every libFuzzer target for FUZZ_TIME (60) seconds (root: BPF)"
 	@echo "make demo           start lockscoped on a contention demo and show lockscope top"
 	@echo "make bench          overhead and capacity vs perf, bpftrace and the empty-hook floor (root)"
 	@echo "                    -> bench/results.md, bench/results.json"
@@ -161,6 +181,20 @@ $(OUTPUT)/tests/test_%: tests/unit/test_%.c $(OUTPUT)/libengine.a $(CLI_OBJS) | 
 	$(Q)$(CC) $(CFLAGS) -Icli $< $(filter-out $(OUTPUT)/cli/main.o,$(CLI_OBJS)) \
 		$(OUTPUT)/libengine.a $(LIBS) -lcmocka -o $@
 
+FUZZ_LINK = $(filter-out $(OUTPUT)/cli/main.o,$(CLI_OBJS)) $(OUTPUT)/libengine.a $(LIBS)
+
+$(OUTPUT)/fuzz:
+	$(Q)mkdir -p $@
+
+$(OUTPUT)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h $(OUTPUT)/libengine.a $(CLI_OBJS) | $(OUTPUT)/fuzz
+	$(call msg,FUZZ,$@)
+	$(Q)$(CC) $(CFLAGS) -fsanitize=fuzzer -Icli $< $(FUZZ_LINK) -o $@
+
+$(OUTPUT)/tests/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h tests/fuzz/replay.c $(OUTPUT)/libengine.a \
+			  $(CLI_OBJS) | $(OUTPUT)/tests
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) -Icli $< tests/fuzz/replay.c $(FUZZ_LINK) -o $@
+
 # Workloads keep frame pointers unless they test unwinding without them:
 #   mutex_server_nofp   the server built as distros build code (CFI, no frame pointers)
 #   mutex_server_nocfi  the server with frame pointers and no CFI at all (JIT-like code):
@@ -217,8 +251,22 @@ bench: bench-tools
 unit-test: $(UNIT_BINS)
 	$(Q)set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t; done
 
-integration-test: all
+integration-test: all $(REPLAY_BINS)
 	$(Q)OUTPUT=$(OUTPUT) $(PYTHON) -m pytest -v tests/integration
+
+# `make fuzz [FUZZ_TIME=s] [FUZZ_JOBS=n] [FUZZ_TARGETS=...]`: each target for FUZZ_TIME
+# seconds, FUZZ_JOBS at once, from the checked-in seeds and what earlier runs found
+ifeq ($(FUZZ),1)
+fuzz: $(FUZZ_BINS)
+	$(Q)tests/fuzz/run.sh $(OUTPUT) $(FUZZ_TIME) $(FUZZ_JOBS) $(FUZZ_TARGETS)
+
+# rewrites tests/fuzz/corpus from real traffic (see tests/fuzz/seeds.sh)
+fuzz-seeds: $(FUZZ_BINS)
+	$(Q)tests/fuzz/seeds.sh $(OUTPUT) build
+else
+fuzz fuzz-seeds:
+	$(Q)$(MAKE) --no-print-directory FUZZ=1 $@
+endif
 
 test: unit-test integration-test
 

@@ -598,6 +598,13 @@ static int on_wait_entry(void *ctx, const struct ls_wait_key *k, const struct ls
 	struct agg_stat st;
 	int i;
 
+	if (e->opts.tap) {
+		char entry[sizeof(*k) + sizeof(*v)];
+
+		memcpy(entry, k, sizeof(*k));
+		memcpy(entry + sizeof(*k), v, sizeof(*v));
+		e->opts.tap(e->opts.tap_ctx, ENGINE_IN_WAIT, entry, sizeof(entry));
+	}
 	if (wait_key(e, k, v->owner_comm, &ev))
 		return 0;
 	st.count = v->count;
@@ -726,6 +733,8 @@ static int on_record(void *ctx, void *data, size_t size)
 	struct engine *e = ctx;
 	struct parked *p;
 
+	if (e->opts.tap)
+		e->opts.tap(e->opts.tap_ctx, ENGINE_IN_RECORD, data, size);
 	if (dispatch(e, data, size) != -EAGAIN)
 		return 0;
 	p = malloc(sizeof(*p) + size);
@@ -910,6 +919,36 @@ int engine__consume(struct engine *e)
 			break;
 	}
 	return total;
+}
+
+void engine__feed(struct engine *e, enum engine_input kind, const void *data, size_t size)
+{
+	struct ls_wait_key k;
+	struct ls_wait_val v;
+	void *copy;
+
+	switch (kind) {
+	case ENGINE_IN_RECORD:
+		/* a ring's records are 8-byte aligned and writable; the caller's bytes may be neither */
+		copy = malloc(size ? size : 1);
+		if (!copy)
+			return;
+		memcpy(copy, data, size);
+		e->pass++;
+		on_record(e, copy, size);
+		resolve_parked(e);
+		free(copy);
+		break;
+	case ENGINE_IN_WAIT:
+		if (size != sizeof(k) + sizeof(v)) {
+			e->bad_records++;
+			break;
+		}
+		memcpy(&k, data, sizeof(k));
+		memcpy(&v, (const char *)data + sizeof(k), sizeof(v));
+		on_wait_entry(e, &k, &v);
+		break;
+	}
 }
 
 /* ---- responses ---- */

@@ -21,6 +21,12 @@
 
 struct engine;
 
+/* What the kernel side hands the engine to decode. */
+enum engine_input {
+	ENGINE_IN_RECORD,	/* a ring record: struct ls_rec_hdr and its type's body */
+	ENGINE_IN_WAIT,		/* a wait-table entry: struct ls_wait_key then struct ls_wait_val */
+};
+
 /* Room for a path setting: a Unix socket path's (sun_path). */
 #define LS_OPT_PATH_MAX 108
 
@@ -36,6 +42,9 @@ struct engine_opts {
 	struct diag_thresholds diag;	/* when lock figures become report findings */
 	/* debug files fetched from $DEBUGINFOD_URLS go here; "": never fetched */
 	char debuginfod_cache[LS_OPT_PATH_MAX];
+	/* sees what the kernel side hands over, before it is decoded (the fuzzers' seeds) */
+	void (*tap)(void *ctx, enum engine_input kind, const void *data, size_t size);
+	void *tap_ctx;
 };
 
 /* Sends a deferred response (a scan that finished) to @client; takes @resp. */
@@ -48,6 +57,12 @@ void engine__free(struct engine *e);
 int engine__epoll_fd(const struct engine *e);
 /* Drains the rings into the aggregator. */
 int engine__consume(struct engine *e);
+/*
+ * Decodes @data as if the kernel side had handed it over, then settles what it parked the
+ * way the end of a drain does. The fuzzers' entry point: any bytes are counted as bad
+ * records or decoded, never trusted.
+ */
+void engine__feed(struct engine *e, enum engine_input kind, const void *data, size_t size);
 /* Drains, rotates windows, finishes due scans; call every tick_ms. */
 void engine__tick(struct engine *e);
 /*

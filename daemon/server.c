@@ -117,21 +117,27 @@ static int queue(struct client *c, cJSON *resp)
 	return flush(c);
 }
 
+cJSON *server__request(const struct server_opts *o, uint64_t client, const struct ls_peer *peer,
+		       const char *line)
+{
+	cJSON *req, *resp;
+
+	req = cJSON_Parse(line);
+	if (!req)
+		return engine__error("malformed JSON request near byte %ld; send one JSON object per line",
+				     (long)(cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() - line : 0));
+	resp = o->on_request(o->ctx, client, peer, req);
+	cJSON_Delete(req);
+	return resp;
+}
+
 static void handle_line(struct client *c, char *line)
 {
-	struct server *s = c->srv;
-	cJSON *req, *resp;
+	cJSON *resp;
 
 	if (!*line)
 		return;
-	req = cJSON_Parse(line);
-	if (!req) {
-		resp = engine__error("malformed JSON request near byte %ld; send one JSON object per line",
-				     (long)(cJSON_GetErrorPtr() ? cJSON_GetErrorPtr() - line : 0));
-	} else {
-		resp = s->opts.on_request(s->opts.ctx, c->id, &c->peer, req);
-		cJSON_Delete(req);
-	}
+	resp = server__request(&c->srv->opts, c->id, &c->peer, line);
 	if (resp)
 		queue(c, resp);
 }

@@ -46,6 +46,12 @@ struct server_opts {
 };
 
 int server__new(const struct server_opts *opts, struct loop *loop, struct server **out);
+/*
+ * One request line (without its newline) to its response, NULL when it comes later: what
+ * the socket does with each line it reads, and the request fuzzer's entry point.
+ */
+cJSON *server__request(const struct server_opts *o, uint64_t client, const struct ls_peer *peer,
+		       const char *line);
 /* Sends a deferred response; drops it when the client has gone. Takes @resp. */
 void server__reply(struct server *s, uint64_t client, cJSON *resp);
 /* Gives the socket to @group (a SIGHUP's new socket-group); -ENOENT if there is none. */

@@ -73,7 +73,8 @@ static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *a
 	uint64_t sp = r->regs[DW_REG_SP];
 
 	(void)dwfl;
-	if (addr < sp || addr - sp + sizeof(*result) > r->stack_bytes) {
+	/* the registers are the traced process's: addr - sp + 8 must not wrap to a small offset */
+	if (addr < sp || addr - sp > r->stack_bytes || r->stack_bytes - (addr - sp) < sizeof(*result)) {
 		p->read_outside = true;
 		return false;
 	}

@@ -43,6 +43,7 @@ apt_install() {
 #               debuginfod (a local server for the debuginfod test) iproute2 (its netns)
 #               qemu-system-x86 busybox-static cpio (the kernel matrix) man-db (man -l)
 #               zsh (the zsh completion)
+#   fuzzing     libclang-rt-NN-dev (libFuzzer, where it is not in clang's own packages)
 COMMON="make gcc clang llvm libbpf-dev libelf-dev libdw-dev zlib1g-dev pkg-config
 	libcjson-dev libprotobuf-c-dev protobuf-c-compiler libdebuginfod-dev libuv1-dev git
 	ca-certificates libc6-dbg libcmocka-dev python3 python3-pytest python3-jsonschema
@@ -69,6 +70,13 @@ esac
 apt-get update -qq
 # shellcheck disable=SC2086
 apt_install $COMMON $TOOLS
+
+# `make fuzz`: libFuzzer is in the clang runtime, its own package (libclang-rt-NN-dev)
+# since LLVM 15's packaging and Debian 12's clang 14, inside libclang-common-NN-dev before
+clang_major=$(clang --version | sed -n 's/.*clang version \([0-9]*\).*/\1/p' | head -1)
+if apt-cache show "libclang-rt-$clang_major-dev" >/dev/null 2>&1; then
+	apt_install "libclang-rt-$clang_major-dev"
+fi
 
 # The Kubernetes manifest test decodes into k8s.io/api with Go, and the pprof test runs
 # `go tool pprof`: any Go will do, the distribution's is the fallback.
