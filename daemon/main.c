@@ -312,6 +312,7 @@ static void on_tick(void *ctx, uint32_t events)
 	(void)events;
 	ls_timerfd_ack(d->timerfd);
 	engine__tick(d->engine);
+	server__tick(d->server, ls_now_ns());
 	write_textfile(d);
 }
 
@@ -323,11 +324,31 @@ static void on_rings(void *ctx, uint32_t events)
 	engine__consume(d->engine);
 }
 
+/* The socket's side of `status`: connections served, refused and cut off. */
+static void add_clients_json(const struct daemon *d, cJSON *status)
+{
+	cJSON *o = cJSON_AddObjectToObject(status, "clients");
+	struct server_stats st;
+
+	server__stats(d->server, &st);
+	cJSON_AddNumberToObject(o, "connected", st.connected);
+	cJSON_AddNumberToObject(o, "accepted", st.accepted);
+	cJSON_AddNumberToObject(o, "refused_access", st.refused_access);
+	cJSON_AddNumberToObject(o, "refused_busy", st.refused_busy);
+	cJSON_AddNumberToObject(o, "cut_off", st.cut_off);
+	cJSON_AddNumberToObject(o, "overlong", st.overlong);
+}
+
 static cJSON *on_request(void *ctx, uint64_t client, const struct ls_peer *peer, const cJSON *req)
 {
 	struct daemon *d = ctx;
+	cJSON *resp = engine__handle(d->engine, client, peer, req);
+	const cJSON *cmd = cJSON_GetObjectItemCaseSensitive(resp, "cmd");
 
-	return engine__handle(d->engine, client, peer, req);
+	if (cJSON_IsString(cmd) && !strcmp(cmd->valuestring, "status") &&
+	    !cJSON_HasObjectItem(resp, "error"))
+		add_clients_json(d, resp);
+	return resp;
 }
 
 static void on_gone(void *ctx, uint64_t client)

@@ -20,7 +20,20 @@
 
 /* A request is small; a line longer than this is an error, not a buffer to grow. */
 #define MAX_REQUEST_BYTES (64 * 1024)
-#define MAX_CLIENTS 64
+#define IN_BUF_MIN 4096
+/*
+ * Connections: enough for every user's tools and dashboards at once; one user who is not
+ * root may hold a share only, so that no member can lock the others out by holding idle
+ * connections open (root is trusted: it can stop the daemon anyway).
+ */
+#define MAX_CLIENTS 1024
+#define MAX_CLIENTS_PER_UID 32
+/*
+ * A client reads each response before the next request is read (one is pending at most);
+ * one that reads nothing of it for this long is cut off, so a stuck client costs one
+ * response of memory for a bounded time.
+ */
+#define STALL_NS (10 * 1000000000ULL)
 
 struct client {
 	struct client *next;
@@ -29,12 +42,14 @@ struct client {
 	struct ls_peer peer;
 	int fd;
 	struct watch *watch;
-	char in[MAX_REQUEST_BYTES];
-	size_t in_len;
+	char *in;		/* read, not yet handled; grows to MAX_REQUEST_BYTES */
+	size_t in_len, in_cap;
 	bool discarding;	/* inside an overlong line: skip to its newline */
+	bool read_closed;	/* the client shut its side down: answer what it asked, then close */
+	unsigned int deferred;	/* responses the engine still owes (scans running) */
 	char *out;
 	size_t out_len, out_cap;
-	bool closing;
+	uint64_t out_since_ns;	/* when the pending output last moved */
 };
 
 struct server {
@@ -48,6 +63,7 @@ struct server {
 	uint64_t next_id;
 	gid_t gid;
 	bool have_group;
+	struct server_stats stats;
 };
 
 static void client_free(struct client *c)
@@ -66,8 +82,22 @@ static void client_free(struct client *c)
 		s->opts.on_gone(s->opts.ctx, c->id);
 	loop__del(s->loop, c->watch);
 	close(c->fd);
+	free(c->in);
 	free(c->out);
 	free(c);
+}
+
+/* Reads only while nothing is pending out and the client may still send. */
+static void client_watch(struct client *c)
+{
+	loop__mod(c->srv->loop, c->watch, (c->out_len ? EPOLLOUT : 0) |
+		  (!c->out_len && !c->read_closed ? EPOLLIN : 0));
+}
+
+/* A half-closed client is done once everything it asked for is sent. */
+static bool client_done(const struct client *c)
+{
+	return c->read_closed && !c->out_len && !c->deferred;
 }
 
 static int flush(struct client *c)
@@ -82,8 +112,9 @@ static int flush(struct client *c)
 		}
 		memmove(c->out, c->out + n, c->out_len - n);
 		c->out_len -= n;
+		c->out_since_ns = ls_now_ns();
 	}
-	loop__mod(c->srv->loop, c->watch, EPOLLIN | (c->out_len ? EPOLLOUT : 0));
+	client_watch(c);
 	return 0;
 }
 
@@ -110,6 +141,8 @@ static int queue(struct client *c, cJSON *resp)
 		c->out = n;
 		c->out_cap = cap;
 	}
+	if (!c->out_len)
+		c->out_since_ns = ls_now_ns();
 	memcpy(c->out + c->out_len, text, len);
 	c->out[c->out_len + len] = '\n';
 	c->out_len += len + 1;
@@ -138,50 +171,104 @@ static void handle_line(struct client *c, char *line)
 	if (!*line)
 		return;
 	resp = server__request(&c->srv->opts, c->id, &c->peer, line);
-	if (resp)
-		queue(c, resp);
+	if (!resp) {
+		c->deferred++;
+		return;
+	}
+	if (queue(c, resp))
+		c->read_closed = true;	/* cannot answer: take no more, close when done */
 }
 
-static void client_read(struct client *c)
+/* Handles the complete lines read, one at a time: the next only once its answer is sent. */
+static void handle_lines(struct client *c)
 {
-	ssize_t n = recv(c->fd, c->in + c->in_len, sizeof(c->in) - c->in_len, 0);
-	char *nl, *start;
+	char *nl;
+	size_t used = 0;
 
-	if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+	while (!c->out_len && (nl = memchr(c->in + used, '\n', c->in_len - used))) {
+		*nl = 0;
+		if (!c->discarding)
+			handle_line(c, c->in + used);
+		c->discarding = false;
+		used = nl + 1 - c->in;
+	}
+	c->in_len -= used;
+	memmove(c->in, c->in + used, c->in_len);
+}
+
+/* Room for the next read: the buffer grows to MAX_REQUEST_BYTES, a longer line is refused. */
+static bool in_room(struct client *c)
+{
+	size_t cap = c->in_cap ? c->in_cap * 2 : IN_BUF_MIN;
+	char *n;
+
+	if (c->in_len < c->in_cap)
+		return true;
+	if (c->in_cap >= MAX_REQUEST_BYTES) {
+		if (!c->discarding) {
+			c->srv->stats.overlong++;
+			queue(c, engine__error("request longer than %d bytes", MAX_REQUEST_BYTES));
+		}
+		c->discarding = true;
+		c->in_len = 0;
+		return true;
+	}
+	n = realloc(c->in, cap);
+	if (!n)
+		return false;
+	c->in = n;
+	c->in_cap = cap;
+	return true;
+}
+
+static void client_read(struct client *c, uint32_t events)
+{
+	ssize_t n;
+
+	if (!in_room(c)) {
 		client_free(c);
 		return;
 	}
-	if (n < 0)
+	n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, 0);
+	if (n < 0 && (errno == EAGAIN || errno == EINTR))
 		return;
+	if (n < 0 || (n == 0 && events & EPOLLHUP)) {
+		client_free(c);		/* gone both ways: nothing it asked for can reach it */
+		return;
+	}
+	if (n == 0) {
+		c->read_closed = true;	/* shutdown(SHUT_WR): the requests so far still get answers */
+		if (client_done(c))
+			client_free(c);
+		else
+			client_watch(c);
+		return;
+	}
 	c->in_len += n;
-	start = c->in;
-	while ((nl = memchr(start, '\n', c->in + c->in_len - start))) {
-		*nl = 0;
-		if (!c->discarding)
-			handle_line(c, start);
-		c->discarding = false;
-		start = nl + 1;
-	}
-	c->in_len -= start - c->in;
-	memmove(c->in, start, c->in_len);
-	if (c->in_len == sizeof(c->in)) {
-		if (!c->discarding)
-			queue(c, engine__error("request longer than %d bytes", MAX_REQUEST_BYTES));
-		c->discarding = true;
-		c->in_len = 0;
-	}
+	handle_lines(c);
+	if (client_done(c))
+		client_free(c);
 }
 
 static void client_event(void *ctx, uint32_t events)
 {
 	struct client *c = ctx;
 
-	if (events & EPOLLOUT && flush(c)) {
-		client_free(c);
+	if (c->out_len) {
+		if (flush(c) || (events & (EPOLLHUP | EPOLLERR) && c->out_len)) {
+			client_free(c);
+			return;
+		}
+		if (c->out_len)
+			return;
+		/* answered: the lines read meanwhile are next */
+		handle_lines(c);
+		if (client_done(c))
+			client_free(c);
 		return;
 	}
 	if (events & (EPOLLIN | EPOLLHUP | EPOLLERR))
-		client_read(c);
+		client_read(c, events);
 }
 
 /*
@@ -243,7 +330,24 @@ static void __attribute__((format(printf, 2, 3))) refuse(int fd, const char *fmt
 		free(text);
 	}
 	cJSON_Delete(resp);
+	/*
+	 * Closing a Unix socket with unread data resets the connection, and the client may read
+	 * the reset before the reason: say it is the end, and take what was already sent.
+	 */
+	shutdown(fd, SHUT_WR);
+	while (recv(fd, why, sizeof(why), MSG_DONTWAIT) > 0)
+		;
 	close(fd);
+}
+
+static int uid_clients(const struct server *s, uid_t uid)
+{
+	const struct client *c;
+	int n = 0;
+
+	for (c = s->clients; c; c = c->next)
+		n += c->peer.uid == uid;
+	return n;
 }
 
 static void accept_one(void *ctx, uint32_t events)
@@ -264,11 +368,19 @@ static void accept_one(void *ctx, uint32_t events)
 	if (!peer.pid || !peer_allowed(s, &peer)) {
 		pr_info("refused client uid %d pid %d: not root nor in group %s\n", peer.uid, peer.pid,
 			s->opts.group);
+		s->stats.refused_access++;
 		refuse(fd, "permission denied: run as root or join group %s", s->opts.group);
 		return;
 	}
+	if (peer.uid && uid_clients(s, peer.uid) >= MAX_CLIENTS_PER_UID) {
+		s->stats.refused_busy++;
+		refuse(fd, "uid %u already has %d connections open; close idle ones and try again",
+		       peer.uid, MAX_CLIENTS_PER_UID);
+		return;
+	}
 	if (s->nr_clients >= MAX_CLIENTS) {
-		refuse(fd, "too many clients; try again later");
+		s->stats.refused_busy++;
+		refuse(fd, "%d clients connected, the most served at once; try again later", MAX_CLIENTS);
 		return;
 	}
 	c = calloc(1, sizeof(*c));
@@ -289,6 +401,7 @@ static void accept_one(void *ctx, uint32_t events)
 	c->next = s->clients;
 	s->clients = c;
 	s->nr_clients++;
+	s->stats.accepted++;
 }
 
 /* A socket file left by a daemon that died is replaced; one that answers is not. */
@@ -367,7 +480,7 @@ int server__new(const struct server_opts *opts, struct loop *loop, struct server
 	if ((err = claim_path(&addr)))
 		goto cleanup;
 	s->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (s->fd < 0 || bind(s->fd, (struct sockaddr *)&addr, sizeof(addr)) || listen(s->fd, 16)) {
+	if (s->fd < 0 || bind(s->fd, (struct sockaddr *)&addr, sizeof(addr)) || listen(s->fd, SOMAXCONN)) {
 		err = -errno;
 		goto cleanup;
 	}
@@ -391,11 +504,35 @@ void server__reply(struct server *s, uint64_t client, cJSON *resp)
 
 	for (c = s->clients; c; c = c->next) {
 		if (c->id == client) {
-			queue(c, resp);
+			if (c->deferred)
+				c->deferred--;
+			if (queue(c, resp) || client_done(c))
+				client_free(c);
 			return;
 		}
 	}
 	cJSON_Delete(resp);
+}
+
+void server__tick(struct server *s, uint64_t now_ns)
+{
+	struct client *c, *next;
+
+	for (c = s->clients; c; c = next) {
+		next = c->next;
+		if (c->out_len && now_ns - c->out_since_ns > STALL_NS) {
+			pr_info("client uid %d pid %d read nothing of its response for %llu s: cut off\n",
+				c->peer.uid, c->peer.pid, STALL_NS / 1000000000ULL);
+			s->stats.cut_off++;
+			client_free(c);
+		}
+	}
+}
+
+void server__stats(const struct server *s, struct server_stats *out)
+{
+	*out = s->stats;
+	out->connected = s->nr_clients;
 }
 
 void server__free(struct server *s)

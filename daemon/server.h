@@ -54,6 +54,20 @@ cJSON *server__request(const struct server_opts *o, uint64_t client, const struc
 		       const char *line);
 /* Sends a deferred response; drops it when the client has gone. Takes @resp. */
 void server__reply(struct server *s, uint64_t client, cJSON *resp);
+
+/* What happened to connections since start: `status` shows it. */
+struct server_stats {
+	uint64_t connected;	/* open now */
+	uint64_t accepted;
+	uint64_t refused_access;	/* not root, not in the group */
+	uint64_t refused_busy;	/* the connection limits: per user, and in all */
+	uint64_t cut_off;	/* read nothing of a response for the stall limit */
+	uint64_t overlong;	/* request lines over the size limit */
+};
+
+/* Cuts off clients that read nothing of their response for too long; call from a timer. */
+void server__tick(struct server *s, uint64_t now_ns);
+void server__stats(const struct server *s, struct server_stats *out);
 /* Gives the socket to @group (a SIGHUP's new socket-group); -ENOENT if there is none. */
 int server__set_group(struct server *s, const char *group);
 void server__free(struct server *s);
