@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/epoll.h>
+#include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -123,6 +125,13 @@ struct scan {
 	uint64_t counters0[LS_CNT_MAX];
 	bool precise;		/* the pid is in the collector's precise set */
 	bool kernel_addrs;	/* the client may see raw kernel addresses */
+	/*
+	 * The process itself, not its number: readable the moment it exits, so the scan ends
+	 * (its waits drained) before a new process can take the pid and add to it. -1 on
+	 * kernels without pidfd_open (5.3): the pid is checked at each tick instead.
+	 */
+	int pidfd;
+	bool exited;
 };
 
 /*
@@ -139,6 +148,7 @@ struct parked {
 struct engine {
 	struct engine_opts opts;
 	cJSON *config;			/* the daemon's config in force, for status */
+	int epfd;			/* the rings' epoll fd and the scanned processes' pidfds */
 	struct collector *coll;
 	struct ksyms *ksyms;
 	struct stacks *stacks;
@@ -783,6 +793,7 @@ int engine__new(const struct engine_opts *opts, engine_reply_fn reply, void *rep
 
 	if (!e)
 		return -ENOMEM;
+	e->epfd = -1;
 	/* the symbolizer holds a descriptor per binary mapped anywhere: allow what may be allowed */
 	if (!getrlimit(RLIMIT_NOFILE, &nofile) && nofile.rlim_cur < nofile.rlim_max) {
 		nofile.rlim_cur = nofile.rlim_max;
@@ -833,6 +844,12 @@ int engine__new(const struct engine_opts *opts, engine_reply_fn reply, void *rep
 	err = collector__attach(e->coll);
 	if (err)
 		goto cleanup;
+	e->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (e->epfd < 0 || epoll_ctl(e->epfd, EPOLL_CTL_ADD, collector__epoll_fd(e->coll),
+				     &(struct epoll_event){ .events = EPOLLIN })) {
+		err = -errno;
+		goto cleanup;
+	}
 	/* read after loading, so our own programs' frames have names to skip */
 	err = ksyms__new(opts->kallsyms, &e->ksyms);
 	if (err)
@@ -861,6 +878,8 @@ static void scan_free(struct engine *e, struct scan *s)
 		collector__precise_del(e->coll, s->pid);
 		spin__precise_ran(e->spin, s->pid, ls_now_ns() - s->start_ns);
 	}
+	if (s->pidfd >= 0)
+		close(s->pidfd);	/* and out of the epoll set with it */
 	agg__free(s->agg);
 	free(s);
 }
@@ -876,6 +895,8 @@ void engine__free(struct engine *e)
 		n = s->next;
 		scan_free(e, s);
 	}
+	if (e->epfd >= 0)
+		close(e->epfd);
 	collector__free(e->coll);
 	while (e->parked) {
 		struct parked *p = e->parked;
@@ -899,11 +920,35 @@ void engine__free(struct engine *e)
 
 int engine__epoll_fd(const struct engine *e)
 {
-	return collector__epoll_fd(e->coll);
+	return e->epfd;
+}
+
+static void finish_scans(struct engine *e, uint64_t now);
+
+/* Marks the scans whose process exited; true if any did. */
+static bool scans_exited(struct engine *e)
+{
+	struct epoll_event ev[8];
+	bool any = false;
+	int i, n;
+
+	do {
+		n = epoll_wait(e->epfd, ev, sizeof(ev) / sizeof(ev[0]), 0);
+		for (i = 0; i < n; i++) {
+			struct scan *s = ev[i].data.ptr;	/* NULL: the rings */
+
+			if (s && !s->exited) {
+				s->exited = true;
+				any = true;
+			}
+		}
+	} while (n == sizeof(ev) / sizeof(ev[0]));
+	return any;
 }
 
 int engine__consume(struct engine *e)
 {
+	bool exited = e->scans && scans_exited(e);
 	int n, total = 0, round;
 
 	/* a second drain settles records parked in the first, so callers see every wait */
@@ -918,6 +963,8 @@ int engine__consume(struct engine *e)
 		if (!e->parked)
 			break;
 	}
+	if (exited)
+		finish_scans(e, ls_now_ns());
 	return total;
 }
 
@@ -1414,6 +1461,16 @@ static cJSON *handle_scan(struct engine *e, uint64_t client, const struct ls_pee
 	if (!s)
 		return engine__error("out of memory");
 	s->client = client;
+	s->pidfd = syscall(SYS_pidfd_open, q->pid, 0);
+	if (s->pidfd < 0 && errno == ESRCH) {
+		free(s);
+		return engine__error("no process with pid %u", q->pid);
+	}
+	if (s->pidfd >= 0 && epoll_ctl(e->epfd, EPOLL_CTL_ADD, s->pidfd,
+				       &(struct epoll_event){ .events = EPOLLIN, .data.ptr = s })) {
+		close(s->pidfd);
+		s->pidfd = -1;
+	}
 	s->x = *x;
 	s->kernel_addrs = kernel_addrs_allowed(e, peer);
 	s->pid = q->pid;
@@ -1424,7 +1481,7 @@ static cJSON *handle_scan(struct engine *e, uint64_t client, const struct ls_pee
 	ao.start_ns = s->start_ns;
 	s->agg = agg__new(&ao);
 	if (!s->agg) {
-		free(s);
+		scan_free(e, s);
 		return engine__error("out of memory");
 	}
 	if (cJSON_IsTrue(precise)) {
@@ -1893,7 +1950,7 @@ static void finish_scans(struct engine *e, uint64_t now)
 	bool drained = false;
 
 	for (pp = &e->scans; (s = *pp);) {
-		bool exited = !pid_alive(s->pid);
+		bool exited = s->exited || (s->pidfd < 0 && !pid_alive(s->pid));
 
 		if (now < s->deadline_ns && !exited) {
 			pp = &s->next;

@@ -254,6 +254,10 @@ static void client_event(void *ctx, uint32_t events)
 {
 	struct client *c = ctx;
 
+	if (client_done(c)) {
+		client_free(c);
+		return;
+	}
 	if (c->out_len) {
 		if (flush(c) || (events & (EPOLLHUP | EPOLLERR) && c->out_len)) {
 			client_free(c);
@@ -506,8 +510,14 @@ void server__reply(struct server *s, uint64_t client, cJSON *resp)
 		if (c->id == client) {
 			if (c->deferred)
 				c->deferred--;
-			if (queue(c, resp) || client_done(c))
-				client_free(c);
+			if (queue(c, resp))
+				c->read_closed = true;
+			/*
+			 * A scan may end while this client's own request is being handled: the
+			 * loop closes it, on the EPOLLOUT an empty socket raises at once.
+			 */
+			if (client_done(c))
+				loop__mod(s->loop, c->watch, EPOLLOUT);
 			return;
 		}
 	}

@@ -226,3 +226,45 @@ def test_sigkill_leaves_nothing_and_restart_works():
     finally:
         rc, log = stop_daemon(again)
         assert rc == 0, log
+
+
+def spawn_with_pid(pid, args, tries=50):
+    """Starts @args as process @pid, by setting the pid allocator's last pid first; another
+    process forking meanwhile takes it, so try again (those attempts are killed)."""
+    for _ in range(tries):
+        with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+            f.write(str(pid - 1))
+        p = subprocess.Popen(args, stdout=subprocess.DEVNULL)
+        if p.pid == pid:
+            return p
+        p.kill()
+        p.wait()
+    raise AssertionError(f"pid {pid} could not be taken in {tries} tries")
+
+
+def test_scan_ends_when_its_process_exits_and_a_reused_pid_adds_nothing(daemon):
+    """The scanned process exits mid-scan: the scan answers at once with what it did, exactly
+    (the workload's own count), and a new process that takes the same pid straight after,
+    contending on a lock of its own, adds nothing to it."""
+    from conftest import WORKLOADS, Workload
+    from test_ulock import assert_sleeps_counted
+    a = Workload("mutex_server", "--seconds", "1")
+    out = {}
+    scan = threading.Thread(target=lambda: out.update(
+        scan=daemon.cli_json("scan", "-p", str(a.pid), "-d", "30s", "--kind", "user", "-l")))
+    t0 = time.time()
+    scan.start()
+    time.sleep(0.5)   # the scan has begun
+    a.go()
+    res = a.wait()
+    b = spawn_with_pid(a.pid, [os.path.join(WORKLOADS, "mutex_server"), "--seconds", "2"])
+    scan.join(60)
+    b_out, _ = b.communicate(timeout=60)
+    elapsed = time.time() - t0
+    resp = out["scan"]
+    rows = [r for r in resp["rows"] if r["type"] == "futex:mutex"]
+    print(res, [(r["uaddr"], r["contended"]) for r in rows], elapsed)
+    assert resp["process_exited"] is True
+    assert elapsed < 10, "the scan did not end when its process did"
+    assert [r["uaddr"] for r in rows] == [res["mutex"]]
+    assert_sleeps_counted(rows[0]["contended"], res["sleeps"], status(daemon)["dropped"])
