@@ -826,7 +826,9 @@ int engine__new(const struct engine_opts *opts, engine_reply_fn reply, void *rep
 		err = -ENOMEM;
 		goto cleanup;
 	}
-	err = threads__new(&(struct threads_opts){ .max_exited_procs = THREADS_DEF_MAX_EXITED_PROCS }, &e->threads);
+	err = threads__new(&(struct threads_opts){ .max_exited_procs = THREADS_DEF_MAX_EXITED_PROCS,
+						    .max_exited_threads = THREADS_DEF_MAX_EXITED_THREADS },
+			   &e->threads);
 	if (err)
 		goto cleanup;
 	err = spin__new(&e->spin);
@@ -1037,6 +1039,7 @@ static cJSON *dropped_json(struct engine *e, const uint64_t *base)
 	cJSON_AddNumberToObject(d, "wait_drain_raced", collector__drain_races(e->coll));
 	/* an exited process whose threads aged out of the windows, with no room for its summary */
 	cJSON_AddNumberToObject(d, "exited_summary_full", threads__dropped(e->threads));
+	cJSON_AddNumberToObject(d, "exited_threads_folded", threads__folded_early(e->threads));
 	return d;
 }
 

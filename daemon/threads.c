@@ -86,6 +86,7 @@ struct threads {
 	uint64_t prev_ns, cur_ns;	/* the last two ticks */
 	uint64_t ctxt_prev, ctxt_cur;	/* /proc/stat ctxt at those ticks */
 	uint64_t dropped;		/* exited processes with no room for their summary */
+	uint64_t folded_early;		/* exited threads summarized before their time: no room */
 	uint64_t exits;			/* threads whose exit sched_process_exit reported */
 	uint64_t switch_cost_ns;
 };
@@ -310,10 +311,47 @@ static void summarize(struct threads *t, uint32_t tid, const struct thread *th)
  * Marks the threads this tick did not find as exited, and moves the ones exited longer
  * than the longest window into their process's summary (a new table: entries are dense).
  */
+static int by_time(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/*
+ * The exit time at or before which exited threads are summarized now: the longest window
+ * ago, or earlier-exited ones beyond max_exited_threads (a churn of short-lived threads
+ * must not grow the table for the 5 minutes they would otherwise be kept).
+ */
+static uint64_t expiry(struct threads *t, uint64_t cutoff, size_t exited)
+{
+	uint64_t *times;
+	size_t iter = 0, n = 0, over;
+	const void *k;
+	void *v;
+
+	if (exited <= t->opts.max_exited_threads)
+		return cutoff;
+	over = exited - t->opts.max_exited_threads;
+	times = malloc(exited * sizeof(*times));
+	if (!times)
+		return cutoff;
+	while (!htab__next(t->by_tid, &iter, &k, &v) && n < exited)
+		if (((struct thread *)v)->exited_ns)
+			times[n++] = ((struct thread *)v)->exited_ns;
+	ls_sort(times, n, sizeof(*times), by_time);
+	if (over <= n && times[over - 1] > cutoff)
+		cutoff = times[over - 1];
+	free(times);
+	return cutoff;
+}
+
 static void sweep(struct threads *t, uint64_t now)
 {
 	struct htab *keep = NULL;
-	size_t iter = 0, expired = 0;
+	size_t iter = 0, expired = 0, exited = 0;
+	/* summarized when gone longer than the longest window */
+	uint64_t in_time = now > EXITED_KEEP_NS ? now - EXITED_KEEP_NS - 1 : 0, cutoff;
 	const void *k;
 	void *v;
 
@@ -324,9 +362,12 @@ static void sweep(struct threads *t, uint64_t now)
 			th->exited_ns = now;
 			th->st.flags |= SCHED_THREAD_EXITED;
 		}
-		if (th->exited_ns && now - th->exited_ns > EXITED_KEEP_NS)
-			expired++;
+		exited += !!th->exited_ns;
 	}
+	cutoff = expiry(t, in_time, exited);
+	iter = 0;
+	while (!htab__next(t->by_tid, &iter, &k, &v))
+		expired += ((struct thread *)v)->exited_ns && ((struct thread *)v)->exited_ns <= cutoff;
 	if (!expired)
 		return;
 	keep = htab__new(sizeof(uint32_t), sizeof(struct thread), SIZE_MAX);
@@ -336,7 +377,8 @@ static void sweep(struct threads *t, uint64_t now)
 	while (!htab__next(t->by_tid, &iter, &k, &v)) {
 		struct thread *th = v, *nt;
 
-		if (th->exited_ns && now - th->exited_ns > EXITED_KEEP_NS) {
+		if (th->exited_ns && th->exited_ns <= cutoff) {
+			t->folded_early += th->exited_ns > in_time;
 			summarize(t, *(const uint32_t *)k, th);
 			free(th->pts);
 			continue;
@@ -380,6 +422,11 @@ void threads__refresh(struct threads *t, const struct collector *c, uint64_t now
 uint64_t threads__dropped(const struct threads *t)
 {
 	return t->dropped;
+}
+
+uint64_t threads__folded_early(const struct threads *t)
+{
+	return t->folded_early;
 }
 
 uint64_t threads__exits(const struct threads *t)

@@ -24,9 +24,12 @@ struct threads;
 
 struct threads_opts {
 	size_t max_exited_procs;	/* summaries of exited processes kept for the all window */
+	size_t max_exited_threads;	/* exited threads kept whole for the windows; beyond it
+					 * the earliest gone are summarized at once */
 };
 
 #define THREADS_DEF_MAX_EXITED_PROCS 4096
+#define THREADS_DEF_MAX_EXITED_THREADS 16384
 
 int threads__new(const struct threads_opts *opts, struct threads **out);
 void threads__free(struct threads *t);
@@ -51,6 +54,8 @@ int threads__json(struct threads *t, const struct collector *c, uint32_t pid, ui
 		  enum ls_window w, uint64_t now, cJSON *o, const char **err);
 /* Exited processes whose summary found no room (max_exited_procs). */
 uint64_t threads__dropped(const struct threads *t);
+/* Exited threads summarized early for want of room: the windows lost their own rows. */
+uint64_t threads__folded_early(const struct threads *t);
 /* Threads whose exit was reported with their final counters (sched_process_exit). */
 uint64_t threads__exits(const struct threads *t);
 /* The host's context switches since boot (/proc/stat ctxt), as vmstat reads them. */
