@@ -196,6 +196,25 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
+/*
+ * The cache holds files the daemon parses with root's privileges: if another user may
+ * write it, they could plant one. Only this user (or root) may write @dir.
+ */
+static int private_dir(const char *dir)
+{
+	struct stat st;
+
+	if (stat(dir, &st))
+		return -errno;
+	if ((st.st_uid && st.st_uid != geteuid()) || (st.st_mode & (S_IWGRP | S_IWOTH))) {
+		pr_warn("debuginfod: %s (mode %04o, uid %u) may be written by other users, who could plant "
+			"debug files: not fetching; chmod go-w it or set debuginfod-cache elsewhere\n",
+			dir, st.st_mode & 07777, st.st_uid);
+		return -EPERM;
+	}
+	return 0;
+}
+
 int debuginfo__new(const struct debuginfo_opts *opts, struct debuginfo **out)
 {
 	const char *urls = opts->urls ? opts->urls : getenv("DEBUGINFOD_URLS");
@@ -228,6 +247,8 @@ int debuginfo__new(const struct debuginfo_opts *opts, struct debuginfo **out)
 		pr_warn("debuginfod: cannot create %s: %s\n", cache, strerror(-err));
 		goto cleanup;
 	}
+	if ((err = private_dir(d->dir)) || (err = private_dir(cache)))
+		goto cleanup;
 	/*
 	 * libdebuginfod reads these at every fetch; set once here, before the worker exists,
 	 * so no thread reads the environment while it changes.

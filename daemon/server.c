@@ -464,6 +464,35 @@ static int set_owner(struct server *s)
 	return chmod(s->path, s->opts.mode) ? -errno : 0;
 }
 
+/*
+ * Whoever may write the socket's directory may replace the socket with one of their own
+ * and read what root's tools send it: only this user (or root) may, or the sticky bit
+ * (as on /tmp) must keep others from renaming it.
+ */
+static int check_dir(const char *path)
+{
+	char *dir = strdup(path), *slash;
+	struct stat st;
+	int err = 0;
+
+	if (!dir)
+		return -ENOMEM;
+	slash = strrchr(dir, '/');
+	if (slash)
+		*(slash == dir ? slash + 1 : slash) = 0;
+	if (stat(slash ? dir : ".", &st))
+		err = -errno;
+	else if ((st.st_uid && st.st_uid != geteuid()) ||
+		 ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))) {
+		pr_err("socket directory %s (mode %04o, uid %u) may be written by other users, who could "
+		       "replace the socket: use one only root writes, e.g. the default /run/lockscope\n",
+		       slash ? dir : ".", st.st_mode & 07777, st.st_uid);
+		err = -EPERM;
+	}
+	free(dir);
+	return err;
+}
+
 int server__new(const struct server_opts *opts, struct loop *loop, struct server **out)
 {
 	struct sockaddr_un addr = { .sun_family = AF_UNIX };
@@ -481,7 +510,7 @@ int server__new(const struct server_opts *opts, struct loop *loop, struct server
 	s->path = strdup(opts->path);
 	s->fd = -1;
 	make_parent_dir(opts->path);
-	if ((err = claim_path(&addr)))
+	if ((err = check_dir(opts->path)) || (err = claim_path(&addr)))
 		goto cleanup;
 	s->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (s->fd < 0 || bind(s->fd, (struct sockaddr *)&addr, sizeof(addr)) || listen(s->fd, SOMAXCONN)) {

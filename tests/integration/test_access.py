@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from conftest import (LOCKSCOPE, Workload, check_response, for_other_users, require_bpf, require_tool,
+from conftest import (LOCKSCOPE, LOCKSCOPED, Workload, check_response, for_other_users, require_bpf, require_tool,
                       start_daemon, stop_daemon)
 from test_klock import STORM_ARGS
 
@@ -164,6 +164,16 @@ def test_kernel_addresses_need_cap_syslog(users):
         assert "[hidden]" in text and "0xffff" not in text, text
         # CAP_SYSLOG is kptr_restrict=1's rule
         assert all(a for a in kernel_addresses(member_top(d, users, w.pid, caps=("syslog",))))
+        # every other command that shows kernel locks or frames follows the same rule
+        for args in (("report", "-w", "all", "--json"), ("export", "-F", "json", "-w", "all"),
+                     ("export", "-F", "folded", "-w", "all"), ("export", "-F", "prometheus", "-w", "all"),
+                     ("spin", "-w", "all", "--json"), ("threads", "-w", "all", "--json"),
+                     ("scan", "-p", str(os.getpid()), "-d", "200ms", "--json")):
+            shown = d.cli(*args).stdout
+            member = as_user(users[MEMBER], LOCKSCOPE, *args, "--socket", d.sock)
+            print(args, "0xffff" in shown, member.returncode, member.stderr[-300:])
+            assert "0xffff" not in member.stdout, args
+            assert member.returncode == (1 if args[0] == "scan" else 0), member.stderr
     finally:
         rc, log = stop_daemon(d)
         assert rc == 0, log
@@ -178,3 +188,32 @@ def test_kernel_addresses_need_cap_syslog(users):
     finally:
         rc, log = stop_daemon(d)
         assert rc == 0, log
+
+
+def test_directories_others_may_write_are_refused(tmp_path):
+    """A socket directory another user may write lets them replace the socket: the daemon
+    will not serve there (a sticky one, like /tmp, is safe); a debuginfod cache they may
+    write would feed root's parser their files: fetching stays off, and the log says why."""
+    require_bpf()
+    open_dir = tmp_path / "open"
+    open_dir.mkdir()
+    os.chmod(open_dir, 0o777)
+    p = subprocess.run([LOCKSCOPED, "--socket", str(open_dir / "ls.sock")], capture_output=True, text=True,
+                       timeout=60)
+    print(p.stderr)
+    assert p.returncode == 1 and not (open_dir / "ls.sock").exists()
+    assert "may be written by other users, who could replace the socket" in p.stderr
+    sticky = tmp_path / "sticky"
+    sticky.mkdir()
+    os.chmod(sticky, 0o1777)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    os.chmod(cache, 0o777)
+    d = start_daemon(["--debuginfod-cache", str(cache)], sock=str(sticky / "ls.sock"),
+                     env=dict(os.environ, DEBUGINFOD_URLS="http://127.0.0.1:9"))
+    try:
+        assert d.call({"cmd": "status"})["cmd"] == "status"
+    finally:
+        rc, log = stop_daemon(d)
+    assert rc == 0, log
+    assert f"debuginfod: {cache} (mode 0777, uid 0) may be written by other users" in log, log
