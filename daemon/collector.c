@@ -440,10 +440,17 @@ int collector__new(const struct collector_opts *opts, struct collector **out)
 		return -EINVAL;
 	if (!opts->max_stack || opts->max_stack > LS_MAX_STACK_DEPTH)
 		return -EINVAL;
-	/* a ring must hold a few dumps besides everything else */
+	/* a ring must hold a few dumps besides everything else: say which setting to change */
 	if (!dump_bytes_ok(opts, opts->ustack_bytes) ||
-	    (opts->ustack_bytes && !dump_bytes_ok(opts, opts->spin_stack_bytes)))
+	    (opts->ustack_bytes && !dump_bytes_ok(opts, opts->spin_stack_bytes))) {
+		__u32 widest = opts->ustack_bytes > opts->spin_stack_bytes ? opts->ustack_bytes :
+			       opts->spin_stack_bytes;
+
+		pr_err("ringbuf-kb=%u holds too few stack dumps of user-stack-bytes=%u and spin-stack-bytes=%u: "
+		       "raise ringbuf-kb to %u or lower the dump windows\n", opts->ringbuf_bytes / 1024,
+		       opts->ustack_bytes, opts->spin_stack_bytes, widest * 8 / 1024);
 		return -EINVAL;
+	}
 	if (!opts->max_locks || (opts->max_locks & (opts->max_locks - 1)))
 		return -EINVAL;
 	c = calloc(1, sizeof(*c));

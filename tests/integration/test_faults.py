@@ -11,7 +11,7 @@ import subprocess
 import threading
 import time
 
-from conftest import LOCKSCOPE, check_response, require_bpf, require_tool, start_daemon, stop_daemon
+from conftest import LOCKSCOPE, LOCKSCOPED, check_response, require_bpf, require_tool, start_daemon, stop_daemon
 from test_access import MEMBER, as_user, users  # noqa: F401 (a fixture)
 
 # the daemon's limits (daemon/server.c)
@@ -309,3 +309,52 @@ def test_ten_thousand_short_lived_threads(daemon):
     # unbounded, the exited threads alone grew it ~8 MB per 10 000; bounded, ~0.4 MB and
     # malloc's noise of a few MB
     assert (after[0] - before[0]) - (after[1] - before[1]) < 8192
+
+
+# every table and ring at its smallest: the thread and wait tables, stack maps, holders,
+# the lock and stack tables of the daemon, an 8 KiB ring per CPU (1 KiB stack dumps)
+LIMITS = ["--max-threads=64", "--stack-entries=64", "--max-locks=64", "--wait-keys=64", "--ringbuf-kb=8",
+          "--user-stack-bytes=1024", "--spin-stack-bytes=1024", "--user-stack-entries=64", "--max-holders=16",
+          "--max-keys=1024", "--max-stacks=1024"]
+
+
+def test_every_table_and_ring_at_its_limit():
+    """A server, 10 000 churning threads and a kernel-lock storm at once, with every table
+    at its smallest: what overflows is counted where status shows it, no figure is more
+    than what happened, what is missing is within what was counted as lost, and the daemon
+    keeps serving."""
+    require_bpf()
+    from conftest import WORKLOADS, Workload
+    from test_klock import STORM_ARGS
+    from test_ulock import COUNT_TOLERANCE, MIN_SLEEPS, user_rows
+    d = start_daemon(LIMITS)
+    try:
+        w = Workload("mutex_server", "--seconds", "2", "--until", str(MIN_SLEEPS))
+        storm = Workload("mmap_storm", *STORM_ARGS)
+        w.go()
+        storm.go()
+        subprocess.run([os.path.join(WORKLOADS, "thread_churn")], capture_output=True, check=True)
+        res, _ = w.wait(), storm.wait()
+        time.sleep(0.5)
+        st = status(d)
+        dropped = st["dropped"]
+        print({k: v for k, v in dropped.items() if v}, st["aggregator"])
+        assert st["aggregator"]["keys"] <= 1024
+        assert dropped["agg_full"] > 0 and dropped["wait_map_full"] > 0
+        rows = [r for r in user_rows(d, w.pid, "-l") if r["uaddr"] == res["mutex"]]
+        counted = rows[0]["contended"] if rows else 0
+        lost = sum(dropped[k] for k in ("agg_full", "wait_table_full", "ringbuf_full", "missed_end"))
+        assert counted <= res["sleeps"] * (1 + COUNT_TOLERANCE)
+        assert res["sleeps"] - counted <= COUNT_TOLERANCE * res["sleeps"] + lost
+        assert d.cli_json("report", "-w", "all")["cmd"] == "report"
+    finally:
+        rc, log = stop_daemon(d)
+    assert rc == 0, log
+
+
+def test_ring_too_small_for_the_dumps_says_which_setting():
+    p = subprocess.run([LOCKSCOPED, "--socket", "/tmp/lockscope-test-unused.sock", "--ringbuf-kb=16"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1
+    assert ("ringbuf-kb=16 holds too few stack dumps of user-stack-bytes=4096 and spin-stack-bytes=16384: "
+            "raise ringbuf-kb to 128 or lower the dump windows") in p.stderr
