@@ -231,6 +231,7 @@ static void render_self(FILE *f, const cJSON *resp)
 	const cJSON *rates = cJSON_GetObjectItemCaseSensitive(self, "per_s");
 	const cJSON *syms = cJSON_GetObjectItemCaseSensitive(self, "user_symbols");
 	const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(resp, "config"), *p, *r;
+	const cJSON *clients = cJSON_GetObjectItemCaseSensitive(resp, "clients");
 
 	fprintf(f, "daemon: %.2f%% of a CPU, %.1f MiB RSS, %.0f records/s (kernel waits %.0f/s, futex waits "
 		"%.0f/s, holder samples %.0f/s, spin samples %.0f/s)\n", ls_json_num(self, "cpu_pct"),
@@ -246,6 +247,12 @@ static void render_self(FILE *f, const cJSON *resp)
 				ls_json_str_or(p, "disables", ""));
 	cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(resp, "degraded"))
 		fprintf(f, "degraded: %s: %s\n", ls_json_str_or(r, "component", "?"), ls_json_str_or(r, "reason", ""));
+	if (cJSON_IsObject(clients))
+		fprintf(f, "clients: %.0f connected, %.0f served since start; refused: %.0f not allowed, %.0f over "
+			"the connection limits; %.0f cut off (read no answer for 10 s), %.0f overlong requests\n",
+			ls_json_num(clients, "connected"), ls_json_num(clients, "accepted"),
+			ls_json_num(clients, "refused_access"), ls_json_num(clients, "refused_busy"),
+			ls_json_num(clients, "cut_off"), ls_json_num(clients, "overlong"));
 	if (!cJSON_IsObject(cfg))
 		return;
 	fprintf(f, "config: %s, %.0f reloads", ls_json_str_or(cfg, "path", "(no file: defaults and flags)"),
@@ -255,7 +262,7 @@ static void render_self(FILE *f, const cJSON *resp)
 	if (cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(cfg, "pending_restart"))) {
 		fprintf(f, "; restart to apply:");
 		cJSON_ArrayForEach(r, cJSON_GetObjectItemCaseSensitive(cfg, "pending_restart"))
-			fprintf(f, " %s", r->valuestring);
+			fprintf(f, " %s", cJSON_IsString(r) ? r->valuestring : "?");
 	}
 	fputc('\n', f);
 }
