@@ -784,7 +784,7 @@ static int64_t daemon_waits(const char *socket, uint32_t pid)
 	if (cJSON_IsArray(cJSON_GetObjectItem(resp, "rows"))) {
 		n = 0;
 		cJSON_ArrayForEach(row, cJSON_GetObjectItem(resp, "rows"))
-			n += (int64_t)ls_json_num(row, "contended");
+			n += ls_json_u64(row, "contended");
 	}
 	if (fd >= 0)
 		close(fd);

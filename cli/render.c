@@ -34,9 +34,9 @@ static void frame_text(const cJSON *fr, char *buf, size_t len)
 	if (sym && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(fr, "inlined")))
 		snprintf(buf, len, "%s %s (inlined, %s)", addr, sym, module ? module : "?");
 	else if (sym && module && strcmp(module, "kernel"))
-		snprintf(buf, len, "%s %s+0x%" PRIx64 " (%s)", addr, sym, (uint64_t)ls_json_num(fr, "offset"), module);
+		snprintf(buf, len, "%s %s+0x%" PRIx64 " (%s)", addr, sym, ls_json_u64(fr, "offset"), module);
 	else if (sym)
-		snprintf(buf, len, "%s %s+0x%" PRIx64, addr, sym, (uint64_t)ls_json_num(fr, "offset"));
+		snprintf(buf, len, "%s %s+0x%" PRIx64, addr, sym, ls_json_u64(fr, "offset"));
 	else if (module)
 		snprintf(buf, len, "%s %s+%s", addr, module, addr);
 	else
