@@ -621,16 +621,8 @@ static int print_response(const struct cli *c, const cJSON *resp)
 		if (text)
 			printf("%s\n", text);
 		free(text);
-	} else if (!strcmp(c->cmd, "status")) {
-		render_status(stdout, resp);
-	} else if (!strcmp(c->cmd, "threads")) {
-		render_threads(stdout, resp);
-	} else if (!strcmp(c->cmd, "spin")) {
-		render_spin(stdout, resp);
-	} else if (!strcmp(c->cmd, "report")) {
-		render_report(stdout, resp);
 	} else {
-		render_rows(stdout, resp, &c->ro);
+		render_response(stdout, c->cmd, resp, &c->ro);
 	}
 	return 0;
 }

@@ -535,3 +535,17 @@ void render_report(FILE *f, const cJSON *resp)
 	}
 	print_drops(f, cJSON_GetObjectItemCaseSensitive(resp, "dropped"));
 }
+
+void render_response(FILE *f, const char *cmd, const cJSON *resp, const struct render_opts *o)
+{
+	if (!strcmp(cmd, "status"))
+		render_status(f, resp);
+	else if (!strcmp(cmd, "threads"))
+		render_threads(f, resp);
+	else if (!strcmp(cmd, "spin"))
+		render_spin(f, resp);
+	else if (!strcmp(cmd, "report"))
+		render_report(f, resp);
+	else
+		render_rows(f, resp, o);
+}

@@ -24,5 +24,7 @@ void render_threads(FILE *f, const cJSON *resp);
 void render_spin(FILE *f, const cJSON *resp);
 /* `lockscope report`: the findings, most wasted time first, with evidence and fix. */
 void render_report(FILE *f, const cJSON *resp);
+/* The table of command @cmd's response: one of the above (rows for top and scan). */
+void render_response(FILE *f, const char *cmd, const cJSON *resp, const struct render_opts *o);
 
 #endif
