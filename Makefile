@@ -91,7 +91,7 @@ WORKLOADS := $(patsubst tests/workloads/%.c,$(OUTPUT)/workloads/%,$(WORKLOAD_SRC
 	     $(OUTPUT)/workloads/tokio_tick
 
 .PHONY: all clean config deps test unit-test integration-test install demo help bench bench-tools \
-	fuzz fuzz-seeds
+	fuzz fuzz-seeds bench-soak
 .DELETE_ON_ERROR:
 .SECONDARY:
 
@@ -104,6 +104,7 @@ help:
 	@echo "make deps           install build and test dependencies (Debian/Ubuntu, root)"
 	@echo "make test           unit tests, then integration tests with real BPF (root)"
 	@echo "make test SAN=1     the same, built with ASan + UBSan (LSan at exit) into build/san/"
+	@echo "make bench-soak     lockscoped's RSS over SOAK_MINUTES (15) of mixed load (root)"
 	@echo "make fuzz           every libFuzzer target for FUZZ_TIME (60) seconds (root: BPF)"
 	@echo "make demo           start lockscoped on a contention demo and show lockscope top"
 	@echo "make bench          overhead and capacity vs perf, bpftrace and the empty-hook floor (root)"
@@ -247,6 +248,11 @@ bench-tools: all $(OUTPUT)/bench/floor
 
 bench: bench-tools
 	$(Q)OUTPUT=$(OUTPUT) $(PYTHON) bench/run.py
+
+# lockscoped's memory under a long mixed load (bench/soak.py)
+SOAK_MINUTES ?= 15
+bench-soak: all
+	$(Q)OUTPUT=$(OUTPUT) $(PYTHON) bench/soak.py --minutes $(SOAK_MINUTES)
 
 unit-test: $(UNIT_BINS)
 	$(Q)set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t; done
