@@ -21,6 +21,9 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
+#define FUZZ_MAX_KEYS 8192
+#define FUZZ_MAX_STACKS 4096
+
 /* Scans answer later, through this: rendered as the socket would send them, then freed. */
 static inline void fuzz_reply(void *ctx, uint64_t client, cJSON *resp)
 {
@@ -44,6 +47,12 @@ static inline struct engine *fuzz_engine(const struct engine_opts *tap_opts)
 	ls_log_max = LS_LOG_ERROR;	/* the fuzzer's own output stays readable */
 	engine_opts__init(&o);
 	o.windows = true;
+	/*
+	 * Small tables: inputs add keys and stacks for as long as the run lasts, and at the
+	 * defaults' 200 k keys each query would slow with them; full tables are paths to fuzz too.
+	 */
+	o.max_keys = FUZZ_MAX_KEYS;
+	o.max_stacks = FUZZ_MAX_STACKS;
 	if (tap_opts) {
 		o.tap = tap_opts->tap;
 		o.tap_ctx = tap_opts->tap_ctx;

@@ -18,8 +18,13 @@
 #include <unistd.h>
 #include "workload.h"
 
-/* a record is a few ms of copying into the page cache; the rest between records about as long */
-enum { THREADS = 2, RECORD_BYTES = 4 << 20, RECORD_WRITES = 8, REST_US = 2000 };
+/*
+ * A record is copied into the page cache in RECORD_BYTES writes, at least RECORD_WRITES of
+ * them and for at least RECORD_MIN_US (a fast machine copies the 32 MiB in well under a
+ * millisecond: then the waits would be too short to be this row of the table); the rest
+ * between records is shorter than a record, so a waiter waits for most of one.
+ */
+enum { THREADS = 2, RECORD_BYTES = 4 << 20, RECORD_WRITES = 8, RECORD_MIN_US = 3000, REST_US = 2000 };
 
 static struct {
 	double seconds;
@@ -40,10 +45,11 @@ struct writer {
 /* noinline: the holder's stacks must show it by name */
 __attribute__((noinline)) static void write_record(int fd, const char *buf)
 {
+	double end = workload_now_s() + RECORD_MIN_US / 1e6;
 	int i;
 
-	for (i = 0; i < RECORD_WRITES; i++)
-		if (pwrite(fd, buf, RECORD_BYTES, (off_t)i * RECORD_BYTES) != RECORD_BYTES)
+	for (i = 0; i < RECORD_WRITES || workload_now_s() < end; i++)
+		if (pwrite(fd, buf, RECORD_BYTES, (off_t)(i % RECORD_WRITES) * RECORD_BYTES) != RECORD_BYTES)
 			perror("pwrite");
 }
 

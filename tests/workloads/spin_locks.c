@@ -35,8 +35,16 @@
 #include "workload.h"
 
 #define MAX_THREADS 16
-/* --lock timed: --inside units per PAUSE (measured: a PAUSE costs ~50 loop iterations of work()) */
-#define TIMED_WORK_PER_PAUSE 150
+/*
+ * --lock timed spins a third of --inside work() iterations' time in PAUSEs. What a PAUSE
+ * costs differs by an order of magnitude between cores (~10 cycles before Skylake, ~140
+ * after: 5 and 50 work() iterations on the two machines measured), so it is measured at
+ * start, over CAL_PAUSES of them against CAL_WORK iterations.
+ */
+#define TIMED_SPIN_DIV 3
+#define CAL_PAUSES 200000
+#define CAL_WORK 2000000
+static int work_per_pause = 1;
 
 static const char *const kind_names[] = { "ttas", "pthread", "timed" };
 
@@ -98,6 +106,27 @@ __attribute__((noinline, aligned(256))) static void timed_spin(int n)
 		__builtin_ia32_pause();
 }
 
+/* work() iterations per PAUSE on this CPU, the least of three runs (the others were disturbed) */
+static void calibrate_pause(void)
+{
+	uint64_t t0, work_ns = UINT64_MAX, pause_ns = UINT64_MAX, d;
+	int i;
+
+	for (i = 0; i < 3; i++) {
+		t0 = thread_cpu_ns();
+		work(CAL_WORK);
+		if ((d = thread_cpu_ns() - t0) < work_ns)
+			work_ns = d;
+		t0 = thread_cpu_ns();
+		timed_spin(CAL_PAUSES);
+		if ((d = thread_cpu_ns() - t0) < pause_ns)
+			pause_ns = d;
+	}
+	work_per_pause = (double)pause_ns / CAL_PAUSES / ((double)work_ns / CAL_WORK) + 0.5;
+	if (work_per_pause < 1)
+		work_per_pause = 1;
+}
+
 /* test-and-test-and-set: spin on a plain load with PAUSE, then try the exchange */
 __attribute__((noinline, aligned(256))) static void ttas_spin(void)
 {
@@ -125,7 +154,7 @@ static void lock(struct worker *w)
 
 	if (opts.kind == LOCK_TIMED) {
 		t0 = thread_cpu_ns();
-		timed_spin(jitter(&w->seed, opts.inside / TIMED_WORK_PER_PAUSE));
+		timed_spin(jitter(&w->seed, opts.inside / (TIMED_SPIN_DIV * work_per_pause)));
 		w->spin_ns += thread_cpu_ns() - t0;
 		return;
 	}
@@ -206,6 +235,8 @@ int main(int argc, char **argv)
 	if (opts.threads < 1 || opts.threads > MAX_THREADS)
 		return 2;
 	pthread_spin_init(&spin, PTHREAD_PROCESS_PRIVATE);
+	if (opts.kind == LOCK_TIMED)
+		calibrate_pause();
 	if (opts.wait_go && workload_wait_for_go())
 		return 1;
 	for (i = 0; i < opts.threads; i++)
