@@ -132,6 +132,7 @@ struct scan {
 	 */
 	int pidfd;
 	bool exited;
+	uint64_t start_ticks;	/* the process's start time: with the pid, its identity */
 };
 
 /*
@@ -1382,6 +1383,31 @@ static cJSON *rows_response(struct engine *e, const char *cmd, struct agg *agg, 
 	return o;
 }
 
+/* When process @pid started (/proc/PID/stat's starttime, clock ticks since boot); 0: gone. */
+static uint64_t proc_start_ticks(uint32_t pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long start;
+	size_t n;
+	FILE *f;
+	int i;
+
+	snprintf(path, sizeof(path), "/proc/%u/stat", pid);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = 0;
+	p = strrchr(buf, ')');	/* the comm may hold spaces and parentheses */
+	/* field 22, starttime; the text after ')' starts at field 3 */
+	for (i = 3; p && i <= 22; i++)
+		p = strchr(p + 1, ' ');
+	if (!p || sscanf(p, " %llu", &start) != 1)
+		return 0;
+	return start;
+}
+
 static bool pid_alive(uint32_t pid)
 {
 	return !kill(pid, 0) || errno == EPERM;
@@ -1464,6 +1490,7 @@ static cJSON *handle_scan(struct engine *e, uint64_t client, const struct ls_pee
 	if (!s)
 		return engine__error("out of memory");
 	s->client = client;
+	s->start_ticks = proc_start_ticks(q->pid);
 	s->pidfd = syscall(SYS_pidfd_open, q->pid, 0);
 	if (s->pidfd < 0 && errno == ESRCH) {
 		free(s);
@@ -1635,26 +1662,9 @@ static cJSON *host_json(void)
 /* How long @pid has run, from /proc/PID/stat's start time (CLOCK_BOOTTIME); 0: unknown. */
 static uint64_t process_age_ns(uint32_t pid)
 {
-	char path[64], buf[1024], *p;
-	unsigned long long start;
-	size_t n;
-	FILE *f;
-	int i;
+	uint64_t start = proc_start_ticks(pid);
 
-	snprintf(path, sizeof(path), "/proc/%u/stat", pid);
-	f = fopen(path, "re");
-	if (!f)
-		return 0;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = 0;
-	p = strrchr(buf, ')');	/* the comm may hold spaces and parentheses */
-	/* field 22, starttime; the text after ')' starts at field 3 */
-	for (i = 3; p && i <= 22; i++)
-		p = strchr(p + 1, ' ');
-	if (!p || sscanf(p, " %llu", &start) != 1)
-		return 0;
-	return ls_clock_ns(CLOCK_BOOTTIME) - start * (NSEC_PER_SEC / sysconf(_SC_CLK_TCK));
+	return start ? ls_clock_ns(CLOCK_BOOTTIME) - start * (NSEC_PER_SEC / sysconf(_SC_CLK_TCK)) : 0;
 }
 
 /* The rows of @t for @base, grouped and cut as the report shows them. */
@@ -1953,7 +1963,20 @@ static void finish_scans(struct engine *e, uint64_t now)
 	bool drained = false;
 
 	for (pp = &e->scans; (s = *pp);) {
-		bool exited = s->exited || (s->pidfd < 0 && !pid_alive(s->pid));
+		/*
+		 * Gone, by its pidfd, or (without one) by its pid no longer naming the process
+		 * that started at start_ticks. A pidfd's word is checked the same way: CI saw a
+		 * scan end 23 us after it began, its process alive (cause not found).
+		 */
+		bool exited = (s->exited || s->pidfd < 0) && proc_start_ticks(s->pid) != s->start_ticks;
+
+		if (s->exited && !exited) {
+			pr_warn("scan of pid %u: its pidfd reported an exit, but it runs on; "
+				"checking it by start time from now on\n", s->pid);
+			close(s->pidfd);	/* out of the epoll set: level-triggered, it would repeat */
+			s->pidfd = -1;
+			s->exited = false;
+		}
 
 		if (now < s->deadline_ns && !exited) {
 			pp = &s->next;

@@ -37,6 +37,8 @@ def scan_report(daemon, name, *args):
     finally:
         assert w.wait(timeout=60) == 0
     REPORT.validate(r)
+    print("scan of", name, "pid", w.pid, "span_s", r.get("span_s"), "window", r.get("window"),
+          "process_exited", r.get("process_exited"))
     return r
 
 
