@@ -1383,10 +1383,13 @@ static cJSON *rows_response(struct engine *e, const char *cmd, struct agg *agg, 
 	return o;
 }
 
-/* When process @pid started (/proc/PID/stat's starttime, clock ticks since boot); 0: gone. */
+/*
+ * When process @pid started (/proc/PID/stat's starttime, clock ticks since boot); 0: gone,
+ * or exited and not yet reaped (a zombie: its parent has not waited for it).
+ */
 static uint64_t proc_start_ticks(uint32_t pid)
 {
-	char path[64], buf[1024], *p;
+	char path[64], buf[1024], *p, state;
 	unsigned long long start;
 	size_t n;
 	FILE *f;
@@ -1400,6 +1403,8 @@ static uint64_t proc_start_ticks(uint32_t pid)
 	fclose(f);
 	buf[n] = 0;
 	p = strrchr(buf, ')');	/* the comm may hold spaces and parentheses */
+	if (!p || sscanf(p + 1, " %c", &state) != 1 || state == 'Z' || state == 'X')
+		return 0;
 	/* field 22, starttime; the text after ')' starts at field 3 */
 	for (i = 3; p && i <= 22; i++)
 		p = strchr(p + 1, ' ');
