@@ -308,23 +308,27 @@ static int vma_push(struct uproc *p, uint32_t *cap, const struct uvma *v)
 	return 0;
 }
 
-/* Parses /proc/PID/maps, keeping file-backed mappings (shared memory has an inode too). */
-static int read_maps(struct usyms *u, uint32_t pid, struct uproc *p)
+/*
+ * Parses /proc/PID/maps, keeping file-backed mappings (shared memory has an inode too).
+ * What was cached stays when the read finds nothing: a process past its exit_mm() still
+ * opens its maps, empty, and its waits are named after it is gone.
+ */
+static int read_maps(struct usyms *u, uint32_t pid, struct uproc *cached)
 {
 	char path[64], line[4096 + 128], *file;
+	struct uproc fresh = {}, *p = &fresh;
 	unsigned int maj, min;
 	uint32_t cap = 0;
 	uint64_t ino;
 	int n, err = 0;
 	FILE *f;
 
+	/* tried now, found or not: a gone process is asked again at most once per RELOAD_NS */
+	cached->loaded_ns = ls_now_ns();
 	snprintf(path, sizeof(path), "/proc/%u/maps", pid);
 	f = fopen(path, "re");
 	if (!f)
 		return -errno;
-	free(p->vmas);
-	p->vmas = NULL;
-	p->nr = 0;
 	while (!err && fgets(line, sizeof(line), f)) {
 		struct uvma v;
 
@@ -352,8 +356,14 @@ static int read_maps(struct usyms *u, uint32_t pid, struct uproc *p)
 			err = vma_push(p, &cap, &v);
 	}
 	fclose(f);
-	p->loaded_ns = ls_now_ns();
-	return err;
+	if (err || !fresh.nr) {
+		free(fresh.vmas);
+		return err ?: -ESRCH;
+	}
+	free(cached->vmas);
+	cached->vmas = fresh.vmas;
+	cached->nr = fresh.nr;
+	return 0;
 }
 
 static struct uproc *proc_get(struct usyms *u, uint32_t pid, bool reload)
@@ -378,6 +388,16 @@ static struct uproc *proc_get(struct usyms *u, uint32_t pid, bool reload)
 void usyms__see(struct usyms *u, uint32_t pid)
 {
 	proc_get(u, pid, false);
+}
+
+void usyms__reload(struct usyms *u, uint32_t pid)
+{
+	struct uproc *p = htab__find(u->procs, &pid);
+
+	if (p)
+		read_maps(u, pid, p);
+	else
+		proc_get(u, pid, false);
 }
 
 static const struct uvma *vma_find(const struct uproc *p, uint64_t addr)

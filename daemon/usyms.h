@@ -53,6 +53,8 @@ void usyms__free(struct usyms *u);
 void usyms__poll(struct usyms *u);
 /* Reads @pid's maps now unless cached: call while the process is surely alive. */
 void usyms__see(struct usyms *u, uint32_t pid);
+/* Reads @pid's maps now, cached or not (what was cached may predate an exec). */
+void usyms__reload(struct usyms *u, uint32_t pid);
 /* Normalizes @n addresses of process @pid into frame codes. */
 void usyms__normalize(struct usyms *u, uint32_t pid, const uint64_t *ips, uint32_t n, uint64_t *out);
 /*
