@@ -233,9 +233,10 @@ static void render_self(FILE *f, const cJSON *resp)
 	const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(resp, "config"), *p, *r;
 	const cJSON *clients = cJSON_GetObjectItemCaseSensitive(resp, "clients");
 
-	fprintf(f, "daemon: %.2f%% of a CPU, %.1f MiB RSS, %.0f records/s (kernel waits %.0f/s, futex waits "
+	fprintf(f, "daemon: %.2f%% of a CPU, %.1f MiB RSS (heap %.1f MiB), %.0f records/s (kernel waits %.0f/s, futex waits "
 		"%.0f/s, holder samples %.0f/s, spin samples %.0f/s)\n", ls_json_num(self, "cpu_pct"),
-		ls_json_num(self, "rss_bytes") / (1 << 20), ls_json_num(rates, "records"), ls_json_num(rates, "kernel_waits"),
+		ls_json_num(self, "rss_bytes") / (1 << 20), ls_json_num(self, "heap_bytes") / (1 << 20),
+		ls_json_num(rates, "records"), ls_json_num(rates, "kernel_waits"),
 		ls_json_num(rates, "futex_waits"), ls_json_num(rates, "holder_samples"), ls_json_num(rates, "spin_samples"));
 	fprintf(f, "symbols: %.0f kernel; user frames %.0f symbolized, %.0f from cache, %.0f unresolved\n",
 		ls_json_num(self, "kernel_symbols"), ls_json_num(syms, "symbolized"), ls_json_num(syms, "cache_hits"),

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 #include <errno.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -28,10 +29,25 @@
 #include "spin.h"
 #include "stacks.h"
 #include "threads.h"
-#include "scheduler.h"
 #include "unwind.h"
 #include "usyms.h"
 #include "ustack.h"
+
+/* gcc says so with a macro, clang with a feature test */
+#if defined(__SANITIZE_ADDRESS__)
+#define LS_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define LS_ASAN 1
+#endif
+#endif
+#ifndef LS_ASAN
+#define LS_ASAN 0
+#endif
+#if LS_ASAN
+/* sanitizer/allocator_interface.h's, declared here: gcc ships the runtime, not the header */
+size_t __sanitizer_get_current_allocated_bytes(void);
+#endif
 
 #define NSEC_PER_SEC 1000000000ULL
 #define NSEC_PER_MSEC 1000000ULL
@@ -1083,6 +1099,20 @@ static uint64_t rss_bytes(void)
 	return (uint64_t)resident * getpagesize();
 }
 
+/* Bytes the allocator has handed out and not had back: the daemon's own growth, without what
+ * malloc keeps cached for reuse (and, under ASan, without its quarantine of freed memory,
+ * which makes RSS meaningless there). */
+static uint64_t heap_bytes(void)
+{
+#if LS_ASAN
+	return __sanitizer_get_current_allocated_bytes();
+#else
+	struct mallinfo2 mi = mallinfo2();
+
+	return mi.uordblks + mi.hblkhd;
+#endif
+}
+
 /* A module whose frames stay unnamed: what `status` tells the user to install. */
 static void add_missing_json(void *ctx, const struct usyms_missing *m)
 {
@@ -1111,6 +1141,7 @@ static cJSON *self_json(const struct engine *e)
 	cJSON_AddNumberToObject(o, "cpu_pct", rate(e, RATE_CPU_NS) / NSEC_PER_SEC * 100);
 	cJSON_AddNumberToObject(o, "cpu_ns", ls_clock_ns(CLOCK_PROCESS_CPUTIME_ID));
 	cJSON_AddNumberToObject(o, "rss_bytes", rss_bytes());
+	cJSON_AddNumberToObject(o, "heap_bytes", heap_bytes());
 	cJSON_AddNumberToObject(o, "records", e->records);
 	usyms__stats(e->usyms, &us);
 	sym = cJSON_AddObjectToObject(o, "user_symbols");
@@ -1509,6 +1540,10 @@ static cJSON *handle_scan(struct engine *e, uint64_t client, const struct ls_pee
 	s->x = *x;
 	s->kernel_addrs = kernel_addrs_allowed(e, peer);
 	s->pid = q->pid;
+	/* its mappings now, while it lives: a target that exits before the first drain of its
+	 * waits still has its locks and frames named. Read again if cached: what a record of
+	 * its pid cached may predate its exec (the forked parent's maps) */
+	usyms__reload(e->usyms, s->pid);
 	s->start_ns = ls_now_ns();
 	s->deadline_ns = s->start_ns + (uint64_t)d->valuedouble * NSEC_PER_MSEC;
 	s->q = *q;

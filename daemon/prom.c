@@ -98,6 +98,8 @@ void prom_write_status(FILE *f, const cJSON *st)
 	sample(f, "lockscope_cpu_seconds_total", NULL, NULL, ls_json_num(self, "cpu_ns") / NSEC_PER_SEC);
 	head(f, "lockscope_resident_memory_bytes", "gauge", "lockscoped's resident set size");
 	sample(f, "lockscope_resident_memory_bytes", NULL, NULL, ls_json_num(self, "rss_bytes"));
+	head(f, "lockscope_heap_bytes", "gauge", "lockscoped's allocated memory not yet freed (its resident set less the allocator's cache)");
+	sample(f, "lockscope_heap_bytes", NULL, NULL, ls_json_num(self, "heap_bytes"));
 	head(f, "lockscope_aggregator_keys", "gauge", "aggregation keys kept");
 	sample(f, "lockscope_aggregator_keys", NULL, NULL, ls_json_num(ls_json_get(st, "aggregator"), "keys"));
 	head(f, "lockscope_user_frames_total", "counter", "user frames named, by how (blazesym lookup or cache) or left unresolved");
