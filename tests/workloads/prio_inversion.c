@@ -17,7 +17,12 @@
  * that the real-time threads stay below the kernel's real-time CPU limit (95 %); the nice
  * one pauses on the CPU, and so holds the mutex at most of the bursts' starts. Needs root.
  *
- * Prints the requests served as JSON at exit.
+ * --until-inversions N: run past --seconds until the request thread has waited N times
+ * for a preempted holder (a wait of INVERSION_MS or more, timed here), at most
+ * UNTIL_MAX_S: how many bursts catch the compactor holding the mutex depends on the
+ * machine, and a test needs a known number of them.
+ *
+ * Prints the requests served and the inversions seen as JSON at exit.
  */
 #define _GNU_SOURCE
 #include <getopt.h>
@@ -35,6 +40,8 @@
 /* real-time priorities: the fixed compactor above the request thread above the hogs */
 enum { PRIO_COMPACTOR_FIXED = 3, PRIO_REQUEST = 2, PRIO_HOGS = 1 };
 enum { NICE_LOW = 19, REQUEST_PERIOD_US = 100, COMPACT_PAUSE_US = 20 };
+/* a request wait this long is a burst's: a section lasts tens of us; the bound on a run */
+enum { INVERSION_MS = 5, UNTIL_MAX_S = 30 };
 
 /* the batch job: bursts of this long every period, so hogs and the rest take turns */
 static const double burst_s = 0.03, period_s = 0.1;
@@ -44,6 +51,7 @@ static const unsigned long section_iters = 20000, pause_iters = 2000, hog_iters 
 static struct {
 	double seconds;
 	int fixed;
+	long until_inversions;
 } opts = { .seconds = 3 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -135,20 +143,22 @@ int main(int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "seconds", required_argument, NULL, 's' },
 		{ "fixed", no_argument, NULL, 'f' },
+		{ "until-inversions", required_argument, NULL, 'u' },
 		{},
 	};
-	long cpus = sysconf(_SC_NPROCESSORS_ONLN), requests = 0, i;
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN), requests = 0, inversions = 0, i;
 	pthread_t compactor, *hogs;
 	struct timespec base;
-	double start;
+	double start, elapsed, t0, waited;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "s:f", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "s:fu:", longopts, NULL)) != -1) {
 		switch (c) {
 		case 's': opts.seconds = atof(optarg); break;
 		case 'f': opts.fixed = 1; break;
+		case 'u': opts.until_inversions = atol(optarg); break;
 		default:
-			fprintf(stderr, "usage: prio_inversion [--seconds S] [--fixed]\n");
+			fprintf(stderr, "usage: prio_inversion [--seconds S] [--fixed] [--until-inversions N]\n");
 			return 2;
 		}
 	}
@@ -162,8 +172,15 @@ int main(int argc, char **argv)
 		pthread_create(&hogs[i], NULL, hog_main, &base);
 	/* the main thread serves the requests; after the others, which inherit its policy */
 	set_fifo(PRIO_REQUEST);
-	while (workload_now_s() - start < opts.seconds) {
+	for (;;) {
+		elapsed = workload_now_s() - start;
+		if (elapsed >= UNTIL_MAX_S ||
+		    (elapsed >= opts.seconds && inversions >= opts.until_inversions))
+			break;
+		t0 = workload_now_s();
 		serve_request();
+		waited = workload_now_s() - t0;
+		inversions += waited * 1000 >= INVERSION_MS;
 		requests++;
 		usleep(REQUEST_PERIOD_US);
 	}
@@ -172,6 +189,7 @@ int main(int argc, char **argv)
 	for (i = 0; i < cpus; i++)
 		pthread_join(hogs[i], NULL);
 	free(hogs);
-	printf("{\"requests\": %ld, \"per_s\": %.0f}\n", requests, requests / (workload_now_s() - start));
+	printf("{\"requests\": %ld, \"per_s\": %.0f, \"inversions\": %ld}\n", requests,
+	       requests / (workload_now_s() - start), inversions);
 	return 0;
 }
