@@ -319,7 +319,10 @@ void render_status(FILE *f, const cJSON *resp)
 	fprintf(f, "stacks: %.1f%% of waits carried one (%.0f sampled out; limit %.0f/s per lock per CPU, "
 		"%.0f/s per CPU), %.0f distinct\n", 100 * ls_json_num(st, "share"), ls_json_num(st, "sampled_out"),
 		ls_json_num(st, "stack_rate"), ls_json_num(st, "cpu_stack_rate"), ls_json_num(st, "interned"));
-	fprintf(f, "aggregator: %.0f keys, %.1f MiB\n", ls_json_num(agg, "keys"), ls_json_num(agg, "mem_bytes") / (1 << 20));
+	fprintf(f, "aggregator: %.0f keys, %.1f MiB", ls_json_num(agg, "keys"), ls_json_num(agg, "mem_bytes") / (1 << 20));
+	if (ls_json_num(agg, "folded_keys"))	/* the table filled: idle threads' keys merged */
+		fprintf(f, "; %.0f idle keys folded into their processes'", ls_json_num(agg, "folded_keys"));
+	fputc('\n', f);
 	render_self(f, resp);
 	/* only what was dropped; --json has every counter */
 	cJSON_ArrayForEach(d, cJSON_GetObjectItemCaseSensitive(resp, "dropped")) {

@@ -60,6 +60,8 @@ struct agg {
 	struct slot live;		/* level 0's slot being filled */
 	struct level levels[LEVELS];
 	uint64_t dropped;
+	uint64_t folded;		/* idle keys folded into their process's (fold_key()) */
+	uint64_t compact_at;		/* no compaction before this slot start: none could fold more */
 	struct view_scratch *scratch;	/* a window view's cells, kept for the next one */
 };
 
@@ -404,12 +406,165 @@ static int key_id(struct agg *a, const struct agg_event *ev, uint32_t *id)
 	return 0;
 }
 
+/* ---- compaction: a full key table folds the keys no window holds ---- */
+
+/*
+ * The key an idle key folds into: the same process, lock, type and stacks, without its
+ * threads (waiter, owner, releaser: tid 0). Threads come and go by the thousand; what a
+ * process's lock cost since start, and from where, stays exact.
+ */
+static void fold_key(struct agg_key *k)
+{
+	k->tid = 0;
+	k->owner_tid = 0;
+	k->releaser_tid = 0;
+}
+
+/* Marks in @active the keys that waited in slot @s. */
+static void mark_active(const struct slot *s, uint8_t *active)
+{
+	const void *kp;
+	size_t iter = 0;
+	void *vp;
+
+	while (s->cells && !htab__next(s->cells, &iter, &kp, &vp))
+		active[*(const uint32_t *)kp] = 1;
+}
+
+/* Every slot the aggregator keeps, the live one first; NULL past the last. */
+static struct slot *slot_nr(struct agg *a, int n)
+{
+	if (n == 0)
+		return &a->live;
+	n--;
+	return n < LEVELS * SLOTS_PER_LEVEL ? &a->levels[n / SLOTS_PER_LEVEL].ring[n % SLOTS_PER_LEVEL] : NULL;
+}
+
+/* @s's cells under the new key ids of @map, in a new table; false when out of memory. */
+static bool slot_remap(const struct slot *s, const uint32_t *map, size_t max_keys, struct htab **out)
+{
+	const void *kp;
+	size_t iter = 0;
+	void *vp;
+
+	*out = NULL;
+	if (!s->cells)
+		return true;
+	if (!(*out = htab__new(sizeof(uint32_t), sizeof(struct cell), max_keys)))
+		return false;
+	while (!htab__next(s->cells, &iter, &kp, &vp)) {
+		struct cell *c = htab__upsert(*out, &map[*(const uint32_t *)kp], NULL, NULL);
+
+		if (!c)
+			return false;
+		*c = *(const struct cell *)vp;	/* histogram references stay in the slot's pool */
+	}
+	return true;
+}
+
+/*
+ * Rebuilds the key table with every key that waited in no slot (idle for longer than the
+ * longest window) folded by fold_key(): its all-time figures merge into the folded key's,
+ * the windows keep every key they hold. -ENOSPC when that frees nothing, -ENOMEM when out
+ * of memory (then nothing changed).
+ */
+static int compact(struct agg *a)
+{
+	size_t count = htab__count(a->keys), idle = 0, i;
+	struct htab *keys = NULL, *cells[1 + LEVELS * SLOTS_PER_LEVEL] = {};
+	struct hist_pool hists = {};
+	struct cell *all = NULL;
+	uint32_t *map = NULL;
+	uint8_t *active;
+	struct slot *s;
+	int err = -ENOMEM, n;
+
+	active = calloc(count, 1);
+	if (!active)
+		return -ENOMEM;
+	for (n = 0; (s = slot_nr(a, n)); n++)
+		mark_active(s, active);
+	for (i = 0; i < count; i++)
+		idle += !active[i];
+	keys = htab__new(sizeof(struct agg_key), sizeof(struct key_names), a->opts.max_keys);
+	all = calloc(a->all_cap, sizeof(*all));
+	map = malloc(count * sizeof(*map));
+	if (!keys || !all || !map)
+		goto out;
+	for (i = 0; i < count; i++) {
+		const void *kp = NULL;
+		const struct key_names *names = htab__at(a->keys, i, &kp);
+		struct agg_key k = *(const struct agg_key *)kp;
+		struct key_names *nn;
+		int created = 0;
+
+		if (!active[i])
+			fold_key(&k);
+		nn = htab__upsert_at(keys, &k, &map[i], &created, &err);
+		if (!nn) {
+			err = err ?: -ENOMEM;
+			goto out;
+		}
+		if (created)
+			*nn = *names;
+		cell_merge(&all[map[i]], &hists, &a->all[i], &a->all_hists);
+	}
+	err = -ENOSPC;
+	if (htab__count(keys) == count)
+		goto out;
+	err = -ENOMEM;
+	for (n = 0; (s = slot_nr(a, n)); n++)
+		if (!slot_remap(s, map, a->opts.max_keys, &cells[n]))
+			goto out;
+	for (n = 0; (s = slot_nr(a, n)); n++) {
+		htab__free(s->cells);
+		s->cells = cells[n];
+		cells[n] = NULL;
+	}
+	htab__free(a->keys);
+	a->keys = keys;
+	keys = NULL;
+	free(a->all);
+	a->all = all;
+	all = NULL;
+	pool_free(&a->all_hists);
+	a->all_hists = hists;
+	memset(&hists, 0, sizeof(hists));
+	a->folded += idle;
+	err = 0;
+out:
+	for (n = 0; n < (int)(sizeof(cells) / sizeof(cells[0])); n++)
+		htab__free(cells[n]);
+	htab__free(keys);
+	free(all);
+	pool_free(&hists);
+	free(map);
+	free(active);
+	return err;
+}
+
+/*
+ * A new key and no room: fold what no window holds, at most once per coarsest slot (keys
+ * leave the windows only when such a slot does).
+ */
+static int key_id_compacting(struct agg *a, const struct agg_event *ev, uint32_t *id)
+{
+	int err = key_id(a, ev, id);
+
+	if (err != -ENOSPC || !a->opts.windows || a->live.start < a->compact_at)
+		return err;
+	a->compact_at = a->live.start + level_slot_ns[LEVELS - 1];
+	if (compact(a))
+		return err;
+	return key_id(a, ev, id);
+}
+
 int agg__add(struct agg *a, const struct agg_event *ev)
 {
 	struct cell *c;
 	uint32_t id;
 
-	if (key_id(a, ev, &id)) {
+	if (key_id_compacting(a, ev, &id)) {
 		a->dropped++;
 		return 0;
 	}
@@ -664,6 +819,11 @@ int agg_view__get(const struct agg_view *v, size_t i, const struct agg_key **key
 uint64_t agg__dropped(const struct agg *a)
 {
 	return a->dropped;
+}
+
+uint64_t agg__folded(const struct agg *a)
+{
+	return a->folded;
 }
 
 size_t agg__keys(const struct agg *a)

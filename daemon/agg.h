@@ -112,7 +112,11 @@ struct agg_event {
 
 struct agg_opts {
 	bool windows;		/* keep the rolling windows, not only since-start */
-	size_t max_keys;	/* distinct keys; waits of further keys are dropped and counted */
+	/*
+	 * distinct keys; when full, the keys no rolling window holds are folded (agg__folded)
+	 * and waits of keys that still find no room are dropped and counted
+	 */
+	size_t max_keys;
 	uint64_t start_ns;	/* CLOCK_MONOTONIC of the first slot */
 };
 
@@ -137,6 +141,11 @@ int agg_view__get(const struct agg_view *v, size_t i, const struct agg_key **key
 /* The start of the oldest slot window @w holds: what agg__view() reports, without merging. */
 uint64_t agg__window_start(const struct agg *a, enum ls_window w);
 uint64_t agg__dropped(const struct agg *a);
+/*
+ * Keys folded since start: when the key table is full, the keys no rolling window holds
+ * lose their threads (tid, owner and releaser tid 0) and merge with their process's.
+ */
+uint64_t agg__folded(const struct agg *a);
 size_t agg__mem_bytes(const struct agg *a);
 size_t agg__keys(const struct agg *a);
 

@@ -1368,6 +1368,7 @@ static cJSON *handle_status(struct engine *e)
 		cJSON_AddItemToArray(wins, window_json(ls_window_name(w), agg__window_start(e->agg, w), now));
 	agg = cJSON_AddObjectToObject(o, "aggregator");
 	cJSON_AddNumberToObject(agg, "keys", agg__keys(e->agg));
+	cJSON_AddNumberToObject(agg, "folded_keys", agg__folded(e->agg));
 	cJSON_AddNumberToObject(agg, "mem_bytes", agg__mem_bytes(e->agg) + stacks__mem_bytes(e->stacks) +
 				usyms__mem_bytes(e->usyms));
 	cJSON_AddNumberToObject(o, "rings", collector__nr_rings(e->coll));

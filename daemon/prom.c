@@ -102,6 +102,8 @@ void prom_write_status(FILE *f, const cJSON *st)
 	sample(f, "lockscope_heap_bytes", NULL, NULL, ls_json_num(self, "heap_bytes"));
 	head(f, "lockscope_aggregator_keys", "gauge", "aggregation keys kept");
 	sample(f, "lockscope_aggregator_keys", NULL, NULL, ls_json_num(ls_json_get(st, "aggregator"), "keys"));
+	head(f, "lockscope_aggregator_folded_keys_total", "counter", "idle keys folded into their process's when the key table was full");
+	sample(f, "lockscope_aggregator_folded_keys_total", NULL, NULL, ls_json_num(ls_json_get(st, "aggregator"), "folded_keys"));
 	head(f, "lockscope_user_frames_total", "counter", "user frames named, by how (blazesym lookup or cache) or left unresolved");
 	sample(f, "lockscope_user_frames_total", "result", "symbolized", ls_json_num(syms, "symbolized"));
 	sample(f, "lockscope_user_frames_total", "result", "cache_hit", ls_json_num(syms, "cache_hits"));

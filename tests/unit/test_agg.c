@@ -198,6 +198,73 @@ static void test_keys_full_are_counted(void **state)
 	agg__free(a);
 }
 
+/* The all window's figures for (tid, lock), -1 when it has no such key. */
+static int64_t all_count(struct agg *a, uint32_t tid, uint64_t lock, uint64_t *total, uint64_t *max)
+{
+	uint64_t start;
+	struct agg_view *v = agg__view(a, LS_WIN_ALL, &start);
+	const struct agg_key *k;
+	struct agg_val val;
+	int64_t n = -1;
+	size_t i;
+
+	assert_non_null(v);
+	for (i = 0; !agg_view__get(v, i, &k, &val); i++) {
+		if (k->tid == tid && k->lock == lock) {
+			n = val.st.count;
+			*total = val.st.total_ns;
+			*max = val.st.max_ns;
+		}
+	}
+	agg_view__free(v);
+	return n;
+}
+
+static void test_full_table_folds_idle_threads(void **state)
+{
+	struct agg_opts o = { .windows = true, .max_keys = 8, .start_ns = T0 };
+	struct agg *a = agg__new(&o);
+	uint64_t start, total = 0, max = 0, t;
+	uint32_t tid;
+
+	(void)state;
+	/* eight threads wait, on two locks, and exit */
+	for (tid = 1; tid <= 8; tid++)
+		add(a, tid, 0xa + tid % 2, tid * 100);
+	/* the table is full, and every key is in the 10 s window: nothing can fold */
+	agg__rotate(a, T0 + 2 * SEC);
+	add(a, 100, 0xa, 5);
+	assert_int_equal(agg__dropped(a), 1);
+	assert_int_equal(agg__folded(a), 0);
+	/* past the 5 m window (and one slot of it more), the old threads are in no window */
+	t = T0 + 400 * SEC;
+	agg__rotate(a, t);
+	assert_int_equal(window_count(a, LS_WIN_5M, &start), 0);
+	add(a, 101, 0xa, 7);	/* fits: the eight fold into one key per lock */
+	assert_int_equal(agg__dropped(a), 1);
+	assert_int_equal(agg__folded(a), 8);
+	assert_int_equal(agg__keys(a), 3);
+	/* exact per lock: 2+4+6+8 and 1+3+5+7 hundred ns, the max kept */
+	assert_int_equal(all_count(a, 0, 0xa, &total, &max), 4);
+	assert_int_equal(total, 2000);
+	assert_int_equal(max, 800);
+	assert_int_equal(all_count(a, 0, 0xb, &total, &max), 4);
+	assert_int_equal(total, 1600);
+	assert_int_equal(max, 700);
+	assert_int_equal(all_count(a, 3, 0xb, &total, &max), -1);
+	/* the windows keep the thread that waits now, under its own key */
+	assert_int_equal(all_count(a, 101, 0xa, &total, &max), 1);
+	assert_int_equal(window_count(a, LS_WIN_10S, &start), 1);
+	add(a, 101, 0xa, 9);
+	assert_int_equal(window_count(a, LS_WIN_10S, &start), 2);
+	assert_int_equal(window_count(a, LS_WIN_ALL, &start), 8 + 2);
+	/* a thread that waits again after being folded gets a key of its own */
+	add(a, 3, 0xb, 11);
+	assert_int_equal(all_count(a, 3, 0xb, &total, &max), 1);
+	assert_int_equal(all_count(a, 0, 0xb, &total, &max), 4);
+	agg__free(a);
+}
+
 static void test_window_names(void **state)
 {
 	enum ls_window w;
@@ -275,6 +342,7 @@ int main(void)
 		cmocka_unit_test(test_windows_roll),
 		cmocka_unit_test(test_histograms_one_wait_and_more),
 		cmocka_unit_test(test_keys_full_are_counted),
+		cmocka_unit_test(test_full_table_folds_idle_threads),
 		cmocka_unit_test(test_window_names),
 		cmocka_unit_test(test_stacks_intern),
 		cmocka_unit_test(test_htab_grows_and_iterates),
