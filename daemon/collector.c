@@ -1121,32 +1121,45 @@ static bool thread_exists(__u32 tid)
 	return !access(path, F_OK);
 }
 
-static int gc_map(int fd)
+/*
+ * Deletes the entries of exited threads from the tid-keyed map @fd (of @max entries): all
+ * of them, as a churn of short-lived threads leaves thousands per pass.
+ */
+static int gc_map(int fd, size_t max)
 {
-	__u32 key, next, dead[256];
-	int n = 0, removed = 0, i;
+	__u32 key, next, *dead = calloc(max, sizeof(*dead));
+	size_t n = 0, i;
+	int removed = 0;
 	void *prev = NULL;
 
+	if (!dead)
+		return 0;	/* the next pass tries again */
 	/* collect first: deleting while walking with get_next_key restarts the walk */
 	while (!bpf_map_get_next_key(fd, prev, &next)) {
 		key = next;
 		prev = &key;
-		if (!thread_exists(key) && n < (int)(sizeof(dead) / sizeof(dead[0])))
+		if (!thread_exists(key) && n < max)
 			dead[n++] = key;
 	}
 	for (i = 0; i < n; i++)
 		removed += !bpf_map_delete_elem(fd, &dead[i]);
+	free(dead);
 	return removed;
+}
+
+static int gc(const struct bpf_map *map)
+{
+	return gc_map(bpf_map__fd(map), bpf_map__max_entries(map));
 }
 
 int collector__gc(struct collector *c)
 {
 	int removed;
 
-	gc_map(bpf_map__fd(c->skel->maps.owner_stacks));
-	removed = gc_map(bpf_map__fd(c->skel->maps.thread_slots));
+	gc(c->skel->maps.owner_stacks);
+	removed = gc(c->skel->maps.thread_slots);
 	if (c->sskel)
-		removed += gc_map(bpf_map__fd(c->sskel->maps.thread_slots));
+		removed += gc(c->sskel->maps.thread_slots);
 	return removed;
 }
 
