@@ -36,16 +36,16 @@
 
 #define MAX_THREADS 16
 /*
- * --lock timed spins a third of --inside work() iterations' time in PAUSEs. What a PAUSE
- * costs differs by an order of magnitude between cores (~10 cycles before Skylake, ~140
- * after: 5 and 50 work() iterations on the two machines measured), so it is measured at
- * start, over CAL_PAUSES of them against CAL_WORK iterations.
+ * --lock timed spins, each round, for a third of the CPU time --inside work() iterations
+ * take. What a PAUSE costs against a work() iteration differs by an order of magnitude
+ * between cores, and on one core between a warm loop and a cold one (a start-up calibration
+ * measured 69 iterations a PAUSE on a Zen 3 guest where the run itself went at 26: spin
+ * shares of 0.02-0.10 instead of ~0.5). So each thread sizes its next spin from its own
+ * figures so far: the CPU time its PAUSEs took and the CPU time its work took, both read
+ * off the clock reads the run makes anyway.
  */
 #define TIMED_SPIN_DIV 3
-#define CAL_PAUSES 200000
-#define CAL_WORK 2000000
-static int work_per_pause = 1;
-
+#define TIMED_FIRST_PAUSES 1000	/* the first round's, before anything is measured */
 static const char *const kind_names[] = { "ttas", "pthread", "timed" };
 
 static struct {
@@ -61,6 +61,8 @@ struct worker {
 	int tid;
 	unsigned int seed;	/* jitter()'s */
 	uint64_t spin_ns, cpu_ns;
+	/* --lock timed: PAUSEs and work() iterations done, the work's CPU time, the last spin's end */
+	uint64_t pauses, work_iters, work_ns, spun_ns;
 };
 
 static struct worker workers[MAX_THREADS];
@@ -106,25 +108,16 @@ __attribute__((noinline, aligned(256))) static void timed_spin(int n)
 		__builtin_ia32_pause();
 }
 
-/* work() iterations per PAUSE on this CPU, the least of three runs (the others were disturbed) */
-static void calibrate_pause(void)
+/* --lock timed: this round's PAUSEs, from the thread's own figures so far */
+static int timed_pauses(const struct worker *w)
 {
-	uint64_t t0, work_ns = UINT64_MAX, pause_ns = UINT64_MAX, d;
-	int i;
+	double pause_ns, target_ns;
 
-	for (i = 0; i < 3; i++) {
-		t0 = thread_cpu_ns();
-		work(CAL_WORK);
-		if ((d = thread_cpu_ns() - t0) < work_ns)
-			work_ns = d;
-		t0 = thread_cpu_ns();
-		timed_spin(CAL_PAUSES);
-		if ((d = thread_cpu_ns() - t0) < pause_ns)
-			pause_ns = d;
-	}
-	work_per_pause = (double)pause_ns / CAL_PAUSES / ((double)work_ns / CAL_WORK) + 0.5;
-	if (work_per_pause < 1)
-		work_per_pause = 1;
+	if (!w->pauses || !w->work_iters)
+		return TIMED_FIRST_PAUSES;
+	pause_ns = (double)w->spin_ns / w->pauses;
+	target_ns = (double)w->work_ns / w->work_iters * opts.inside / TIMED_SPIN_DIV;
+	return target_ns / pause_ns > 1 ? (int)(target_ns / pause_ns) : 1;
 }
 
 /* test-and-test-and-set: spin on a plain load with PAUSE, then try the exchange */
@@ -151,11 +144,17 @@ static int jitter(unsigned int *seed, int n)
 static void lock(struct worker *w)
 {
 	uint64_t t0;
+	int n;
 
 	if (opts.kind == LOCK_TIMED) {
+		n = jitter(&w->seed, timed_pauses(w));
 		t0 = thread_cpu_ns();
-		timed_spin(jitter(&w->seed, opts.inside / (TIMED_SPIN_DIV * work_per_pause)));
-		w->spin_ns += thread_cpu_ns() - t0;
+		if (w->spun_ns)		/* the work since the last spin */
+			w->work_ns += t0 - w->spun_ns;
+		timed_spin(n);
+		w->spun_ns = thread_cpu_ns();
+		w->spin_ns += w->spun_ns - t0;
+		w->pauses += n;
 		return;
 	}
 	if (opts.kind == LOCK_PTHREAD ? !pthread_spin_trylock(&spin) : ttas_try())
@@ -180,6 +179,7 @@ static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
 	uint64_t t0;
+	int n;
 
 	w->tid = syscall(SYS_gettid);
 	w->seed = w->tid;
@@ -190,7 +190,9 @@ static void *worker_main(void *arg)
 		if (opts.kind != LOCK_TIMED)
 			work(jitter(&w->seed, opts.inside));
 		unlock();
-		work(jitter(&w->seed, opts.outside));
+		n = jitter(&w->seed, opts.outside);
+		work(n);
+		w->work_iters += n;
 	}
 	w->cpu_ns = thread_cpu_ns() - t0;
 	pthread_mutex_lock(&park_mu);
@@ -235,8 +237,6 @@ int main(int argc, char **argv)
 	if (opts.threads < 1 || opts.threads > MAX_THREADS)
 		return 2;
 	pthread_spin_init(&spin, PTHREAD_PROCESS_PRIVATE);
-	if (opts.kind == LOCK_TIMED)
-		calibrate_pause();
 	if (opts.wait_go && workload_wait_for_go())
 		return 1;
 	for (i = 0; i < opts.threads; i++)
