@@ -97,23 +97,19 @@ def test_libuv_async_yield_spin(daemon):
     assert "libuv" in f["hint"] and "1.45" in f["hint"]
 
 
-# A sampled share against the thread's own CPU clock. With a lock, a sampler perturbs what
-# it samples: an interrupted (or, by the sampler's reader, preempted) holder makes its waiters
-# spin right after the sample, and on this 2-CPU machine perf's own cpu-clock samples moved
-# with it as much as lockscope's (three threads: both read up to 0.13 above or below the
-# clock; two threads: up to 0.3). The `timed` spinners hand nothing over: each spins PAUSEs
-# of its own, and there the share is checked to sampling error (5 standard errors of the
-# thread's sample count) plus TIMED_RESIDUE. That residue is an open defect, measured: on the
-# same runs perf's cpu-clock samples (997 Hz) put -0.05..+0.015 of a thread's time in
-# timed_spin and lockscope's (907 Hz; or 997 and 907 swapped) -0.02..+0.10; lockscope counts
-# the same number of samples per thread as perf (scaled by the rates) and ~10 % more of them
-# spinning, every sampled stack topped by timed_spin. Not the holder sampler, suspected first:
-# the bias is the same with --hold-freq 0 (+0.00..+0.09 in 12 threads). Its tail is longer
-# than those runs showed: one thread in a CI run read +0.146 and one locally +0.160 (the
-# other two threads of each +0.02..+0.05); 18 threads each of the builds before and after
-# 6b4017d/4aca99c, interleaved: mean +0.044 / +0.046, max +0.099 / +0.099, the same.
-TIMED_RESIDUE = 0.11
-LOCK_TOLERANCE = 0.2
+# A sampled share against the thread's own CPU clock, within 5 standard errors of the
+# thread's sample count plus a residue. The residue was 0.11 (timed) and 0.2 (locks) while
+# an open bias made lockscope read ~0.1 high, up to +0.32 on TTAS: the holder sampler's
+# program attached to a cpu-clock event before the spin sampler's skewed the spin samples
+# for the daemon's lifetime (A/B against `perf record -a` of the same runs: +0.06..+0.32
+# with it, ±0.02 without; the holder sampler is now created only while needed, after the
+# spin sampler). What is left: perf's own cpu-clock samples read 0.00..+0.05 below the
+# clock on these spinners (the clock reads around each spin are the thread's too), and
+# with a lock the share itself moves between runs (0.14..0.5 on this 2-CPU machine, as the
+# holder is preempted or not), which only the precondition has to allow for.
+TIMED_RESIDUE = 0.04
+LOCK_RESIDUE = 0.06
+MIN_SHARE = 0.08	# the workload spins, and a finding's share is well above pause-min-share (5 %)
 SPIN_FUNCTION = {"ttas": "ttas_spin", "pthread": "pthread_spin_lock", "timed": "timed_spin"}
 
 
@@ -136,12 +132,9 @@ def test_pause_spin_share(fast_sampler, lock):
                    for x in f.get("evidence", {}).get("stacks", [])])
         for t in own["threads"]:
             f = fs[t["tid"]]
-            assert t["share"] > 0.2 and f["share"] > 0.2, "the workload spins and is seen to"
-            if lock == "timed":
-                p, n = t["share"], f["evidence"]["samples"]
-                tolerance = 5 * math.sqrt(p * (1 - p) / n) + TIMED_RESIDUE
-            else:
-                tolerance = LOCK_TOLERANCE
+            assert t["share"] > MIN_SHARE and f["share"] > MIN_SHARE, "the workload spins and is seen to"
+            p, n = t["share"], f["evidence"]["samples"]
+            tolerance = 5 * math.sqrt(p * (1 - p) / n) + (TIMED_RESIDUE if lock == "timed" else LOCK_RESIDUE)
             assert abs(f["share"] - t["share"]) <= tolerance
             assert f["comm"] == "spinner" and f["cpu_ns"] > 0
             st = frames(f)

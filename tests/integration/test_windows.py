@@ -16,7 +16,7 @@ import subprocess
 import time
 
 from conftest import WORKLOADS, Workload
-from test_spin import LOOP_SWITCHES, perf_count_yields, perf_result
+from test_spin import LOOP_SWITCHES, MIN_SHARE, perf_count_yields, perf_result
 from test_threads import close_enough, proc_switches
 
 AFTER_S = 30	# how long after the exits the views are read
@@ -106,9 +106,9 @@ def test_exited_threads_keep_their_figures_in_the_window(fast_sampler):
         # what the issue asks: the share after the exit is the one seen while it ran
         assert abs(fs[tid]["share"] - live[tid]) <= PAUSE_SHARE_TOLERANCE
         assert abs(fs[tid]["share"] - live[tid]) <= 0.01, "the same samples, in fact"
-        # and it is a spinner's (the accuracy against the thread's own clock, within 0.1,
-        # is test_spin.py's; here the machine has just run two other workloads on CPU 0)
-        assert fs[tid]["share"] > 0.2 and abs(fs[tid]["share"] - share) <= 2 * PAUSE_SHARE_TOLERANCE
+        # and it is a spinner's (the accuracy against the thread's own clock is test_spin.py's;
+        # the share itself moves between runs, 0.14..0.5, as the holder is preempted or not)
+        assert fs[tid]["share"] > MIN_SHARE and abs(fs[tid]["share"] - share) <= PAUSE_SHARE_TOLERANCE
     assert not [f for f in d.cli_json("spin", "-p", str(sp_pid), "-w", "10s")["findings"]
                 if f["kind"] == "pause_spin"], "they ended before the 10 s window began"
 
