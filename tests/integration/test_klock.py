@@ -37,8 +37,17 @@ def compare_with_perf(ours, perf):
 def check_mmap_lock(lock_rows, pid):
     ours = [r for r in lock_rows if r.get("pid") == pid or "pid" not in r]
     assert ours, "no lock rows for the workload"
-    top = max(ours, key=lambda r: r["total_wait_ns"])
-    assert top["lock"]["name"] == "mmap_lock", f"top lock by wait is {top['lock']}"
+    # a lock's rows are one per type (rwsem:R, rwsem:W): the top lock is the one whose rows
+    # sum to the most (mmap_lock's two halves each fall below the page-table lock some runs)
+    by_lock = {}
+    for r in ours:
+        addr = (r["lock"] or {}).get("addr")
+        total, _ = by_lock.get(addr, (0, None))
+        by_lock[addr] = (total + r["total_wait_ns"], r["lock"])
+    ranked = sorted(by_lock.values(), key=lambda t: -t[0])
+    print("locks by wait:", ranked[:3])
+    top = ranked[0][1]
+    assert top and top["name"] == "mmap_lock", f"top lock by wait is {top}"
     types = {r["type"] for r in ours if r["lock"] and r["lock"].get("name") == "mmap_lock"}
     assert {"rwsem:R", "rwsem:W"} <= types, f"mmap_lock types seen: {types}"
 
