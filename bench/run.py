@@ -25,6 +25,9 @@ against perf's count of the same tracepoint, the daemon's CPU and RSS idle, unde
 with ~100 k distinct stacks, `lockscope top -E 50` latency with that many keys, and the
 time to READY.
 Usage: sudo make bench   (or: sudo bench/run.py [--pairs N] [--seconds S] [--force])
+       sudo bench/run.py --only pingpong,stress_switch [--configs lockscope_default,floor]
+         the paired runs of those workloads and configurations alone, printed, results
+         left as they are: to see what one change costs before the whole bench is run
 """
 import argparse
 import contextlib
@@ -260,11 +263,12 @@ def summarize_pairs(ratios, cpu_ratios, base, traced):
     return out
 
 
-def matrix(args):
+def matrix(args, workloads=WORKLOADS, configs=TRACED):
     res = {}
-    for name, (_, _, klocks, _) in WORKLOADS.items():
+    for name in workloads:
+        klocks = WORKLOADS[name][2]
         res[name] = {}
-        for config in TRACED:
+        for config in configs:
             if config in KERNEL_LOCK_ONLY and not klocks:
                 continue
             log(f"{name}: {config} ({args.pairs} pairs of {args.seconds:g} s)")
@@ -562,6 +566,24 @@ def check_floor():
             sys.exit(f"bench/run.py: {config}'s hooks {floor} are not lockscoped's {ours}: update bench/floor.bpf.c")
 
 
+def only(args):
+    """--only: the paired runs of some workloads and configurations, as a table."""
+    names, configs = args.only.split(","), args.configs.split(",")
+    bad = [n for n in names if n not in WORKLOADS] + \
+          [c for c in configs if c not in TRACED + ["lockscope_all", "floor_all"]]
+    if bad:
+        sys.exit(f"bench/run.py: unknown workload or configuration: {', '.join(bad)}")
+    res = matrix(args, names, configs)
+    print(f"{'workload':<14} {'config':<18} {'loss':>8} {'95 % interval':>18} {'CPU/op':>8}")
+    for name, by_config in res.items():
+        for config, r in by_config.items():
+            if config == "none":
+                continue
+            lo, hi = r["ci95"]
+            print(f"{name:<14} {config:<18} {-100 * r['loss']:+7.1f}% [{-100 * hi:+6.1f}, {-100 * lo:+6.1f}] "
+                  f"{100 * r.get('cpu_per_op', 0):+7.1f}%")
+
+
 def main():
     ap = argparse.ArgumentParser(description="lockscope's cost and capacity against perf, bpftrace and the floor")
     ap.add_argument("--pairs", type=int, default=7, help="traced/untraced pairs per workload and tracer")
@@ -570,6 +592,11 @@ def main():
     ap.add_argument("--out", default=HERE, help="where results.md and results.json go")
     ap.add_argument("--force", action="store_true", help="run even when the machine looks busy")
     ap.add_argument("--check-floor", action="store_true", help="only check that the floor's hooks are lockscoped's")
+    ap.add_argument("--only", metavar="W,W", help=f"only the paired runs of these workloads ({', '.join(WORKLOADS)}), "
+                    "printed; results.md and results.json are left as they are")
+    ap.add_argument("--configs", metavar="C,C", default=",".join(TRACED),
+                    help="with --only: these configurations (lockscope_default, lockscope_all, perf_lock_bpf, "
+                    "bpftrace, floor, floor_all)")
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("bench/run.py loads BPF programs and runs perf -a: run it as root (sudo make bench)")
@@ -585,6 +612,9 @@ def main():
     if load > BUSY_LOAD and not args.force:
         sys.exit(f"bench/run.py: load average {load:.2f} > {BUSY_LOAD}: the machine is busy and 3 % could not be "
                  "seen; stop what runs beside it (or --force, and read the intervals)")
+    if args.only:
+        only(args)
+        return
     t_start = time.monotonic()
     res = {"host": host_info()}
     res["workloads"] = matrix(args)

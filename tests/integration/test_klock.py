@@ -37,8 +37,9 @@ def compare_with_perf(ours, perf):
 def check_mmap_lock(lock_rows, pid):
     ours = [r for r in lock_rows if r.get("pid") == pid or "pid" not in r]
     assert ours, "no lock rows for the workload"
-    # a lock's rows are one per type (rwsem:R, rwsem:W): the top lock is the one whose rows
-    # sum to the most (mmap_lock's two halves each fall below the page-table lock some runs)
+    # a lock's rows are one per type (rwsem:R, rwsem:W). mmap_storm contends two locks about
+    # as much, mmap_lock and a page-table lock (either was the top one in CI runs, 0.97 s vs
+    # 0.98 s): mmap_lock must be named and hold a good share of the waiting, not the top
     by_lock = {}
     for r in ours:
         addr = (r["lock"] or {}).get("addr")
@@ -46,8 +47,9 @@ def check_mmap_lock(lock_rows, pid):
         by_lock[addr] = (total + r["total_wait_ns"], r["lock"])
     ranked = sorted(by_lock.values(), key=lambda t: -t[0])
     print("locks by wait:", ranked[:3])
-    top = ranked[0][1]
-    assert top and top["name"] == "mmap_lock", f"top lock by wait is {top}"
+    mmap = [t for t, lock in ranked if lock and lock["name"] == "mmap_lock"]
+    assert len(mmap) == 1, f"one mmap_lock among the top locks: {ranked[:3]}"
+    assert mmap[0] >= 0.25 * sum(t for t, _ in ranked), f"mmap_lock's share of the waiting: {ranked[:3]}"
     types = {r["type"] for r in ours if r["lock"] and r["lock"].get("name") == "mmap_lock"}
     assert {"rwsem:R", "rwsem:W"} <= types, f"mmap_lock types seen: {types}"
 
