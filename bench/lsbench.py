@@ -9,6 +9,8 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUILD = os.environ.get("OUTPUT", os.path.join(ROOT, "build"))
+# the daemon measured: this build's, or another's (LOCKSCOPED=path: a build to compare against)
+LOCKSCOPED = os.environ.get("LOCKSCOPED", os.path.join(BUILD, "lockscoped"))
 
 
 def call(sock, req):
@@ -26,7 +28,7 @@ def call(sock, req):
 def lockscoped(*args):
     """A running daemon with @args; yields its socket path once it answers."""
     sock = os.path.join(tempfile.mkdtemp(), "ls.sock")
-    d = subprocess.Popen([os.path.join(BUILD, "lockscoped"), "--socket", sock, *args],
+    d = subprocess.Popen([LOCKSCOPED, "--socket", sock, *args],
                          stderr=subprocess.DEVNULL)
     try:
         for _ in range(300):
