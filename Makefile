@@ -258,7 +258,7 @@ unit-test: $(UNIT_BINS)
 	$(Q)set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t; done
 
 integration-test: all $(REPLAY_BINS)
-	$(Q)OUTPUT=$(OUTPUT) SAN=$(SAN) $(PYTHON) -m pytest -v tests/integration
+	$(Q)OUTPUT=$(OUTPUT) SAN=$(SAN) $(PYTHON) -m pytest -v --durations=12 tests/integration
 
 # `make fuzz [FUZZ_TIME=s] [FUZZ_JOBS=n] [FUZZ_TARGETS=...]`: each target for FUZZ_TIME
 # seconds, FUZZ_JOBS at once, from the checked-in seeds and what earlier runs found
