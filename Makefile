@@ -72,7 +72,9 @@ BPF_OBJS := $(patsubst %,$(OUTPUT)/%.bpf.o,$(BPF_APPS))
 SKELS := $(patsubst %,$(OUTPUT)/%.skel.h,$(BPF_APPS))
 
 # The engine: everything the daemon and `lockscope scan` (embedded) share.
-ENGINE_SRCS := $(filter-out daemon/main.c,$(wildcard daemon/*.c))
+# One folder per stage of the data's path (tests/layers.py checks the includes follow it)
+DAEMON_LAYERS := lib collect decode store analyze api serve
+ENGINE_SRCS := $(foreach l,$(DAEMON_LAYERS),$(wildcard daemon/$(l)/*.c))
 ENGINE_OBJS := $(patsubst daemon/%.c,$(OUTPUT)/daemon/%.o,$(ENGINE_SRCS)) $(OUTPUT)/daemon/profile.pb-c.o
 CLI_SRCS := $(wildcard cli/*.c)
 CLI_OBJS := $(patsubst cli/%.c,$(OUTPUT)/cli/%.o,$(CLI_SRCS))
@@ -148,10 +150,10 @@ $(RUST_LIB): deps/rust/Cargo.toml deps/rust/Cargo.lock deps/rust/src/lib.rs
 	$(Q)touch $@
 
 # pprof's profile.proto (the part we write), compiled by protoc-c
-$(OUTPUT)/profile.pb-c.c $(OUTPUT)/profile.pb-c.h &: daemon/profile.proto | $(OUTPUT)
+$(OUTPUT)/profile.pb-c.c $(OUTPUT)/profile.pb-c.h &: daemon/api/profile.proto | $(OUTPUT)
 	$(call msg,PROTOC,$@)
 	$(Q)command -v protoc-c >/dev/null || { echo "protoc-c not found: run 'make deps' (Debian package protobuf-c-compiler)" >&2; exit 1; }
-	$(Q)protoc-c --proto_path=daemon --c_out=$(OUTPUT) daemon/profile.proto
+	$(Q)protoc-c --proto_path=daemon/api --c_out=$(OUTPUT) daemon/api/profile.proto
 
 $(OUTPUT)/daemon/profile.pb-c.o: $(OUTPUT)/profile.pb-c.c | $(OUTPUT)/daemon
 	$(call msg,CC,$@)
@@ -159,6 +161,7 @@ $(OUTPUT)/daemon/profile.pb-c.o: $(OUTPUT)/profile.pb-c.c | $(OUTPUT)/daemon
 
 $(OUTPUT)/daemon/%.o: daemon/%.c $(SKELS) $(RUST_LIB) $(OUTPUT)/profile.pb-c.h | $(OUTPUT)/daemon
 	$(call msg,CC,$@)
+	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@
 
 $(OUTPUT)/cli/%.o: cli/%.c $(SKELS) $(RUST_LIB) | $(OUTPUT)/cli
@@ -255,6 +258,7 @@ bench-soak: all
 	$(Q)OUTPUT=$(OUTPUT) $(PYTHON) bench/soak.py --minutes $(SOAK_MINUTES)
 
 unit-test: $(UNIT_BINS)
+	$(Q)$(PYTHON) tests/layers.py
 	$(Q)set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t; done
 
 integration-test: all $(REPLAY_BINS)
@@ -334,4 +338,4 @@ config: $(OUTPUT)/lockscoped
 clean:
 	rm -rf $(OUTPUT)
 
--include $(wildcard $(OUTPUT)/*.bpf.d $(OUTPUT)/daemon/*.d $(OUTPUT)/cli/*.d $(OUTPUT)/tests/*.d)
+-include $(wildcard $(OUTPUT)/*.bpf.d $(OUTPUT)/daemon/*.d $(OUTPUT)/daemon/*/*.d $(OUTPUT)/cli/*.d $(OUTPUT)/tests/*.d)

@@ -13,16 +13,17 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "analyze/query.h"
+#include "api/engine.h"
+#include "api/export.h"
+#include "lib/clock.h"
+#include "lib/jsonget.h"
+#include "lib/log.h"
+#include "serve/loop.h"
+#include "serve/server.h"
 #include "client.h"
 #include "progress.h"
-#include "jsonget.h"
-#include "engine.h"
-#include "export.h"
-#include "log.h"
-#include "loop.h"
-#include "query.h"
 #include "render.h"
-#include "server.h"
 
 #define CLI_CMDS "status, top, scan, threads, spin, report, export, flamegraph"
 #define DEFAULT_SCAN_MS 5000

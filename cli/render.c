@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 #include <inttypes.h>
 #include <string.h>
+#include "lib/jsonget.h"
 #include "render.h"
-#include "jsonget.h"
 
 void ls_fmt_ns(char *buf, size_t len, double ns)
 {

@@ -10,16 +10,17 @@
 #include <sys/epoll.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
-#include "config.h"
-#include "engine.h"
-#include "export.h"
-#include "log.h"
-#include "loop.h"
-#include "metrics.h"
-#include "notify.h"
-#include "prom.h"
-#include "probe.h"
-#include "server.h"
+#include "api/engine.h"
+#include "api/export.h"
+#include "api/prom.h"
+#include "collect/probe.h"
+#include "lib/clock.h"
+#include "lib/log.h"
+#include "serve/config.h"
+#include "serve/loop.h"
+#include "serve/metrics.h"
+#include "serve/notify.h"
+#include "serve/server.h"
 
 /* A --KEY=VALUE from the command line: it wins over the file, at start and on reload. */
 struct override {

@@ -4,9 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "diagnose.h"
-#include "jsonget.h"
-#include "vec.h"
+#include "analyze/diagnose.h"
+#include "lib/jsonget.h"
+#include "lib/vec.h"
 
 #define NSEC_PER_USEC 1000.0
 #define NSEC_PER_SEC 1e9

@@ -5,14 +5,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "htab.h"
+#include "analyze/query.h"
+#include "decode/ksyms.h"
+#include "decode/usyms.h"
+#include "lib/htab.h"
+#include "lib/vec.h"
+#include "store/stacks.h"
 #include "klock.h"
-#include "ksyms.h"
-#include "query.h"
-#include "stacks.h"
 #include "scheduler.h"
-#include "usyms.h"
-#include "vec.h"
 
 /* The names perf lock contention prints, so the two tools' tables read alike. */
 const struct lock_type ls_lock_types[] = {

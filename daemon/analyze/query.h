@@ -10,7 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <cjson/cJSON.h>
-#include "agg.h"
+#include "store/agg.h"
 
 struct agg_view;
 struct stacks;

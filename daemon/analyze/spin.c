@@ -5,16 +5,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#include "agg.h"
-#include "collector.h"
-#include "htab.h"
-#include "query.h"
-#include "engine.h"
-#include "spin.h"
-#include "stacks.h"
-#include "vec.h"
+#include "analyze/query.h"
+#include "analyze/spin.h"
+#include "lib/clock.h"
+#include "lib/htab.h"
+#include "lib/vec.h"
+#include "store/agg.h"
+#include "store/stacks.h"
 
-#define NSEC_PER_SEC 1000000000ULL
 /* tables of stacks by thread: when one fills, it starts over (sites are recorded again) */
 #define SPIN_MAX_SITES 16384
 #define SPIN_MAX_SAMPLE_STACKS 65536
@@ -628,11 +626,10 @@ static int preempt_findings(const struct agg_view *tab, double secs, const struc
 	return 0;
 }
 
-int spin__json(struct spin *s, const struct collector *c, const struct threads *thr, enum ls_window w,
+int spin__json(struct spin *s, const struct sched_source *feat, const struct threads *thr, enum ls_window w,
 	       const struct agg_view *tab, double secs, const struct query_ctx *ctx,
 	       const struct spin_thresholds *th, uint32_t pid, int max_stack, cJSON *o, const char **err)
 {
-	const struct collector_features *feat = collector__features(c);
 	uint64_t now = ls_now_ns();
 	struct snapshot sn = { .pid = pid, .th = th };
 	cJSON *arr, *src;
@@ -646,7 +643,7 @@ int spin__json(struct spin *s, const struct collector *c, const struct threads *
 	if (w != THREADS_LIVE)
 		sn.start = threads__window_start(thr, w, now);
 	if (!sn.by_tid || threads__each(thr, w, now, snap_thread, &sn) ||
-	    collector__sched_peers(c, snap_peer, &sn)) {
+	    feat->peers(feat->src, snap_peer, &sn)) {
 		*err = "cannot read the scheduler maps";
 		ret = -EIO;
 		goto cleanup;

@@ -17,10 +17,9 @@
 
 #include <stdint.h>
 #include <cjson/cJSON.h>
+#include "analyze/threads.h"
 #include "scheduler.h"
-#include "threads.h"
 
-struct collector;
 struct agg_view;
 struct query_ctx;
 struct spin;
@@ -70,7 +69,7 @@ void spin__precise_ran(struct spin *s, uint32_t pid, uint64_t ns);
  * from @tab, an aggregation table covering @secs seconds.
  * -EOPNOTSUPP with *err set when the scheduler component is off.
  */
-int spin__json(struct spin *s, const struct collector *c, const struct threads *thr, enum ls_window w,
+int spin__json(struct spin *s, const struct sched_source *src, const struct threads *thr, enum ls_window w,
 	       const struct agg_view *tab, double secs, const struct query_ctx *ctx,
 	       const struct spin_thresholds *th, uint32_t pid, int max_stack, cJSON *o, const char **err);
 

@@ -6,14 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "collector.h"
-#include "engine.h"
-#include "htab.h"
+#include "analyze/threads.h"
+#include "lib/clock.h"
+#include "lib/htab.h"
+#include "lib/vec.h"
 #include "scheduler.h"
-#include "threads.h"
-#include "vec.h"
 
-#define NSEC_PER_SEC 1000000000ULL
 
 /* (time on the boot clock, events) points of a thread's history, newest first */
 #define REF_POINTS 4
@@ -393,9 +391,9 @@ static void sweep(struct threads *t, uint64_t now)
 	t->by_tid = keep;
 }
 
-static void read_threads(struct threads *t, const struct collector *c, uint64_t now, bool periodic)
+static void read_threads(struct threads *t, const struct sched_source *src, uint64_t now, bool periodic)
 {
-	if (!collector__features(c)->sched)
+	if (!src->sched)
 		return;
 	if (!t->start_ns)
 		t->start_ns = now;
@@ -405,18 +403,18 @@ static void read_threads(struct threads *t, const struct collector *c, uint64_t 
 		t->cur_ns = now;
 		t->ctxt_cur = threads__host_switches();
 	}
-	collector__sched_threads(c, tick_one, &(struct ticking){ t, now, ls_clock_ns(CLOCK_BOOTTIME), periodic });
+	src->threads(src->src, tick_one, &(struct ticking){ t, now, ls_clock_ns(CLOCK_BOOTTIME), periodic });
 	sweep(t, now);
 }
 
-void threads__tick(struct threads *t, const struct collector *c, uint64_t now)
+void threads__tick(struct threads *t, const struct sched_source *src, uint64_t now)
 {
-	read_threads(t, c, now, true);
+	read_threads(t, src, now, true);
 }
 
-void threads__refresh(struct threads *t, const struct collector *c, uint64_t now)
+void threads__refresh(struct threads *t, const struct sched_source *src, uint64_t now)
 {
-	read_threads(t, c, now, false);
+	read_threads(t, src, now, false);
 }
 
 uint64_t threads__dropped(const struct threads *t)
@@ -608,7 +606,7 @@ static cJSON *row_json(const struct threads *t, const struct row *r, uint64_t no
 	return o;
 }
 
-int threads__json(struct threads *t, const struct collector *c, uint32_t pid, uint32_t limit,
+int threads__json(struct threads *t, const struct sched_source *src, uint32_t pid, uint32_t limit,
 		  enum ls_window w, uint64_t now, cJSON *o, const char **err)
 {
 	struct rows rs = { .t = t, .w = w, .pid = pid, .now = now };
@@ -616,7 +614,7 @@ int threads__json(struct threads *t, const struct collector *c, uint32_t pid, ui
 	cJSON *arr;
 	size_t i;
 
-	if (!collector__features(c)->sched) {
+	if (!src->sched) {
 		*err = "per-thread scheduling is off (sched-threads=0, or the kernel lacks tp_btf)";
 		return -EOPNOTSUPP;
 	}

@@ -11,13 +11,31 @@
 #ifndef __LS_THREADS_H
 #define __LS_THREADS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <cjson/cJSON.h>
-#include "agg.h"
+#include "store/agg.h"
 
-struct collector;
+struct sched_peer;
+struct sched_peer_key;
 struct sched_thread;
 struct threads;
+
+/*
+ * The kernel side as the thread and spin views read it: what is traced, and readers of the
+ * scheduler maps. The api layer wires it to the collector; tests feed it their own threads.
+ */
+typedef int (*sched_thread_fn)(void *ctx, uint32_t tid, const struct sched_thread *st);
+typedef int (*sched_peer_fn)(void *ctx, const struct sched_peer_key *k, const struct sched_peer *v);
+struct sched_source {
+	bool sched;		/* per-thread scheduling is traced (sched-threads, tp_btf) */
+	bool spin_sampling;	/* the cpu-clock spin sampler runs */
+	bool precise;		/* precise scans can time futex calls */
+	bool ulock;		/* futex waits (and their holders' preemptions) are traced */
+	int (*threads)(const void *src, sched_thread_fn fn, void *ctx);
+	int (*peers)(const void *src, sched_peer_fn fn, void *ctx);
+	const void *src;
+};
 
 /* A view of the threads running now, instead of a window. */
 #define THREADS_LIVE LS_WIN_MAX
@@ -34,9 +52,9 @@ struct threads_opts {
 int threads__new(const struct threads_opts *opts, struct threads **out);
 void threads__free(struct threads *t);
 /* Reads every thread's figures at @now (a tick a second); exited ones are kept. */
-void threads__tick(struct threads *t, const struct collector *c, uint64_t now);
+void threads__tick(struct threads *t, const struct sched_source *src, uint64_t now);
 /* The same for a query, so that it sees up to @now; live rates still span the last tick. */
-void threads__refresh(struct threads *t, const struct collector *c, uint64_t now);
+void threads__refresh(struct threads *t, const struct sched_source *src, uint64_t now);
 /* Where window @w starts (the first tick at the earliest). */
 uint64_t threads__window_start(const struct threads *t, enum ls_window w, uint64_t now);
 /*
@@ -50,7 +68,7 @@ int threads__each(const struct threads *t, enum ls_window w, uint64_t now, threa
  * Adds to @o the rows of @pid (0: all) in window @w, sorted by switches per second, at most
  * @limit (0: all), and the host figures. -EOPNOTSUPP or -ENOMEM with *err set when it cannot.
  */
-int threads__json(struct threads *t, const struct collector *c, uint32_t pid, uint32_t limit,
+int threads__json(struct threads *t, const struct sched_source *src, uint32_t pid, uint32_t limit,
 		  enum ls_window w, uint64_t now, cJSON *o, const char **err);
 /* Exited processes whose summary found no room (max_exited_procs). */
 uint64_t threads__dropped(const struct threads *t);

@@ -12,9 +12,9 @@
 #include <stdint.h>
 #include <time.h>
 #include <cjson/cJSON.h>
-#include "collector.h"
-#include "diagnose.h"
-#include "spin.h"
+#include "analyze/diagnose.h"
+#include "analyze/spin.h"
+#include "collect/collector.h"
 
 #define LS_SCHEMA_VERSION 1
 #define LS_VERSION "0.1.0"
@@ -85,9 +85,6 @@ void engine__set_config(struct engine *e, cJSON *config);
 void engine__client_gone(struct engine *e, uint64_t client);
 /* Builds {"schema_version":..,"error":msg}. */
 cJSON *engine__error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* @id's time in ns; ls_now_ns() is CLOCK_MONOTONIC, the clock BPF's timestamps use. */
-uint64_t ls_clock_ns(clockid_t id);
-uint64_t ls_now_ns(void);
 
 #define ENGINE_TICK_MS 200
 /* systemd's StateDirectory=lockscope, where the unit keeps what outlives a restart */

@@ -12,12 +12,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
-#include "export.h"
-#include "htab.h"
+#include "api/export.h"
+#include "decode/usyms.h"
+#include "lib/htab.h"
+#include "lib/vec.h"
+#include "store/stacks.h"
 #include "profile.pb-c.h"
-#include "stacks.h"
-#include "usyms.h"
-#include "vec.h"
 
 static const char *const format_names[LS_EXPORT_MAX] = {
 	[LS_EXPORT_JSON] = "json",

@@ -15,7 +15,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "query.h"
+#include "analyze/query.h"
 
 struct agg_view;
 

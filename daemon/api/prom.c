@@ -5,11 +5,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "htab.h"
-#include "jsonget.h"
-#include "prom.h"
-#include "query.h"
-#include "vec.h"
+#include "analyze/query.h"
+#include "api/prom.h"
+#include "lib/htab.h"
+#include "lib/jsonget.h"
+#include "lib/vec.h"
 
 #define NSEC_PER_SEC 1e9
 

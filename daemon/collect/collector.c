@@ -13,18 +13,18 @@
 #include <bpf/bpf.h>
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
-#include "collector.h"
-#include "cpuclock.h"
-#include "htab.h"
+#include "collect/collector.h"
+#include "collect/cpuclock.h"
+#include "collect/probe.h"
+#include "lib/clock.h"
+#include "lib/htab.h"
+#include "lib/log.h"
 #include "klock.h"
 #include "klock.skel.h"
-#include "log.h"
-#include "probe.h"
 #include "scheduler.h"
-#include "ustack.h"
 #include "scheduler.skel.h"
+#include "ustack.h"
 
-#define NSEC_PER_SEC 1000000000ULL
 
 /*
  * Program variants, best first. One begin and one end program are autoloaded; when a

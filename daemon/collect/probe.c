@@ -10,8 +10,8 @@
 #include <bpf/bpf.h>
 #include <bpf/btf.h>
 #include <bpf/libbpf.h>
-#include "probe.h"
-#include "cpuclock.h"
+#include "collect/cpuclock.h"
+#include "collect/probe.h"
 
 #define VMLINUX_BTF "/sys/kernel/btf/vmlinux"
 

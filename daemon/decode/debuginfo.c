@@ -9,8 +9,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <elfutils/debuginfod.h>
-#include "debuginfo.h"
-#include "log.h"
+#include "decode/debuginfo.h"
+#include "lib/log.h"
 
 /*
  * Build ids asked for in the daemon's life: one per distinct module that lacks symbols,

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 #include <errno.h>
 #include <stdlib.h>
-#include "dumps.h"
-#include "htab.h"
+#include "decode/dumps.h"
+#include "lib/htab.h"
 
 struct dump_val {
 	uint64_t seen_ns;

@@ -3,8 +3,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "ksyms.h"
-#include "vec.h"
+#include "decode/ksyms.h"
+#include "lib/vec.h"
 
 struct range {
 	uint64_t start, end;

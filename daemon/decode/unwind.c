@@ -3,10 +3,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <elfutils/libdwfl.h>
-#include "engine.h"
-#include "log.h"
-#include "unwind.h"
-#include "usyms.h"
+#include "decode/unwind.h"
+#include "decode/usyms.h"
+#include "lib/clock.h"
+#include "lib/log.h"
 
 /* Architecture's DWARF register numbers (ustack.h): the stack pointer and how many regs. */
 #if defined(__x86_64__)

@@ -13,13 +13,12 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 #include <blazesym.h>
-#include "debuginfo.h"
-#include "engine.h"
-#include "htab.h"
-#include "log.h"
-#include "usyms.h"
+#include "decode/debuginfo.h"
+#include "decode/usyms.h"
+#include "lib/clock.h"
+#include "lib/htab.h"
+#include "lib/log.h"
 
-#define NSEC_PER_SEC 1000000000ULL
 /* A process whose address missed its cached maps rereads them at most this often. */
 #define RELOAD_NS NSEC_PER_SEC
 #define MAX_SEGS 16		/* PT_LOAD segments kept per module */

@@ -2,7 +2,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include "htab.h"
+#include "lib/htab.h"
 
 enum {
 	HTAB_MIN_BUCKETS = 16,

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 #include <stdarg.h>
 #include <stdio.h>
-#include "log.h"
+#include "lib/log.h"
 
 enum ls_log_level ls_log_max = LS_LOG_INFO;
 

@@ -5,11 +5,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include "config.h"
+#include "serve/config.h"
 #include <sys/socket.h>
+#include "serve/metrics.h"
+#include "serve/server.h"
 #include "lockscope.h"
-#include "metrics.h"
-#include "server.h"
 #include "ustack.h"
 
 #define ENG(field) offsetof(struct ls_config, engine.field)

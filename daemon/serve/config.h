@@ -12,7 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
-#include "engine.h"
+#include "api/engine.h"
 
 #define LS_DEFAULT_CONFIG "/etc/lockscope/lockscoped.conf"
 #define LS_CONFIG_STR_MAX LS_OPT_PATH_MAX

@@ -4,7 +4,7 @@
 #include <sys/epoll.h>
 #include <sys/timerfd.h>
 #include <unistd.h>
-#include "loop.h"
+#include "serve/loop.h"
 
 enum { LOOP_MAX_EVENTS = 32 };
 

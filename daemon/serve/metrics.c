@@ -9,9 +9,9 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
-#include "log.h"
-#include "loop.h"
-#include "metrics.h"
+#include "lib/log.h"
+#include "serve/loop.h"
+#include "serve/metrics.h"
 
 /* A scrape request is a few hundred bytes; a client that sends more is not a scraper. */
 #define REQUEST_MAX 4096

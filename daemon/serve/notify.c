@@ -8,7 +8,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
-#include "notify.h"
+#include "serve/notify.h"
 
 struct notify {
 	int fd;

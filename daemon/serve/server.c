@@ -13,10 +13,11 @@
 #include <sys/un.h>
 #include <linux/capability.h>
 #include <unistd.h>
-#include "engine.h"
-#include "log.h"
-#include "loop.h"
-#include "server.h"
+#include "api/engine.h"
+#include "lib/clock.h"
+#include "lib/log.h"
+#include "serve/loop.h"
+#include "serve/server.h"
 
 /* A request is small; a line longer than this is an error, not a buffer to grow. */
 #define MAX_REQUEST_BYTES (64 * 1024)

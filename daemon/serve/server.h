@@ -11,25 +11,13 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include <cjson/cJSON.h>
+#include "api/peer.h"
 
 #define LS_DEFAULT_SOCKET "/run/lockscope/lockscope.sock"
 #define LS_SOCKET_GROUP "lockscope"
 
 struct server;
 struct loop;
-
-/*
- * Who is asking, as SO_PEERCRED and the peer's /proc/PID/status said when it connected.
- * The capabilities decide what the engine shows and does for it: ptrace's rule for scans,
- * kptr_restrict's for kernel addresses.
- */
-struct ls_peer {
-	pid_t pid;
-	uid_t uid;
-	gid_t gid;
-	bool cap_sys_ptrace;	/* may scan another user's process */
-	bool cap_syslog;	/* may see raw kernel addresses */
-};
 
 /* Returns the response (the server frees it), or NULL when it will come later. */
 typedef cJSON *(*server_request_fn)(void *ctx, uint64_t client, const struct ls_peer *peer,

@@ -2,10 +2,10 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include "agg.h"
-#include "htab.h"
+#include "lib/clock.h"
+#include "lib/htab.h"
+#include "store/agg.h"
 
-#define NSEC_PER_SEC 1000000000ULL
 
 enum {
 	LEVELS = 3,

@@ -3,8 +3,8 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-#include "htab.h"
-#include "stacks.h"
+#include "lib/htab.h"
+#include "store/stacks.h"
 
 /*
  * Stacks share their outer frames (main, the event loop, the worker's entry), so they are

@@ -6,7 +6,7 @@
  */
 #include <sys/mman.h>
 #include <unistd.h>
-#include "config.h"
+#include "serve/config.h"
 #include "fuzz.h"
 
 static void round_trip(const char *key, const char *value)

@@ -7,8 +7,8 @@
  * real figures and scans that were asked for end.
  */
 #include <unistd.h>
+#include "serve/server.h"
 #include "fuzz.h"
-#include "server.h"
 
 enum fuzz_peer {
 	FUZZ_PEER_INPROCESS,	/* `lockscope scan` without a daemon */

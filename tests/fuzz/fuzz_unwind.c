@@ -12,9 +12,9 @@
  */
 #include <stddef.h>
 #include <unistd.h>
+#include "decode/unwind.h"
+#include "decode/usyms.h"
 #include "fuzz.h"
-#include "unwind.h"
-#include "usyms.h"
 
 #define FUZZ_MAX_FRAMES 128
 #define FUZZ_SEED_DEPTHS 6

@@ -6,9 +6,9 @@
 #include <stdint.h>
 #include <string.h>
 #include <cmocka.h>
-#include "agg.h"
-#include "htab.h"
-#include "stacks.h"
+#include "lib/htab.h"
+#include "store/agg.h"
+#include "store/stacks.h"
 
 #define SEC 1000000000ULL
 #define T0 (1000 * SEC)

@@ -9,11 +9,11 @@
 #include <string.h>
 #include <unistd.h>
 #include <cmocka.h>
-#include "agg.h"
+#include "analyze/query.h"
+#include "decode/ksyms.h"
+#include "store/agg.h"
+#include "store/stacks.h"
 #include "klock.h"
-#include "ksyms.h"
-#include "query.h"
-#include "stacks.h"
 #include "scheduler.h"
 
 static const char kallsyms_text[] =

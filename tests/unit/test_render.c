@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <cmocka.h>
-#include "config.h"
+#include "serve/config.h"
 #include "render.h"
 
 static void test_units_like_perf(void **state)

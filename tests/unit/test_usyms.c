@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <cmocka.h>
-#include "usyms.h"
+#include "decode/usyms.h"
 
 /* what a lock in the program's .data looks like to the daemon: an address in its image */
 static int a_lock_word = 1;
