@@ -19,7 +19,7 @@
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
-#include "cpuclock.h"
+#include "collect/cpuclock.h"
 #include "floor.skel.h"
 
 /* lockscoped's defaults: spin-freq and hold-freq */
