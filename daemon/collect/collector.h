@@ -48,6 +48,14 @@ struct collector_opts {
 	void *ctx;
 };
 
+/*
+ * Whether @o can be loaded (@page_size: the system's): 0, or -EINVAL with the one-line
+ * reason in @err naming the setting to change. collector__new() checks it first.
+ */
+int collector_opts__check(const struct collector_opts *o, __u32 page_size, char *err, size_t len);
+/* The burst of stack dumps a CPU may save up: what a quarter of its ring holds. */
+__u64 collector_dump_burst_ns(const struct collector_opts *o, __u32 bytes, __u64 cost_ns);
+
 #define COLLECTOR_NOTES_MAX 16
 
 /* A component that is off although asked for, and why (also logged). */

@@ -1,0 +1,433 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Reading what the programs wrote: the rings (to the decoder's callback), the two wait
+ * tables flipped each second, the scheduler maps, kernel and user stacks, the counters;
+ * and sweeping what exited threads left in the maps.
+ */
+#include <errno.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "collect/collector.h"
+#include "collect/collector_int.h"
+#include "lib/clock.h"
+#include "lib/htab.h"
+#include "klock.skel.h"
+#include "scheduler.h"
+#include "scheduler.skel.h"
+
+/* Entries per batch read: one syscall per batch, not two per entry, every second. */
+#define THREADS_BATCH 256
+
+#define WAITS_BATCH 256
+/*
+ * How long to wait for programs still on the old table. They run for microseconds; a vCPU
+ * the hypervisor descheduled (or emulates: qemu TCG) can hold one for milliseconds.
+ */
+#define WAITS_WAIT_MAX_NS (100 * 1000 * 1000ULL)
+
+/* A thread's spin figures, and whether the task iterator still found it. */
+struct spinner {
+	struct sched_spin_thread sp;
+	bool alive;
+};
+
+/* The spin figures of the threads that have some, by tid (spinners is an LRU hash). */
+static struct htab *read_spinners(const struct collector *c)
+{
+	static __u32 keys[THREADS_BATCH];
+	static struct sched_spin_thread vals[THREADS_BATCH];
+	struct htab *h = htab__new(sizeof(__u32), sizeof(struct spinner), c->opts.sched_threads);
+	int fd = bpf_map__fd(c->sskel->maps.spinners), ret;
+	__u32 batch, count, i;
+	void *in = NULL;
+
+	if (!h)
+		return NULL;
+	do {
+		count = THREADS_BATCH;
+		ret = bpf_map_lookup_batch(fd, in, &batch, keys, vals, &count, NULL);
+		if (ret && errno != ENOENT)	/* ENOENT: the last batch */
+			break;
+		for (i = 0; i < count; i++) {
+			struct spinner *sp = htab__upsert(h, &keys[i], NULL, NULL);
+
+			if (sp)
+				sp->sp = vals[i];
+		}
+		in = &batch;
+	} while (!ret);
+	return h;
+}
+
+/* One thread from the kernel's counters and the programs' spin figures. */
+static void thread_of(const struct sched_task_rec *r, const struct sched_spin_thread *sp, __u64 now,
+		      struct sched_thread *st)
+{
+	__u64 end = r->end_ns ? r->end_ns : now;
+	__u64 life = end > r->start_ns ? end - r->start_ns : 0, off;
+
+	memset(st, 0, sizeof(*st));
+	st->tgid = r->tgid;
+	memcpy(st->comm, r->comm, sizeof(st->comm));
+	st->voluntary = r->nvcsw;
+	st->involuntary = r->nivcsw;
+	st->oncpu_ns = r->sum_exec_ns;
+	st->runq_ns = r->run_delay_ns;
+	off = r->sum_exec_ns + r->run_delay_ns;
+	st->blocked_ns = life > off ? life - off : 0;
+	st->events = r->events;
+	st->start_ns = r->start_ns;
+	if (!sp)
+		return;
+	st->yields = sp->yields;
+	st->yield_spin_ns = sp->yield_spin_ns;
+	st->storm_start_ns = sp->storm_start_ns;
+	st->storm_yields = sp->storm_yields;
+	st->storm_spin_ns = sp->storm_spin_ns;
+	st->last_yield_ns = sp->last_yield_ns;
+	st->samples = sp->samples;
+	st->spin_samples = sp->spin_samples;
+	st->poll_samples = sp->poll_samples;
+	st->poll_nr = sp->poll_nr;
+	st->storm_via = sp->storm_via;
+}
+
+/*
+ * Threads that exited since the last read: the kernel's counters as they left
+ * (sched_process_exit), with their spin figures.
+ */
+static int exited_tasks(const struct collector *c, struct htab *spinners, __u64 now, collector_thread_fn fn,
+			void *ctx)
+{
+	static __u32 keys[THREADS_BATCH];
+	static struct sched_task_rec vals[THREADS_BATCH];
+	int fd = bpf_map__fd(c->sskel->maps.exited_tasks), ret, err = 0;
+	struct sched_thread st;
+	__u32 batch, count, i;
+	void *in = NULL;
+
+	do {
+		count = THREADS_BATCH;
+		ret = bpf_map_lookup_and_delete_batch(fd, in, &batch, keys, vals, &count, NULL);
+		if (ret && errno != ENOENT)	/* ENOENT: the last batch */
+			return -errno;
+		for (i = 0; i < count && !err; i++) {
+			struct spinner *sp = htab__find(spinners, &vals[i].tid);
+
+			if (sp)
+				sp->alive = true;	/* reported here, with its counters */
+			thread_of(&vals[i], sp ? &sp->sp : NULL, now, &st);
+			st.flags |= SCHED_THREAD_EXITED | SCHED_THREAD_FINAL;
+			err = fn(ctx, vals[i].tid, &st);
+		}
+		in = &batch;
+	} while (!ret && !err);
+	return err;
+}
+
+/* Threads that yielded or spun and have exited: their spin figures, until the LRU forgets them. */
+static int exited_spinners(struct htab *spinners, __u64 now, collector_thread_fn fn, void *ctx)
+{
+	struct sched_task_rec r = {};
+	struct sched_thread st;
+	const void *kp;
+	size_t iter = 0;
+	void *vp;
+	int err = 0;
+
+	while (!err && !htab__next(spinners, &iter, &kp, &vp)) {
+		const struct spinner *sp = vp;
+
+		if (sp->alive)
+			continue;
+		r.tid = *(const __u32 *)kp;
+		r.tgid = sp->sp.tgid;
+		r.start_ns = now;
+		memcpy(r.comm, sp->sp.comm, sizeof(r.comm));
+		thread_of(&r, &sp->sp, now, &st);
+		st.start_ns = 0;
+		st.flags |= SCHED_THREAD_EXITED;
+		err = fn(ctx, r.tid, &st);
+	}
+	return err;
+}
+
+int collector__sched_threads(const struct collector *c, collector_thread_fn fn, void *ctx)
+{
+	struct sched_task_rec recs[THREADS_BATCH];
+	struct sched_thread st;
+	struct timespec ts;
+	struct htab *spinners;
+	ssize_t n;
+	int fd, err = 0, i;
+	__u64 now;
+
+	if (!c->feat.sched)
+		return -EOPNOTSUPP;
+	spinners = read_spinners(c);
+	if (!spinners)
+		return -ENOMEM;
+	/* one pass of the task iterator: every thread's counters as the kernel keeps them */
+	fd = bpf_iter_create(bpf_link__fd(c->iter_link));
+	if (fd < 0) {
+		err = -errno;
+		goto out;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &ts);	/* the clock task start_time is on */
+	now = ts.tv_sec * NSEC_PER_SEC + ts.tv_nsec;
+	while (!err && (n = read(fd, recs, sizeof(recs))) > 0) {
+		for (i = 0; !err && i < n / (ssize_t)sizeof(recs[0]); i++) {
+			struct spinner *sp = htab__find(spinners, &recs[i].tid);
+
+			if (sp)
+				sp->alive = true;
+			thread_of(&recs[i], sp ? &sp->sp : NULL, now, &st);
+			err = fn(ctx, recs[i].tid, &st);
+		}
+	}
+	if (n < 0 && !err)
+		err = -errno;
+	close(fd);
+	if (!err)
+		err = exited_tasks(c, spinners, now, fn, ctx);
+	if (!err)
+		err = exited_spinners(spinners, now, fn, ctx);
+out:
+	htab__free(spinners);
+	return err;
+}
+
+/* Programs using a wait table now, on every CPU, in every component. */
+static bool waits_busy(const struct collector *c)
+{
+	int cpu;
+
+	for (cpu = 0; cpu < c->nr_cpus && cpu < LS_MAX_CPUS; cpu++) {
+		if (__atomic_load_n(&c->skel->bss->wait_writers[cpu], __ATOMIC_SEQ_CST) ||
+		    (c->sskel && __atomic_load_n(&c->sskel->bss->wait_writers[cpu], __ATOMIC_SEQ_CST)))
+			return true;
+	}
+	return false;
+}
+
+/*
+ * Moves the programs on to the other table, then waits until none still uses the old one:
+ * programs run for microseconds, but one may be preempted (PREEMPT kernels) or its vCPU
+ * descheduled; past the bound the drain goes ahead and the race is counted.
+ */
+static void waits_flip(struct collector *c)
+{
+	struct timespec t0, t;
+
+	c->epoch++;
+	__atomic_store_n(&c->skel->bss->wait_epoch, c->epoch, __ATOMIC_SEQ_CST);
+	if (c->sskel)
+		__atomic_store_n(&c->sskel->bss->wait_epoch, c->epoch, __ATOMIC_SEQ_CST);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	while (waits_busy(c)) {
+		clock_gettime(CLOCK_MONOTONIC, &t);
+		if ((t.tv_sec - t0.tv_sec) * NSEC_PER_SEC + t.tv_nsec - t0.tv_nsec > WAITS_WAIT_MAX_NS) {
+			c->drain_races++;
+			return;
+		}
+		sched_yield();
+	}
+}
+
+
+/*
+ * The CPUs' cache slots of the half programs left: every CPU's copy of each slot that
+ * holds an entry of that epoch. The half is read whole; the next epoch of this parity
+ * finds its slots stale and takes them over, so nothing needs clearing.
+ */
+static int drain_caches(struct collector *c, __u32 epoch, collector_wait_fn fn, void *ctx)
+{
+	int fd = bpf_map__fd(c->skel->maps.wait_cache), err = 0, n = 0, cpu;
+	size_t stride = (sizeof(struct ls_wait_cached) + 7) & ~(size_t)7;
+	__u32 first = (epoch & (LS_WAIT_TABLES - 1)) * LS_WAIT_CACHE_SLOTS, key, batch, count, i;
+	__u32 keys[LS_WAIT_CACHE_SLOTS];
+	void *in = NULL;
+	char *vals;
+	int ret;
+
+	vals = calloc(LS_WAIT_CACHE_SLOTS, stride * c->nr_cpus);
+	if (!vals)
+		return -ENOMEM;
+	/* lookup_batch walks from a key: start just before the half's first slot */
+	key = first - 1;
+	if (first)
+		in = &key;
+	do {
+		count = LS_WAIT_CACHE_SLOTS;
+		ret = bpf_map_lookup_batch(fd, in, &batch, keys, vals, &count, NULL);
+		if (ret && errno != ENOENT) {
+			err = -errno;
+			break;
+		}
+		for (i = 0; i < count && !err; i++) {
+			if (keys[i] < first || keys[i] >= first + LS_WAIT_CACHE_SLOTS)
+				continue;
+			for (cpu = 0; cpu < c->nr_cpus && !err; cpu++) {
+				const struct ls_wait_cached *e = (const void *)(vals + (i * c->nr_cpus + cpu) * stride);
+
+				if (!e->used || e->epoch != epoch)
+					continue;
+				err = fn(ctx, &e->key, &e->val);
+				n++;
+			}
+		}
+		in = &batch;
+	} while (!ret && !err && keys[count ? count - 1 : 0] < first + LS_WAIT_CACHE_SLOTS - 1);
+	free(vals);
+	return err ?: n;
+}
+
+int collector__waits_drain(struct collector *c, collector_wait_fn fn, void *ctx)
+{
+	static struct ls_wait_key keys[WAITS_BATCH];
+	static struct ls_wait_val vals[WAITS_BATCH];
+	__u32 batch, count, i;
+	void *in = NULL;
+	int fd, ret, err = 0, n = 0;
+
+	waits_flip(c);
+	fd = c->table_fds[(c->epoch - 1) & (LS_WAIT_TABLES - 1)];
+
+	do {
+		count = WAITS_BATCH;
+		ret = bpf_map_lookup_and_delete_batch(fd, in, &batch, keys, vals, &count, NULL);
+		if (ret && errno != ENOENT)	/* ENOENT: the last batch */
+			return -errno;
+		for (i = 0; i < count && !err; i++, n++)
+			err = fn(ctx, &keys[i], &vals[i]);
+		in = &batch;
+	} while (!ret && !err);
+	if (err)
+		return err;
+	ret = drain_caches(c, c->epoch - 1, fn, ctx);
+	return ret < 0 ? ret : n + ret;
+}
+
+int collector__sched_peers(const struct collector *c, collector_peer_fn fn, void *ctx)
+{
+	struct sched_peer_key key, next, *prev = NULL;
+	struct sched_peer val;
+	int fd, err;
+
+	if (!c->feat.sched)
+		return -EOPNOTSUPP;
+	/* at most SCHED_DEF_MAX_PEERS, read only on a query: no batch needed */
+	fd = bpf_map__fd(c->sskel->maps.peers);
+	while (!bpf_map_get_next_key(fd, prev, &next)) {
+		key = next;
+		prev = &key;
+		if (bpf_map_lookup_elem(fd, &key, &val))
+			continue;	/* evicted meanwhile */
+		if ((err = fn(ctx, &key, &val)))
+			return err;
+	}
+	return 0;
+}
+
+void collector__counters(const struct collector *c, uint64_t out[LS_CNT_MAX])
+{
+	int fd = bpf_map__fd(c->skel->maps.counters), cpu;
+	__u64 *vals = calloc(c->nr_cpus, sizeof(__u64));
+	__u32 key;
+
+	memset(out, 0, sizeof(uint64_t) * LS_CNT_MAX);
+	if (!vals)
+		return;
+	for (key = 0; key < LS_CNT_MAX; key++) {
+		if (bpf_map_lookup_elem(fd, &key, vals))
+			continue;
+		for (cpu = 0; cpu < c->nr_cpus; cpu++)
+			out[key] += vals[cpu];
+	}
+	free(vals);
+}
+
+static int stack_map_fd(const struct collector *c, enum collector_stack_kind kind)
+{
+	if (kind == COLL_USTACK)
+		return c->sskel ? bpf_map__fd(c->sskel->maps.stacks) : -ENOENT;
+	return bpf_map__fd(c->skel->maps.stacks);
+}
+
+int collector__stack(const struct collector *c, enum collector_stack_kind kind, int id,
+		     uint64_t *ips, int max)
+{
+	__u64 buf[LS_MAX_STACK_DEPTH] = {};
+	int fd = stack_map_fd(c, kind), n;
+
+	if (id < 0 || fd < 0)
+		return -ENOENT;
+	if (bpf_map_lookup_elem(fd, &id, buf))
+		return -errno;
+	for (n = 0; n < (int)c->opts.max_stack && n < max && buf[n]; n++)
+		ips[n] = buf[n];
+	return n;
+}
+
+static bool thread_exists(__u32 tid)
+{
+	char path[32];
+
+	snprintf(path, sizeof(path), "/proc/%u", tid);
+	return !access(path, F_OK);
+}
+
+/*
+ * Deletes the entries of exited threads from the tid-keyed map @fd (of @max entries): all
+ * of them, as a churn of short-lived threads leaves thousands per pass.
+ */
+static int gc_map(int fd, size_t max)
+{
+	__u32 key, next, *dead = calloc(max, sizeof(*dead));
+	size_t n = 0, i;
+	int removed = 0;
+	void *prev = NULL;
+
+	if (!dead)
+		return 0;	/* the next pass tries again */
+	/* collect first: deleting while walking with get_next_key restarts the walk */
+	while (!bpf_map_get_next_key(fd, prev, &next)) {
+		key = next;
+		prev = &key;
+		if (!thread_exists(key) && n < max)
+			dead[n++] = key;
+	}
+	for (i = 0; i < n; i++)
+		removed += !bpf_map_delete_elem(fd, &dead[i]);
+	free(dead);
+	return removed;
+}
+
+static int gc(const struct bpf_map *map)
+{
+	return gc_map(bpf_map__fd(map), bpf_map__max_entries(map));
+}
+
+int collector__gc(struct collector *c)
+{
+	int removed;
+
+	gc(c->skel->maps.owner_stacks);
+	removed = gc(c->skel->maps.thread_slots);
+	if (c->sskel)
+		removed += gc(c->sskel->maps.thread_slots);
+	return removed;
+}
+
+int collector__stack_free(struct collector *c, enum collector_stack_kind kind, int id)
+{
+	int fd = stack_map_fd(c, kind);
+
+	if (fd < 0)
+		return fd;
+	return bpf_map_delete_elem(fd, &id) ? -errno : 0;
+}
