@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * What query.c (requests, types), frames.c (stacks, callers, locks), rows.c (building and
+ * picking rows) and rows_json.c (rendering them) share, and only they.
+ */
+#ifndef __LS_QUERY_INT_H
+#define __LS_QUERY_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <cjson/cJSON.h>
+#include "analyze/query.h"
+#include "store/agg.h"
+
+/* ---- grouping ---- */
+
+struct stratum_key {
+	uint64_t lock;
+	uint32_t pid, tid, flags, name, object, pad;
+};
+
+struct stratum {
+	uint64_t count, total_ns;		/* every wait: the exact entries */
+	uint64_t s_count, s_total_ns;		/* the sampled waits (with their stacks) */
+};
+
+struct row_key {
+	uint64_t lock;
+	uint32_t a, b, c, d;
+};
+
+/*
+ * A row's figures, made in one pass over every key. What only a shown row needs (its
+ * histogram, types, owner and releaser) is made in a second pass, for those rows alone.
+ */
+struct row {
+	double count, total_ns;
+	uint64_t max_ns, min_ns;
+	uint64_t samples;		/* waits with a stack behind the row */
+	uint64_t nonblocking;
+	const struct agg_key *rep;	/* the first fine key: names pid/tid/lock when unique */
+	const char *comm;
+	bool estimated;
+	bool many_pids, many_tids, many_locks;
+};
+
+/* the owner and the releaser with the most waits behind a row */
+struct party {
+	double best, stack_best;
+	uint32_t pid, tid, stack;
+	char comm[LS_COMM_LEN];
+};
+
+struct row_detail {
+	double hist[LS_HIST_BUCKETS];
+	double type_total[LS_MAX_LOCK_TYPES];
+	struct party owner, releaser;
+};
+
+enum party_role { PARTY_OWNER, PARTY_RELEASER };
+
+/*
+ * A party (owner or releaser) of a shown row: its waits decide which one the row names;
+ * its stacks come from the samples (stack != LS_STACK_NONE), each counted by the waits
+ * behind.
+ */
+struct owner_key {
+	uint32_t detail, role, pid, tid, stack;
+};
+
+struct owner_val {
+	double count;		/* the row's waits it was the party of (stack none: all of them) */
+	char comm[LS_COMM_LEN];
+};
+
+struct row_set {
+	const struct query *q;
+	struct row *rows;
+	size_t nr, cap;
+	struct htab *index;	/* row_key -> row index */
+	uint32_t *row_of;	/* by view position: row index + 1; 0: no row */
+	/* the rows shown, in order, and what only they need */
+	uint32_t *shown;
+	size_t nr_shown;
+	int32_t *detail_of;	/* by row: index in details, -1 when not shown */
+	struct row_detail *details;
+	struct htab *owners;	/* owner_key -> owner_val */
+};
+
+/* rows.c */
+/* Not waits: what a lock's holder did (samples, preemptions), keyed like the lock's waits. */
+bool query_is_holder_event(const struct agg_key *k);
+/* Builds the rows of @view for @q and picks the shown ones; rows_free() after. */
+int rows_fill(struct row_set *rs, const struct agg_view *view, const struct query *q);
+void rows_free(struct row_set *rs);
+
+/* frames.c */
+void query_add_hex(cJSON *o, const char *name, uint64_t v);
+/* "sym+0xoff" of the frame a row is named by, or its address */
+void query_caller_string(const struct query_ctx *ctx, uint32_t stack, char *out, size_t len);
+
+#endif

@@ -1,0 +1,499 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The rows of a query: one pass over the view's keys (by caller, strata of exact figures
+ * scaled by their sampled stacks), the top rows picked with a partial heap, and for the
+ * shown rows alone their histograms, types, owners and releasers.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "analyze/query.h"
+#include "analyze/query_int.h"
+#include "lib/htab.h"
+#include "lib/vec.h"
+#include "store/stacks.h"
+
+static bool kind_wanted(const struct query *q, const struct agg_key *k)
+{
+	if (q->kind == LS_KIND_KERNEL_ONLY)
+		return !(k->flags & LS_KIND_USER);
+	if (q->kind == LS_KIND_USER_ONLY)
+		return k->flags & LS_KIND_USER;
+	return true;
+}
+
+/* Not waits: what a lock's holder did (samples, preemptions), keyed like the lock's waits. */
+bool query_is_holder_event(const struct agg_key *k)
+{
+	return k->flags == (LS_KIND_USER | LS_UTYPE_HOLD) || query__is_preempt(k->flags);
+}
+
+static bool key_wanted(const struct query *q, const struct agg_key *k)
+{
+	if (query_is_holder_event(k) || !kind_wanted(q, k))
+		return false;
+	if (q->pid && k->pid != q->pid)
+		return false;
+	if (q->tid && k->tid != q->tid)
+		return false;
+	if (q->type_mask && !(q->type_mask & (1U << query__type_index(k->flags))))
+		return false;
+	return true;
+}
+
+static struct stratum_key stratum_of(const struct agg_key *k)
+{
+	struct stratum_key s = { .lock = k->lock, .pid = k->pid, .tid = k->tid,
+				 .flags = k->flags, .name = k->name, .object = k->object };
+	return s;
+}
+
+static struct row_key row_key_of(const struct query *q, const struct agg_key *k)
+{
+	struct row_key rk = {};
+
+	switch (q->group) {
+	case LS_GROUP_CALLER:
+		rk.a = query__type_index(k->flags);
+		rk.b = k->stack;
+		break;
+	case LS_GROUP_THREAD:
+		rk.a = k->pid;
+		rk.b = k->tid;
+		break;
+	case LS_GROUP_LOCK:
+	default:
+		rk.lock = k->lock;
+		rk.a = query__type_index(k->flags);
+		rk.b = k->name;
+		/* mmap_lock and private futex addresses are per process; a shared futex is
+		 * (object, offset) in every process that maps it */
+		rk.c = k->name == LS_NAME_MMAP_LOCK || ((k->flags & LS_KIND_USER) && !k->object) ? k->pid : 0;
+		rk.d = k->object;
+		break;
+	}
+	return rk;
+}
+
+/* The stack a wait is drawn under: its own, or the one of whoever made it wait. */
+static uint32_t side_stack(const struct agg_key *k, enum query_side side)
+{
+	if (side == QUERY_WAITER)
+		return k->stack;
+	return k->releaser_tid ? k->releaser_stack : k->owner_stack;
+}
+
+/*
+ * A pass over a view's wait keys, as query__for_each_wait() describes; the strata are
+ * made once and serve every pass.
+ */
+struct walk {
+	const struct agg_view *view;
+	const struct query *q;
+	enum query_side side;
+	bool by_stack;
+	struct htab *strata;	/* by_stack: struct stratum_key -> struct stratum */
+	uint32_t *stratum_of;	/* by view position: stratum index + 1; 0: a key not wanted */
+};
+
+typedef int (*walk_fn)(void *arg, size_t pos, const struct agg_key *k, const struct agg_val *v,
+		       uint32_t stack, double fc, double fw);
+
+static void walk_free(struct walk *w)
+{
+	htab__free(w->strata);
+	free(w->stratum_of);
+}
+
+static int walk_init(struct walk *w, const struct agg_view *view, const struct query *q, enum query_side side,
+		     bool by_stack)
+{
+	size_t i, nr = agg_view__count(view);
+	const struct agg_key *k;
+	struct agg_val v;
+
+	memset(w, 0, sizeof(*w));
+	w->view = view;
+	w->q = q;
+	w->side = side;
+	w->by_stack = by_stack;
+	if (!by_stack)
+		return 0;
+	w->strata = htab__new(sizeof(struct stratum_key), sizeof(struct stratum), SIZE_MAX);
+	w->stratum_of = calloc(nr ? nr : 1, sizeof(*w->stratum_of));
+	if (!w->strata || !w->stratum_of)
+		goto nomem;
+	for (i = 0; !agg_view__get(view, i, &k, &v); i++) {
+		struct stratum_key sk;
+		struct stratum *s;
+		uint32_t idx;
+
+		if (!key_wanted(q, k))
+			continue;
+		sk = stratum_of(k);
+		if (!(s = htab__upsert_at(w->strata, &sk, &idx, NULL, NULL)))
+			goto nomem;
+		w->stratum_of[i] = idx + 1;
+		if (k->sampled && side_stack(k, side) != LS_STACK_NONE) {
+			s->s_count += v.st.count;
+			s->s_total_ns += v.st.total_ns;
+		} else if (!k->sampled) {
+			s->count += v.st.count;
+			s->total_ns += v.st.total_ns;
+		}
+	}
+	return 0;
+nomem:
+	walk_free(w);
+	return -ENOMEM;
+}
+
+/* Calls @fn for each wait key; with @want, only at view positions where want(arg, pos). */
+static int walk_each(const struct walk *w, walk_fn fn, bool (*want)(void *arg, size_t pos), void *arg)
+{
+	const struct agg_key *k;
+	struct agg_val v;
+	size_t i, nr = agg_view__count(w->view);
+	int err = 0;
+
+	for (i = 0; !err && i < nr; i++) {
+		uint32_t stack;
+		double fc = 1.0, fw = 1.0;
+
+		if ((want && !want(arg, i)) || (w->by_stack && !w->stratum_of[i]))
+			continue;
+		agg_view__get(w->view, i, &k, &v);
+		stack = side_stack(k, w->side);
+
+		if (w->by_stack) {
+			const struct stratum *s;
+
+			if (!w->stratum_of[i])
+				continue;
+			s = htab__at(w->strata, w->stratum_of[i] - 1, NULL);
+			/*
+			 * A stack is known only for sampled waits. Scale each sampled key by
+			 * its stratum's (same thread, lock and type) exact figures over the
+			 * sample's; a stratum with no sample at all keeps its exact entry
+			 * (stackless), never dropped.
+			 */
+			if (!k->sampled && s->s_count)
+				continue;
+			if (k->sampled && stack == LS_STACK_NONE)
+				continue;	/* a sample without this side's stack */
+			if (k->sampled) {
+				fc = (double)s->count / s->s_count;
+				fw = s->s_total_ns ? (double)s->total_ns / s->s_total_ns : fc;
+			}
+		} else {
+			if (!key_wanted(w->q, k))
+				continue;
+			/*
+			 * By thread or lock the exact entries are the figures; the samples only
+			 * lend their stacks (owners', releasers') to the row
+			 */
+			if (k->sampled)
+				fc = fw = 0;
+		}
+		err = fn(arg, i, k, &v, stack, fc, fw);
+	}
+	return err;
+}
+
+struct public_walk {
+	query_wait_fn fn;
+	void *arg;
+};
+
+static int public_step(void *arg, size_t pos, const struct agg_key *k, const struct agg_val *v, uint32_t stack,
+		       double fc, double fw)
+{
+	struct public_walk *p = arg;
+
+	(void)pos;
+	return p->fn(p->arg, k, v, stack, fc, fw);
+}
+
+int query__for_each_wait(const struct agg_view *view, const struct query *q, enum query_side side,
+			 bool by_stack, query_wait_fn fn, void *arg)
+{
+	struct public_walk p = { fn, arg };
+	struct walk w;
+	int err;
+
+	if ((err = walk_init(&w, view, q, side, by_stack)))
+		return err;
+	err = walk_each(&w, public_step, NULL, &p);
+	walk_free(&w);
+	return err;
+}
+
+static void row_add(struct row *r, const struct agg_key *k, const struct agg_val *v, double fc, double fw,
+		    bool sampled)
+{
+	if (!r->rep) {
+		r->rep = k;
+		r->comm = v->comm;
+		r->min_ns = v->st.min_ns;
+	}
+	r->many_pids |= r->rep->pid != k->pid;
+	r->many_tids |= r->rep->tid != k->tid;
+	r->many_locks |= r->rep->lock != k->lock;
+	r->count += v->st.count * fc;
+	r->total_ns += v->st.total_ns * fw;
+	r->estimated |= fc && (fc != 1.0 || fw != 1.0);
+	if (v->st.max_ns > r->max_ns)
+		r->max_ns = v->st.max_ns;
+	if (v->st.min_ns < r->min_ns)
+		r->min_ns = v->st.min_ns;
+	if (sampled)
+		r->samples += v->st.count;
+	r->nonblocking += v->nonblocking;
+}
+
+static int fill_row(void *arg, size_t pos, const struct agg_key *k, const struct agg_val *v, uint32_t stack,
+		    double fc, double fw)
+{
+	struct row_set *rs = arg;
+	struct row_key rk = row_key_of(rs->q, k);
+	int created;
+	uint32_t *ip = htab__upsert(rs->index, &rk, &created, NULL);
+
+	if (!ip)
+		return -ENOMEM;
+	if (created) {
+		if (ls_vec_reserve(&rs->rows, &rs->cap, rs->nr, sizeof(*rs->rows)))
+			return -ENOMEM;
+		memset(&rs->rows[rs->nr], 0, sizeof(struct row));
+		*ip = rs->nr++;
+	}
+	rs->row_of[pos] = *ip + 1;
+	row_add(&rs->rows[*ip], k, v, fc, fw, stack != LS_STACK_NONE);
+	return 0;
+}
+
+static void party_tally(struct row_set *rs, const struct owner_key *ok, const char *comm, double count)
+{
+	struct owner_val *ov = htab__upsert(rs->owners, ok, NULL, NULL);
+
+	if (ov) {
+		ov->count += count;
+		memcpy(ov->comm, comm, sizeof(ov->comm));
+	}
+}
+
+/*
+ * One key's party: its waits count for the party as such (stack none), and a sampled
+ * key's waits also for the stack it was seen with.
+ */
+static void party_add(struct row_set *rs, uint32_t detail, enum party_role role, const struct agg_key *k,
+		      const struct agg_val *v, uint32_t pid, uint32_t tid, uint32_t stack, const char *comm,
+		      double count)
+{
+	struct owner_key ok = { detail, role, pid, tid, LS_STACK_NONE };
+
+	party_tally(rs, &ok, comm, count);
+	if (k->sampled && stack != LS_STACK_NONE) {
+		ok.stack = stack;
+		party_tally(rs, &ok, comm, v->st.count);
+	}
+}
+
+static bool in_shown_row(void *arg, size_t pos)
+{
+	const struct row_set *rs = arg;
+
+	return rs->row_of[pos] && rs->detail_of[rs->row_of[pos] - 1] >= 0;
+}
+
+/* The second pass: what the shown rows need of each of their keys. */
+static int fill_detail(void *arg, size_t pos, const struct agg_key *k, const struct agg_val *v, uint32_t stack,
+		       double fc, double fw)
+{
+	struct row_set *rs = arg;
+	int32_t di = rs->detail_of[rs->row_of[pos] - 1];
+	struct row_detail *d = &rs->details[di];
+
+	(void)stack;
+	agg_hist_add(d->hist, v, fc);
+	d->type_total[query__type_index(k->flags)] += v->st.total_ns * fw;
+	if (k->owner_tid)
+		party_add(rs, di, PARTY_OWNER, k, v, k->owner_pid, k->owner_tid, k->owner_stack,
+			  v->owner_comm, v->st.count * fc);
+	if (k->releaser_tid)
+		party_add(rs, di, PARTY_RELEASER, k, v, k->releaser_pid, k->releaser_tid, k->releaser_stack,
+			  v->releaser_comm, v->st.count * fc);
+	return 0;
+}
+
+/* Each shown row's party with the most waits, then that party's stack seen most. */
+static void pick_owners(struct row_set *rs)
+{
+	const void *kp;
+	size_t iter = 0;
+	void *vp;
+
+	while (!htab__next(rs->owners, &iter, &kp, &vp)) {
+		const struct owner_key *ok = kp;
+		const struct owner_val *ov = vp;
+		struct row_detail *d = &rs->details[ok->detail];
+		struct party *p = ok->role == PARTY_OWNER ? &d->owner : &d->releaser;
+
+		if (ok->stack == LS_STACK_NONE && ov->count >= p->best && (ov->count > p->best || !p->tid)) {
+			p->best = ov->count;
+			p->pid = ok->pid;
+			p->tid = ok->tid;
+			p->stack = LS_STACK_NONE;
+			memcpy(p->comm, ov->comm, sizeof(p->comm));
+		}
+	}
+	for (iter = 0; !htab__next(rs->owners, &iter, &kp, &vp);) {
+		const struct owner_key *ok = kp;
+		const struct owner_val *ov = vp;
+		struct row_detail *d = &rs->details[ok->detail];
+		struct party *p = ok->role == PARTY_OWNER ? &d->owner : &d->releaser;
+
+		if (ok->stack != LS_STACK_NONE && ok->pid == p->pid && ok->tid == p->tid &&
+		    ov->count > p->stack_best) {
+			p->stack_best = ov->count;
+			p->stack = ok->stack;
+		}
+	}
+}
+
+static double sort_value(const struct row *r, enum ls_sort s)
+{
+	switch (s) {
+	case LS_SORT_CONTENDED: return r->count;
+	case LS_SORT_MAX: return r->max_ns;
+	case LS_SORT_MIN: return r->min_ns;
+	case LS_SORT_AVG: return r->count ? r->total_ns / r->count : 0;
+	case LS_SORT_TOTAL:
+	default: return r->total_ns;
+	}
+}
+
+/*
+ * Whether row @a goes before row @b: by the sort key, ties by count, then in the order the
+ * rows came (the view's), so that equal rows keep a stable, testable order.
+ */
+static bool row_before(const struct row_set *rs, uint32_t a, uint32_t b)
+{
+	const struct row *x = &rs->rows[a], *y = &rs->rows[b];
+	double vx = sort_value(x, rs->q->sort), vy = sort_value(y, rs->q->sort);
+
+	if (vx != vy)
+		return vx > vy;
+	if (x->count != y->count)
+		return x->count > y->count;
+	return a < b;
+}
+
+static int cmp_shown(const void *a, const void *b, void *arg)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	return x == y ? 0 : row_before(arg, x, y) ? -1 : 1;
+}
+
+/* Restores the heap below @i: its root is the row that goes last. */
+static void sift_down(const struct row_set *rs, uint32_t *heap, size_t n, size_t i)
+{
+	for (;;) {
+		size_t l = 2 * i + 1, r = l + 1, worst = i;
+		uint32_t t;
+
+		if (l < n && row_before(rs, heap[worst], heap[l]))
+			worst = l;
+		if (r < n && row_before(rs, heap[worst], heap[r]))
+			worst = r;
+		if (worst == i)
+			return;
+		t = heap[i];
+		heap[i] = heap[worst];
+		heap[worst] = t;
+		i = worst;
+	}
+}
+
+/*
+ * The first @n rows in order, without sorting them all: a heap of the best @n seen, whose
+ * root is the one that would leave first.
+ */
+static int select_rows(struct row_set *rs, size_t n)
+{
+	size_t i, kept = 0;
+
+	rs->shown = malloc((n ? n : 1) * sizeof(*rs->shown));
+	if (!rs->shown)
+		return -ENOMEM;
+	for (i = 0; i < rs->nr; i++) {
+		if (kept < n) {
+			rs->shown[kept++] = i;
+			if (kept == n) {
+				size_t j;
+
+				for (j = n / 2; j-- > 0;)
+					sift_down(rs, rs->shown, n, j);
+			}
+			continue;
+		}
+		if (n && row_before(rs, i, rs->shown[0])) {
+			rs->shown[0] = i;
+			sift_down(rs, rs->shown, n, 0);
+		}
+	}
+	qsort_r(rs->shown, kept, sizeof(*rs->shown), cmp_shown, rs);
+	rs->nr_shown = kept;
+	return 0;
+}
+
+/* Rows for @q: every key grouped, the first q->limit (all: 0) chosen, then detailed. */
+int rows_fill(struct row_set *rs, const struct agg_view *view, const struct query *q)
+{
+	size_t i, n, nr = agg_view__count(view);
+	struct walk w;
+	int err;
+
+	rs->q = q;
+	rs->index = htab__new(sizeof(struct row_key), sizeof(uint32_t), SIZE_MAX);
+	rs->owners = htab__new(sizeof(struct owner_key), sizeof(struct owner_val), SIZE_MAX);
+	rs->row_of = calloc(nr ? nr : 1, sizeof(*rs->row_of));
+	if (!rs->index || !rs->owners || !rs->row_of)
+		return -ENOMEM;
+	/* a caller is known only for waits with a stack: those stand for the rest */
+	if ((err = walk_init(&w, view, q, QUERY_WAITER, q->group == LS_GROUP_CALLER)))
+		return err;
+	err = walk_each(&w, fill_row, NULL, rs);
+	n = q->limit && (size_t)q->limit < rs->nr ? (size_t)q->limit : rs->nr;
+	if (!err)
+		err = select_rows(rs, n);
+	if (!err) {
+		rs->detail_of = malloc((rs->nr ? rs->nr : 1) * sizeof(*rs->detail_of));
+		rs->details = calloc(n ? n : 1, sizeof(*rs->details));
+		if (!rs->detail_of || !rs->details)
+			err = -ENOMEM;
+	}
+	if (!err) {
+		for (i = 0; i < rs->nr; i++)
+			rs->detail_of[i] = -1;
+		for (i = 0; i < rs->nr_shown; i++)
+			rs->detail_of[rs->shown[i]] = i;
+		err = walk_each(&w, fill_detail, in_shown_row, rs);
+	}
+	walk_free(&w);
+	if (!err)
+		pick_owners(rs);
+	return err;
+}
+
+void rows_free(struct row_set *rs)
+{
+	htab__free(rs->index);
+	htab__free(rs->owners);
+	free(rs->rows);
+	free(rs->row_of);
+	free(rs->shown);
+	free(rs->detail_of);
+	free(rs->details);
+}
