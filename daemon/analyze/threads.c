@@ -7,33 +7,12 @@
 #include <string.h>
 #include <unistd.h>
 #include "analyze/threads.h"
+#include "analyze/threads_int.h"
 #include "lib/clock.h"
 #include "lib/htab.h"
+#include "lib/switch_cost.h"
 #include "lib/vec.h"
 #include "scheduler.h"
-
-
-/* (time on the boot clock, events) points of a thread's history, newest first */
-#define REF_POINTS 4
-
-/*
- * The figures a window takes the difference of; the others (names, the current yield
- * storm) are the thread's latest.
- */
-enum tcounter {
-	TC_VOLUNTARY, TC_INVOLUNTARY, TC_ONCPU, TC_BLOCKED, TC_RUNQ, TC_YIELDS, TC_YIELD_SPIN,
-	TC_SAMPLES, TC_SPIN_SAMPLES, TC_POLL_SAMPLES, TC_EVENTS, TC_MAX,
-};
-
-struct counters {
-	uint64_t v[TC_MAX];
-};
-
-/* A thread's counters at one tick (CLOCK_MONOTONIC). */
-struct point {
-	uint64_t ns;
-	struct counters c;
-};
 
 /*
  * How a thread's points thin out with age, like the aggregator's window slots: every
@@ -51,43 +30,6 @@ static const uint64_t window_ns[LS_WIN_MAX] = {
 
 /* An exited thread is kept while it can be in the longest window (and a slot of it). */
 #define EXITED_KEEP_NS THIN_30S_NS
-
-struct thread {
-	struct sched_thread st;		/* the latest figures */
-	uint64_t seen_ns;		/* the tick that last found it */
-	uint64_t exited_ns;		/* the first tick that did not; 0: it runs */
-	uint64_t prev_ns, prev_voluntary, prev_involuntary;	/* the tick before: live rates */
-	/*
-	 * The thread's event count (nvcsw and I/O syscalls) at the starts of its last baseline
-	 * periods, newest first: its own rate before a stop, for bursts. A period starts anew
-	 * only once the count moved, so a stopped thread keeps the points it had before the
-	 * stop; a few points, as the first after the resume comes before the stop's record.
-	 */
-	uint64_t ref_ns[REF_POINTS], ref_events[REF_POINTS];
-	struct point *pts;		/* oldest first */
-	size_t nr_pts, cap_pts;
-};
-
-/* What is left of an exited process's threads once they age out: for the all window. */
-struct proc_summary {
-	struct counters c;
-	uint64_t exited_ns;		/* when its last thread went */
-	uint32_t threads;
-	char comm[LS_COMM_LEN];
-};
-
-struct threads {
-	struct threads_opts opts;
-	struct htab *by_tid;		/* tid -> struct thread */
-	struct htab *exited;		/* pid -> struct proc_summary */
-	uint64_t start_ns;		/* the first tick: windows reach back no further */
-	uint64_t prev_ns, cur_ns;	/* the last two ticks */
-	uint64_t ctxt_prev, ctxt_cur;	/* /proc/stat ctxt at those ticks */
-	uint64_t dropped;		/* exited processes with no room for their summary */
-	uint64_t folded_early;		/* exited threads summarized before their time: no room */
-	uint64_t exits;			/* threads whose exit sched_process_exit reported */
-	uint64_t switch_cost_ns;
-};
 
 int threads__new(const struct threads_opts *opts, struct threads **out)
 {
@@ -516,215 +458,12 @@ int threads__each(const struct threads *t, enum ls_window w, uint64_t now, threa
 	return err;
 }
 
-/* ---- threads: rows ---- */
-
-struct row {
-	uint32_t tid;
-	struct sched_thread st;
-	uint64_t exited_ns;
-	double vol_per_s, invol_per_s;
-};
-
-struct rows {
-	const struct threads *t;
-	enum ls_window w;
-	uint64_t now;
-	uint32_t pid;
-	double secs;		/* what rates are over (live: since the tick before) */
-	struct row *v;
-	size_t n, cap;
-};
-
-static int collect(void *ctx, uint32_t tid, const struct sched_thread *st, uint64_t exited_ns)
+uint64_t threads__switch_cost_ns(const struct threads *t)
 {
-	struct rows *rs = ctx;
-	struct row *r;
-
-	if (rs->pid && st->tgid != rs->pid)
-		return 0;
-	if (ls_vec_reserve(&rs->v, &rs->cap, rs->n, sizeof(*rs->v)))
-		return -ENOMEM;
-	r = &rs->v[rs->n++];
-	r->tid = tid;
-	r->st = *st;
-	r->exited_ns = exited_ns;
-	r->vol_per_s = r->invol_per_s = 0;
-	if (rs->secs <= 0)
-		return 0;
-	if (rs->w == THREADS_LIVE) {
-		const struct thread *th = htab__find(rs->t->by_tid, &tid);
-
-		/* since the read before the last tick; a thread first seen since: all its switches are new */
-		if (th && th->prev_ns && rs->now > th->prev_ns) {
-			double secs = (double)(rs->now - th->prev_ns) / NSEC_PER_SEC;
-
-			r->vol_per_s = (st->voluntary - th->prev_voluntary) / secs;
-			r->invol_per_s = (st->involuntary - th->prev_involuntary) / secs;
-		} else {
-			r->vol_per_s = st->voluntary / rs->secs;
-			r->invol_per_s = st->involuntary / rs->secs;
-		}
-	} else {
-		r->vol_per_s = st->voluntary / rs->secs;
-		r->invol_per_s = st->involuntary / rs->secs;
-	}
-	return 0;
-}
-
-static int by_rate(const void *a, const void *b)
-{
-	const struct row *x = a, *y = b;
-	double dx = x->vol_per_s + x->invol_per_s, dy = y->vol_per_s + y->invol_per_s;
-	uint64_t tx = x->st.voluntary + x->st.involuntary, ty = y->st.voluntary + y->st.involuntary;
-
-	if (dx != dy)
-		return dx < dy ? 1 : -1;
-	return tx < ty ? 1 : tx > ty ? -1 : (x->tid > y->tid) - (x->tid < y->tid);
-}
-
-static cJSON *row_json(const struct threads *t, const struct row *r, uint64_t now)
-{
-	cJSON *o = cJSON_CreateObject();
-	uint64_t switches = r->st.voluntary + r->st.involuntary;
-
-	cJSON_AddNumberToObject(o, "pid", r->st.tgid);
-	cJSON_AddNumberToObject(o, "tid", r->tid);
-	cJSON_AddStringToObject(o, "comm", r->st.comm);
-	cJSON_AddNumberToObject(o, "voluntary", r->st.voluntary);
-	cJSON_AddNumberToObject(o, "involuntary", r->st.involuntary);
-	cJSON_AddNumberToObject(o, "voluntary_per_s", r->vol_per_s);
-	cJSON_AddNumberToObject(o, "involuntary_per_s", r->invol_per_s);
-	cJSON_AddNumberToObject(o, "oncpu_ns", r->st.oncpu_ns);
-	cJSON_AddNumberToObject(o, "offcpu_blocked_ns", r->st.blocked_ns);
-	cJSON_AddNumberToObject(o, "runqueue_wait_ns", r->st.runq_ns);
-	/* each switch out and back in costs the thread about one measured switch */
-	cJSON_AddNumberToObject(o, "switch_cost_ns", switches * t->switch_cost_ns);
-	if (r->exited_ns)
-		cJSON_AddNumberToObject(o, "exited_ago_s", (double)(now - r->exited_ns) / NSEC_PER_SEC);
-	else
-		cJSON_AddNullToObject(o, "exited_ago_s");
-	return o;
-}
-
-int threads__json(struct threads *t, const struct sched_source *src, uint32_t pid, uint32_t limit,
-		  enum ls_window w, uint64_t now, cJSON *o, const char **err)
-{
-	struct rows rs = { .t = t, .w = w, .pid = pid, .now = now };
-	uint64_t base_ns, base_ctxt, start;
-	cJSON *arr;
-	size_t i;
-
-	if (!src->sched) {
-		*err = "per-thread scheduling is off (sched-threads=0, or the kernel lacks tp_btf)";
-		return -EOPNOTSUPP;
-	}
-	if (w == THREADS_LIVE) {
-		/* against the tick before (1-2 s back), or the only one there is yet */
-		base_ns = t->prev_ns ? t->prev_ns : t->cur_ns;
-		base_ctxt = t->prev_ns ? t->ctxt_prev : t->ctxt_cur;
-		start = base_ns;
-	} else {
-		start = threads__window_start(t, w, now);
-		base_ns = t->prev_ns ? t->prev_ns : t->cur_ns;	/* the host's rate: as live */
-		base_ctxt = t->prev_ns ? t->ctxt_prev : t->ctxt_cur;
-	}
-	rs.secs = start && now > start ? (double)(now - start) / NSEC_PER_SEC : 0;
-	if (threads__each(t, w, now, collect, &rs)) {
-		free(rs.v);
-		*err = "out of memory";
-		return -ENOMEM;
-	}
-	ls_sort(rs.v, rs.n, sizeof(*rs.v), by_rate);
-	cJSON_AddNumberToObject(o, "switch_cost_ns_per_switch", t->switch_cost_ns);
-	cJSON_AddNumberToObject(o, "system_switches_per_s",
-				base_ns && now > base_ns ? (threads__host_switches() - base_ctxt) / ((double)(now - base_ns) / NSEC_PER_SEC) : 0);
-	cJSON_AddNumberToObject(o, "rate_window_s", rs.secs);
-	arr = cJSON_AddArrayToObject(o, "rows");
-	for (i = 0; i < rs.n && (!limit || i < limit); i++)
-		cJSON_AddItemToArray(arr, row_json(t, &rs.v[i], now));
-	free(rs.v);
-	return 0;
-}
-
-/* ---- the cost of a context switch (lmbench lat_ctx) ---- */
-
-struct pingpong {
-	int to[2], from[2];
-	uint32_t rounds;
-	int cpu;
-};
-
-static int pin(int cpu)
-{
-	cpu_set_t set;
-
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	return pthread_setaffinity_np(pthread_self(), sizeof(set), &set) ? -EINVAL : 0;
-}
-
-static void *echo(void *arg)
-{
-	struct pingpong *p = arg;
-	char b;
-	uint32_t i;
-
-	pin(p->cpu);
-	for (i = 0; i < p->rounds; i++)
-		if (read(p->to[0], &b, 1) != 1 || write(p->from[1], &b, 1) != 1)
-			break;
-	return NULL;
-}
-
-/* Nanoseconds for @rounds of write+read through one pipe by one thread: no switch. */
-static uint64_t pipe_overhead(int fd[2], uint32_t rounds)
-{
-	uint64_t t0 = ls_now_ns();
-	char b = 0;
-	uint32_t i;
-
-	for (i = 0; i < rounds; i++)
-		if (write(fd[1], &b, 1) != 1 || read(fd[0], &b, 1) != 1)
-			break;
-	return ls_now_ns() - t0;
+	return t->switch_cost_ns;
 }
 
 int threads__measure_switch_cost(struct threads *t, uint32_t rounds)
 {
-	struct pingpong p = { .rounds = rounds, .cpu = sched_getcpu() };
-	uint64_t t0, pp, ovh;
-	cpu_set_t saved;
-	pthread_t th;
-	char b = 0;
-	uint32_t i;
-	int err = 0;
-
-	if (pipe(p.to) || pipe(p.from))
-		return -errno;
-	pthread_getaffinity_np(pthread_self(), sizeof(saved), &saved);
-	if (p.cpu < 0 || pin(p.cpu) || pthread_create(&th, NULL, echo, &p)) {
-		err = -EINVAL;
-		goto cleanup;
-	}
-	t0 = ls_now_ns();
-	for (i = 0; i < rounds; i++)
-		if (write(p.to[1], &b, 1) != 1 || read(p.from[0], &b, 1) != 1)
-			break;
-	pp = ls_now_ns() - t0;
-	pthread_join(th, NULL);
-	ovh = pipe_overhead(p.to, rounds);
-	/* a round trip is two switches, each with one write and one read around it */
-	t->switch_cost_ns = pp / (2ULL * rounds) > ovh / rounds ? pp / (2ULL * rounds) - ovh / rounds : 0;
-cleanup:
-	pthread_setaffinity_np(pthread_self(), sizeof(saved), &saved);
-	close(p.to[0]);
-	close(p.to[1]);
-	close(p.from[0]);
-	close(p.from[1]);
-	return err;
-}
-
-uint64_t threads__switch_cost_ns(const struct threads *t)
-{
-	return t->switch_cost_ns;
+	return ls_measure_switch_cost(rounds, &t->switch_cost_ns);
 }

@@ -1,0 +1,139 @@
+// SPDX-License-Identifier: GPL-2.0
+/* `lockscope threads` (threads.h): the rows of a window or of the live view, as JSON. */
+#include <errno.h>
+#include <stdlib.h>
+#include "analyze/threads.h"
+#include "analyze/threads_int.h"
+#include "lib/clock.h"
+#include "lib/htab.h"
+#include "lib/vec.h"
+
+/* ---- threads: rows ---- */
+
+struct row {
+	uint32_t tid;
+	struct sched_thread st;
+	uint64_t exited_ns;
+	double vol_per_s, invol_per_s;
+};
+
+struct rows {
+	const struct threads *t;
+	enum ls_window w;
+	uint64_t now;
+	uint32_t pid;
+	double secs;		/* what rates are over (live: since the tick before) */
+	struct row *v;
+	size_t n, cap;
+};
+
+static int collect(void *ctx, uint32_t tid, const struct sched_thread *st, uint64_t exited_ns)
+{
+	struct rows *rs = ctx;
+	struct row *r;
+
+	if (rs->pid && st->tgid != rs->pid)
+		return 0;
+	if (ls_vec_reserve(&rs->v, &rs->cap, rs->n, sizeof(*rs->v)))
+		return -ENOMEM;
+	r = &rs->v[rs->n++];
+	r->tid = tid;
+	r->st = *st;
+	r->exited_ns = exited_ns;
+	r->vol_per_s = r->invol_per_s = 0;
+	if (rs->secs <= 0)
+		return 0;
+	if (rs->w == THREADS_LIVE) {
+		const struct thread *th = htab__find(rs->t->by_tid, &tid);
+
+		/* since the read before the last tick; a thread first seen since: all its switches are new */
+		if (th && th->prev_ns && rs->now > th->prev_ns) {
+			double secs = (double)(rs->now - th->prev_ns) / NSEC_PER_SEC;
+
+			r->vol_per_s = (st->voluntary - th->prev_voluntary) / secs;
+			r->invol_per_s = (st->involuntary - th->prev_involuntary) / secs;
+		} else {
+			r->vol_per_s = st->voluntary / rs->secs;
+			r->invol_per_s = st->involuntary / rs->secs;
+		}
+	} else {
+		r->vol_per_s = st->voluntary / rs->secs;
+		r->invol_per_s = st->involuntary / rs->secs;
+	}
+	return 0;
+}
+
+static int by_rate(const void *a, const void *b)
+{
+	const struct row *x = a, *y = b;
+	double dx = x->vol_per_s + x->invol_per_s, dy = y->vol_per_s + y->invol_per_s;
+	uint64_t tx = x->st.voluntary + x->st.involuntary, ty = y->st.voluntary + y->st.involuntary;
+
+	if (dx != dy)
+		return dx < dy ? 1 : -1;
+	return tx < ty ? 1 : tx > ty ? -1 : (x->tid > y->tid) - (x->tid < y->tid);
+}
+
+static cJSON *row_json(const struct threads *t, const struct row *r, uint64_t now)
+{
+	cJSON *o = cJSON_CreateObject();
+	uint64_t switches = r->st.voluntary + r->st.involuntary;
+
+	cJSON_AddNumberToObject(o, "pid", r->st.tgid);
+	cJSON_AddNumberToObject(o, "tid", r->tid);
+	cJSON_AddStringToObject(o, "comm", r->st.comm);
+	cJSON_AddNumberToObject(o, "voluntary", r->st.voluntary);
+	cJSON_AddNumberToObject(o, "involuntary", r->st.involuntary);
+	cJSON_AddNumberToObject(o, "voluntary_per_s", r->vol_per_s);
+	cJSON_AddNumberToObject(o, "involuntary_per_s", r->invol_per_s);
+	cJSON_AddNumberToObject(o, "oncpu_ns", r->st.oncpu_ns);
+	cJSON_AddNumberToObject(o, "offcpu_blocked_ns", r->st.blocked_ns);
+	cJSON_AddNumberToObject(o, "runqueue_wait_ns", r->st.runq_ns);
+	/* each switch out and back in costs the thread about one measured switch */
+	cJSON_AddNumberToObject(o, "switch_cost_ns", switches * t->switch_cost_ns);
+	if (r->exited_ns)
+		cJSON_AddNumberToObject(o, "exited_ago_s", (double)(now - r->exited_ns) / NSEC_PER_SEC);
+	else
+		cJSON_AddNullToObject(o, "exited_ago_s");
+	return o;
+}
+
+int threads__json(struct threads *t, const struct sched_source *src, uint32_t pid, uint32_t limit,
+		  enum ls_window w, uint64_t now, cJSON *o, const char **err)
+{
+	struct rows rs = { .t = t, .w = w, .pid = pid, .now = now };
+	uint64_t base_ns, base_ctxt, start;
+	cJSON *arr;
+	size_t i;
+
+	if (!src->sched) {
+		*err = "per-thread scheduling is off (sched-threads=0, or the kernel lacks tp_btf)";
+		return -EOPNOTSUPP;
+	}
+	if (w == THREADS_LIVE) {
+		/* against the tick before (1-2 s back), or the only one there is yet */
+		base_ns = t->prev_ns ? t->prev_ns : t->cur_ns;
+		base_ctxt = t->prev_ns ? t->ctxt_prev : t->ctxt_cur;
+		start = base_ns;
+	} else {
+		start = threads__window_start(t, w, now);
+		base_ns = t->prev_ns ? t->prev_ns : t->cur_ns;	/* the host's rate: as live */
+		base_ctxt = t->prev_ns ? t->ctxt_prev : t->ctxt_cur;
+	}
+	rs.secs = start && now > start ? (double)(now - start) / NSEC_PER_SEC : 0;
+	if (threads__each(t, w, now, collect, &rs)) {
+		free(rs.v);
+		*err = "out of memory";
+		return -ENOMEM;
+	}
+	ls_sort(rs.v, rs.n, sizeof(*rs.v), by_rate);
+	cJSON_AddNumberToObject(o, "switch_cost_ns_per_switch", t->switch_cost_ns);
+	cJSON_AddNumberToObject(o, "system_switches_per_s",
+				base_ns && now > base_ns ? (threads__host_switches() - base_ctxt) / ((double)(now - base_ns) / NSEC_PER_SEC) : 0);
+	cJSON_AddNumberToObject(o, "rate_window_s", rs.secs);
+	arr = cJSON_AddArrayToObject(o, "rows");
+	for (i = 0; i < rs.n && (!limit || i < limit); i++)
+		cJSON_AddItemToArray(arr, row_json(t, &rs.v[i], now));
+	free(rs.v);
+	return 0;
+}
