@@ -1,0 +1,249 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The aggregator's rolling windows: slots of 1 s, 6 s and 30 s in three rings, sealed
+ * and merged into the coarser level as time passes, and a window's view made of the slots
+ * it covers (merged into cells kept between queries).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include "lib/clock.h"
+#include "lib/htab.h"
+#include "store/agg.h"
+#include "store/agg_int.h"
+
+static void ring_push(struct level *l, struct slot *s)
+{
+	agg_slot_free(&l->ring[l->head]);
+	l->ring[l->head] = *s;
+	l->head = (l->head + 1) % SLOTS_PER_LEVEL;
+	if (l->filled < SLOTS_PER_LEVEL)
+		l->filled++;
+	memset(s, 0, sizeof(*s));
+}
+
+/* Slot @n of level @l's ring, newest first (n < filled). */
+static const struct slot *ring_slot(const struct level *l, int n)
+{
+	return &l->ring[(l->head - 1 - n + 2 * SLOTS_PER_LEVEL) % SLOTS_PER_LEVEL];
+}
+
+static void make_coarse(struct agg *a, int i);
+
+/*
+ * Pushes @s onto level @i's ring. A slot about to leave the ring that no coarser slot
+ * holds yet is made into one first, and not before: as long as the finer ring holds a
+ * key's waits, they are kept there only.
+ */
+static void push(struct agg *a, int i, struct slot *s)
+{
+	struct level *l = &a->levels[i];
+
+	if (l->filled == SLOTS_PER_LEVEL && i + 1 < LEVELS) {
+		uint64_t leaving = ring_slot(l, SLOTS_PER_LEVEL - 1)->start;
+
+		while (a->levels[i + 1].live_start <= leaving)
+			make_coarse(a, i + 1);
+	}
+	ring_push(l, s);
+}
+
+/*
+ * Level @i's next slot, made from the slots of level i - 1 it spans (all still in that
+ * level's ring, which holds more of them than one coarser slot takes).
+ */
+static void make_coarse(struct agg *a, int i)
+{
+	struct level *l = &a->levels[i];
+	const struct level *fine = &a->levels[i - 1];
+	uint64_t start = l->live_start, end = start + level_slot_ns[i];
+	struct slot s = { .start = start };
+	int n;
+
+	for (n = 0; n < fine->filled; n++) {
+		const struct slot *f = ring_slot(fine, n);
+
+		if (f->start >= start && f->start < end && !agg_slot_merge(&s, f, a->opts.max_keys))
+			a->dropped++;	/* out of memory: the coarse slot misses some keys */
+	}
+	l->live_start = end;
+	push(a, i, &s);
+}
+
+void agg__rotate(struct agg *a, uint64_t now_ns)
+{
+	if (!a->opts.windows)
+		return;
+	while (now_ns >= a->live.start + level_slot_ns[0]) {
+		uint64_t next = a->live.start + level_slot_ns[0];
+
+		push(a, 0, &a->live);
+		a->live.start = next;
+	}
+}
+
+/*
+ * Calls @fn for each slot window @w holds: level 0's live slot, the slots of the finer
+ * levels not yet made into coarser ones (the newest), and level @w's newest slots, as many
+ * as make the window's length (ten of its slots) and at most one slot more. Returns the
+ * start of the oldest.
+ */
+static uint64_t for_each_slot(const struct agg *a, enum ls_window w,
+			      void (*fn)(void *arg, const struct slot *s), void *arg)
+{
+	uint64_t start = a->live.start, end = a->live.start + level_slot_ns[0];
+	uint64_t span = (SLOTS_PER_LEVEL + 1) * level_slot_ns[w];
+	int i, n;
+
+	if (fn)
+		fn(arg, &a->live);
+	for (i = 0; i <= (int)w; i++) {
+		const struct level *l = &a->levels[i];
+
+		for (n = 0; n < l->filled; n++) {
+			const struct slot *s = ring_slot(l, n);
+
+			if (i < (int)w && s->start < a->levels[i + 1].live_start)
+				break;	/* in a coarser slot already */
+			if (i == (int)w && s->start + span < end)
+				break;
+			if (s->start < start)
+				start = s->start;
+			if (fn)
+				fn(arg, s);
+		}
+	}
+	return start;
+}
+
+uint64_t agg__window_start(const struct agg *a, enum ls_window w)
+{
+	if (w == LS_WIN_ALL || !a->opts.windows)
+		return a->opts.start_ns;
+	return for_each_slot(a, w, NULL, NULL);
+}
+
+static void view_add_slot(void *arg, const struct slot *s)
+{
+	struct agg_view *v = arg;
+	const void *kp;
+	size_t iter = 0;
+	void *vp;
+
+	while (s->cells && !htab__next(s->cells, &iter, &kp, &vp)) {
+		uint32_t id = *(const uint32_t *)kp;
+		struct cell *d = &v->own[id];
+
+		if (!d->seen) {
+			d->seen = 1;
+			v->ids[v->nr++] = id;
+		}
+		agg_cell_merge(d, &v->own_hists, vp, &s->hists);
+	}
+}
+
+/* Cells and an id list for @n keys: the aggregator's scratch when it is free, else new. */
+static int view_cells(struct agg_view *v, size_t n)
+{
+	struct view_scratch *sc = v->a->scratch;
+
+	if (sc->busy) {
+		v->own = calloc(n, sizeof(*v->own));
+		v->ids = malloc(n * sizeof(*v->ids));
+		return v->own && v->ids ? 0 : -ENOMEM;
+	}
+	if (sc->cap < n) {
+		size_t cap = n + n / 16;	/* keys only grow: a little room for the next ones */
+		struct cell *cells = realloc(sc->cells, cap * sizeof(*cells));
+		uint32_t *ids;
+
+		if (!cells)
+			return -ENOMEM;
+		memset(cells + sc->cap, 0, (cap - sc->cap) * sizeof(*cells));
+		sc->cells = cells;
+		ids = realloc(sc->ids, cap * sizeof(*ids));
+		if (!ids)
+			return -ENOMEM;
+		sc->ids = ids;
+		sc->cap = cap;
+	}
+	sc->busy = true;
+	v->own = sc->cells;
+	v->ids = sc->ids;
+	return 0;
+}
+
+struct agg_view *agg__view(const struct agg *a, enum ls_window w, uint64_t *start_ns)
+{
+	struct agg_view *v = calloc(1, sizeof(*v));
+	size_t keys = htab__count(a->keys);
+
+	if (!v)
+		return NULL;
+	v->a = a;
+	*start_ns = agg__window_start(a, w);
+	/* all time is the table itself: a query reads it in place, no copy */
+	if (w == LS_WIN_ALL || !a->opts.windows) {
+		v->cells = a->all;
+		v->hists = &a->all_hists;
+		v->nr = keys;
+		return v;
+	}
+	/* a cell per key id, merged slot by slot */
+	if (view_cells(v, keys ? keys : 1)) {
+		agg_view__free(v);
+		return NULL;
+	}
+	for_each_slot(a, w, view_add_slot, v);
+	v->cells = v->own;
+	v->hists = &v->own_hists;
+	return v;
+}
+
+void agg_view__free(struct agg_view *v)
+{
+	if (!v)
+		return;
+	if (v->own && v->own == v->a->scratch->cells) {
+		size_t i;
+
+		for (i = 0; i < v->nr; i++)
+			v->own[v->ids[i]] = (struct cell){ 0 };
+		v->a->scratch->busy = false;
+	} else {
+		free(v->own);
+		free(v->ids);
+	}
+	agg_pool_free(&v->own_hists);
+	free(v);
+}
+
+size_t agg_view__count(const struct agg_view *v)
+{
+	return v->nr;
+}
+
+int agg_view__get(const struct agg_view *v, size_t i, const struct agg_key **key, struct agg_val *val)
+{
+	const struct key_names *n;
+	const struct cell *c;
+	const void *kp = NULL;
+	uint32_t id;
+
+	if (i >= v->nr)
+		return -ENOENT;
+	id = v->ids ? v->ids[i] : (uint32_t)i;
+	n = htab__at(v->a->keys, id, &kp);
+	c = &v->cells[id];
+	*key = kp;
+	val->st.count = c->count;
+	val->st.total_ns = c->total_ns;
+	val->st.max_ns = c->max_ns;
+	val->st.min_ns = c->min_ns;
+	val->nonblocking = c->nonblocking;
+	val->hist = agg_pool_hist(v->hists, c->hist);
+	val->comm = agg_comm_str(v->a, n->comm);
+	val->owner_comm = agg_comm_str(v->a, n->owner_comm);
+	val->releaser_comm = agg_comm_str(v->a, n->releaser_comm);
+	return 0;
+}
