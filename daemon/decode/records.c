@@ -11,6 +11,7 @@
 #include "decode/dumps.h"
 #include "decode/ksyms.h"
 #include "decode/records.h"
+#include "decode/stackids.h"
 #include "decode/unwind.h"
 #include "decode/usyms.h"
 #include "lib/clock.h"
@@ -20,30 +21,9 @@
 #include "scheduler.h"
 #include "ustack.h"
 
-/*
- * A kernel stack id unseen this long is deleted from the stack map, so a daemon that runs
- * for weeks keeps room for new stacks. No record in the rings can still name it: they are
- * drained every tick.
- */
-#define STACK_IDLE_NS (300 * NSEC_PER_SEC)
 /* A thread named as a lock owner is checked in /proc again after this long. */
 #define OWNER_CHECK_NS (10 * NSEC_PER_SEC)
 #define OWNER_CACHE_MAX 65536
-
-/*
- * Kernel stack-map ids -> interned stacks. Ids are stable until freed (the maps are
- * written without BPF_F_REUSE_STACKID); an id unseen for STACK_IDLE_NS is freed so a
- * daemon that runs for weeks keeps room for new stacks. User stacks also remember the
- * process they were normalized for: the same addresses mean other code elsewhere.
- */
-struct stack_cache {
-	enum collector_stack_kind kind;
-	uint32_t n;
-	uint32_t *sid;		/* 0: not read yet */
-	uint32_t *pid;
-	uint64_t *seen;
-	uint64_t freed;
-};
 
 struct owner_key {
 	uint32_t pid, tid;
@@ -68,7 +48,7 @@ struct parked {
 
 struct decoder {
 	struct decoder_opts opts;
-	struct stack_cache kstacks, ustacks;
+	struct stack_ids *kstacks, *ustacks;
 	struct htab *owners;		/* owner_key -> owner_info */
 	struct parked *parked;
 	uint64_t pass;			/* drains so far */
@@ -76,65 +56,6 @@ struct decoder {
 	uint64_t now_ns;		/* at the last tick: cheap time for the record path */
 	struct decoder_stats st;
 };
-
-
-static int stack_cache_init(struct stack_cache *c, enum collector_stack_kind kind, uint32_t n)
-{
-	c->kind = kind;
-	c->n = n;
-	c->sid = calloc(n, sizeof(*c->sid));
-	c->pid = calloc(n, sizeof(*c->pid));
-	c->seen = calloc(n, sizeof(*c->seen));
-	return c->sid && c->pid && c->seen ? 0 : -ENOMEM;
-}
-
-static void stack_cache_free(struct stack_cache *c)
-{
-	free(c->sid);
-	free(c->pid);
-	free(c->seen);
-}
-
-/* Reads, cleans up and interns kernel stack @id, or user stack @id of process @pid. */
-static uint32_t intern_stack(struct decoder *d, struct stack_cache *c, int32_t id, uint32_t pid)
-{
-	uint64_t ips[LS_MAX_STACK_DEPTH];
-	uint32_t sid;
-	int n, skip = 0;
-
-	if (id < 0 || (uint32_t)id >= c->n)
-		return LS_STACK_MISSING;
-	c->seen[id] = d->now_ns;
-	if (c->sid[id] && c->pid[id] == pid)
-		return c->sid[id];
-	n = collector__stack(d->opts.coll, c->kind, id, ips, LS_MAX_STACK_DEPTH);
-	if (c->kind == COLL_USTACK && n > 0)
-		usyms__normalize(d->opts.usyms, pid, ips, n, ips);
-	/* the BPF program and the tracepoint glue are not the waiter's stack */
-	while (c->kind == COLL_KSTACK && d->opts.ksyms && skip < n - 1 &&
-	       ksyms__is_tracing_func(d->opts.ksyms, ips[skip]))
-		skip++;
-	if (n <= 0 || stacks__intern(d->opts.stacks, ips + skip, n - skip, 0, &sid)) {
-		d->st.stack_read_failed++;
-		return LS_STACK_MISSING;
-	}
-	c->sid[id] = sid;
-	c->pid[id] = pid;
-	return sid;
-}
-
-static void free_idle_stacks(struct decoder *d, struct stack_cache *c)
-{
-	uint32_t id;
-
-	for (id = 0; id < c->n; id++) {
-		if (!c->sid[id] || d->now_ns - c->seen[id] < STACK_IDLE_NS)
-			continue;
-		if (!collector__stack_free(d->opts.coll, c->kind, id))
-			c->freed++;
-		c->sid[id] = 0;
-	}
-}
 
 static uint32_t normalize_flags(uint32_t flags)
 {
@@ -161,7 +82,7 @@ static int handle_klock(struct decoder *d, const struct klock_wait_rec *r, size_
 	ev.key.name = r->rec_flags & KLOCK_RF_MMAP_LOCK ? LS_NAME_MMAP_LOCK :
 		      r->rec_flags & KLOCK_RF_SIGLOCK ? LS_NAME_SIGLOCK : LS_NAME_NONE;
 	if (r->rec_flags & KLOCK_RF_STACK)
-		ev.key.stack = intern_stack(d, &d->kstacks, r->stack_id, 0);
+		ev.key.stack = stack_ids__intern(d->kstacks, r->stack_id, 0, d->now_ns, &d->st.stack_read_failed);
 	else if (r->rec_flags & KLOCK_RF_SAMPLED)
 		ev.key.stack = LS_STACK_MISSING;
 	if (r->rec_flags & KLOCK_RF_OWNER) {
@@ -304,7 +225,7 @@ static uint32_t user_stack(struct decoder *d, uint32_t flags, uint32_t dump_flag
 	if (flags & dump_flag)
 		return dump_stack(d, dump);
 	if (flags & fp_flag)
-		return intern_stack(d, &d->ustacks, stack_id, pid);
+		return stack_ids__intern(d->ustacks, stack_id, pid, d->now_ns, &d->st.stack_read_failed);
 	return LS_STACK_MISSING;
 }
 
@@ -593,8 +514,13 @@ int decoder__new(const struct decoder_opts *opts, struct decoder **out)
 	d->opts = *opts;
 	d->now_ns = ls_now_ns();
 	d->owners = htab__new(sizeof(struct owner_key), sizeof(struct owner_info), OWNER_CACHE_MAX);
-	if (!d->owners || stack_cache_init(&d->kstacks, COLL_KSTACK, opts->kstack_entries) ||
-	    stack_cache_init(&d->ustacks, COLL_USTACK, opts->ustack_entries)) {
+	if (!d->owners ||
+	    stack_ids__new(&(struct stack_ids_opts){ .kind = COLL_KSTACK, .entries = opts->kstack_entries,
+						     .coll = opts->coll, .stacks = opts->stacks,
+						     .ksyms = opts->ksyms }, &d->kstacks) ||
+	    stack_ids__new(&(struct stack_ids_opts){ .kind = COLL_USTACK, .entries = opts->ustack_entries,
+						     .coll = opts->coll, .stacks = opts->stacks,
+						     .usyms = opts->usyms }, &d->ustacks)) {
 		decoder__free(d);
 		return -ENOMEM;
 	}
@@ -613,8 +539,8 @@ void decoder__free(struct decoder *d)
 		free(p);
 	}
 	htab__free(d->owners);
-	stack_cache_free(&d->kstacks);
-	stack_cache_free(&d->ustacks);
+	stack_ids__free(d->kstacks);
+	stack_ids__free(d->ustacks);
 	free(d);
 }
 
@@ -636,8 +562,8 @@ void decoder__tick(struct decoder *d, uint64_t now)
 
 void decoder__gc(struct decoder *d, uint64_t now)
 {
-	free_idle_stacks(d, &d->kstacks);
-	free_idle_stacks(d, &d->ustacks);
+	stack_ids__gc(d->kstacks, now);
+	stack_ids__gc(d->ustacks, now);
 	d->st.dumps_expired += dumps__gc(d->opts.dumps, now);
 }
 
@@ -645,6 +571,6 @@ struct decoder_stats decoder__stats(const struct decoder *d)
 {
 	struct decoder_stats st = d->st;
 
-	st.stack_ids_freed = d->kstacks.freed + d->ustacks.freed;
+	st.stack_ids_freed = stack_ids__freed(d->kstacks) + stack_ids__freed(d->ustacks);
 	return st;
 }

@@ -1,4 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
+/*
+ * User symbols (usyms.h): each process's mappings read from /proc and cached, its modules
+ * interned by file (device, inode) with their build ids, and addresses normalized to
+ * (module, file offset) so stacks of every process share modules.
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -15,92 +20,10 @@
 #include <blazesym.h>
 #include "decode/debuginfo.h"
 #include "decode/usyms.h"
+#include "decode/usyms_int.h"
 #include "lib/clock.h"
 #include "lib/htab.h"
 #include "lib/log.h"
-
-/* A process whose address missed its cached maps rereads them at most this often. */
-#define RELOAD_NS NSEC_PER_SEC
-#define MAX_SEGS 16		/* PT_LOAD segments kept per module */
-#define MAX_MODULES ((1U << (62 - USYMS_MOD_SHIFT)) - 2)
-#define SYM_CACHE_MAX (256 * 1024)
-#define SYM_NAME_MAX 256
-#define BUILD_ID_MAX 20		/* SHA-1, the longest build id ld writes */
-#define NT_GNU_BUILD_ID_TYPE 3
-/* ELF segments are congruent to their offset modulo the page size (4 KiB and up) */
-#define PAGE_ALIGN_MASK 0xfffULL
-
-struct seg {
-	uint64_t off, vaddr, memsz;
-};
-
-/* Whether the machine has symbols for a module beyond its dynamic ones. */
-enum mod_syms {
-	MOD_SYMS_FULL,		/* .symtab, or a separate debug file a debugger would find */
-	MOD_SYMS_DYNAMIC,	/* .dynsym only: internal functions stay unnamed */
-};
-
-/* A debug file asked for from debuginfod, for a MOD_SYMS_DYNAMIC module. */
-enum mod_fetch { MOD_FETCH_NONE, MOD_FETCH_PENDING, MOD_FETCH_DONE, MOD_FETCH_FAILED };
-
-struct umod {
-	char *path;		/* as /proc/PID/maps names it: for display and debug-file lookups */
-	const char *name;	/* into path */
-	/*
-	 * Where the file is opened: /proc/self/fd/N of a descriptor held open. The maps'
-	 * path names it from the reader's root, which in another mount namespace (a container,
-	 * a chroot) is not the file: the descriptor is taken through the process itself.
-	 */
-	char open_path[32];
-	int fd;
-	uint64_t dev, ino;
-	bool elf_read;
-	char build_id[2 * BUILD_ID_MAX + 1];
-	struct seg segs[MAX_SEGS];
-	int nsegs;
-	enum mod_syms syms;
-	enum mod_fetch fetch;
-	uint64_t unnamed;	/* frames looked up without a name */
-};
-
-struct uvma {
-	uint64_t start, end, off;
-	uint32_t mod;
-	bool exec;
-};
-
-struct uproc {
-	struct uvma *vmas;
-	uint32_t nr;
-	uint64_t loaded_ns;
-};
-
-struct mod_key {
-	uint64_t dev, ino;
-};
-
-struct sym_val {
-	char *name;		/* NULL: no symbol */
-	uint64_t offset;
-	char **inlined;		/* functions inlined at the address, innermost first */
-	uint32_t nr_inlined;
-};
-
-struct usyms {
-	size_t max_procs;
-	struct htab *procs;		/* pid -> struct uproc */
-	struct htab *mod_index;		/* mod_key -> uint32 index */
-	struct umod *mods;
-	uint32_t nr_mods, cap_mods;
-	struct htab *syms;		/* frame code -> struct sym_val */
-	blaze_symbolizer *symbolizer;
-	struct debuginfo *debuginfo;	/* NULL: no debuginfod servers */
-	struct usyms_stats stats;
-};
-
-/* Where debuggers look for separate debug files, and blazesym with them. */
-static const char *const system_debug_dirs[] = { "/usr/lib/debug", "/lib/debug" };
-#define NR_SYSTEM_DEBUG_DIRS (sizeof(system_debug_dirs) / sizeof(system_debug_dirs[0]))
 
 static void procs_free(struct htab *procs)
 {
@@ -110,51 +33,6 @@ static void procs_free(struct htab *procs)
 
 	while (procs && !htab__next(procs, &it, &k, &v))
 		free(((struct uproc *)v)->vmas);
-}
-
-static void syms_free(struct htab *syms)
-{
-	const void *k;
-	size_t it = 0;
-	void *v;
-
-	while (syms && !htab__next(syms, &it, &k, &v)) {
-		struct sym_val *sv = v;
-		uint32_t i;
-
-		free(sv->name);
-		for (i = 0; i < sv->nr_inlined; i++)
-			free(sv->inlined[i]);
-		free(sv->inlined);
-	}
-}
-
-/*
- * A symbolizer that searches the system's debug directories and, with debuginfod on, the
- * directory fetched files are linked into. Made anew when a fetch lands: blazesym keeps
- * what it found (and did not find) per file.
- */
-static int symbolizer_new(struct usyms *u)
-{
-	const char *dirs[NR_SYSTEM_DEBUG_DIRS + 1];
-	struct blaze_symbolizer_opts sym_opts = {
-		.type_size = sizeof(sym_opts),
-		/* line info is what blazesym reads inlined functions from */
-		.code_info = true,
-		.inlined_fns = true,
-		.demangle = true,
-	};
-	size_t n = NR_SYSTEM_DEBUG_DIRS;
-
-	memcpy(dirs, system_debug_dirs, sizeof(system_debug_dirs));
-	if (u->debuginfo) {
-		dirs[n++] = debuginfo__dir(u->debuginfo);
-		sym_opts.debug_dirs = dirs;
-		sym_opts.debug_dirs_len = n;
-	}
-	blaze_symbolizer_free(u->symbolizer);
-	u->symbolizer = blaze_symbolizer_new_opts(&sym_opts);
-	return u->symbolizer ? 0 : -EINVAL;
 }
 
 int usyms__new(const struct usyms_opts *opts, struct usyms **out)
@@ -175,7 +53,7 @@ int usyms__new(const struct usyms_opts *opts, struct usyms **out)
 	err = debuginfo__new(&dopts, &u->debuginfo);
 	if (err && err != -ENOENT)
 		pr_warn("debuginfod off: %s\n", strerror(-err));
-	err = symbolizer_new(u);
+	err = usyms_symbolizer_new(u);
 	if (err)
 		goto cleanup;
 	elf_version(EV_CURRENT);
@@ -195,7 +73,7 @@ void usyms__free(struct usyms *u)
 	procs_free(u->procs);
 	htab__free(u->procs);
 	htab__free(u->mod_index);
-	syms_free(u->syms);
+	usyms_syms_free(u->syms);
 	htab__free(u->syms);
 	for (i = 0; i < u->nr_mods; i++) {
 		free(u->mods[i].path);
@@ -250,7 +128,7 @@ static void mod_open(struct umod *m, uint32_t pid, const struct uvma *v)
 }
 
 /* The path the module's file opens by: the descriptor held open, else the maps' path. */
-static const char *mod_path(const struct umod *m)
+const char *usyms_mod_path(const struct umod *m)
 {
 	return m->fd >= 0 ? m->open_path : m->path;
 }
@@ -410,7 +288,7 @@ static const struct uvma *vma_find(const struct uproc *p, uint64_t addr)
 }
 
 /* The mapping of @addr, rereading the maps once if it is not in the cached ones (dlopen). */
-static const struct uvma *lookup(struct usyms *u, uint32_t pid, uint64_t addr)
+const struct uvma *usyms_lookup(struct usyms *u, uint32_t pid, uint64_t addr)
 {
 	struct uproc *p = proc_get(u, pid, false);
 	const struct uvma *v;
@@ -429,7 +307,7 @@ void usyms__normalize(struct usyms *u, uint32_t pid, const uint64_t *ips, uint32
 	uint32_t i;
 
 	for (i = 0; i < n; i++) {
-		const struct uvma *v = lookup(u, pid, ips[i]);
+		const struct uvma *v = usyms_lookup(u, pid, ips[i]);
 
 		if (v)
 			out[i] = ((uint64_t)(v->mod + 1) << USYMS_MOD_SHIFT) | (ips[i] - v->start + v->off);
@@ -440,7 +318,7 @@ void usyms__normalize(struct usyms *u, uint32_t pid, const uint64_t *ips, uint32
 
 int usyms__shared_key(struct usyms *u, uint32_t pid, uint64_t uaddr, uint32_t *object, uint64_t *off)
 {
-	const struct uvma *v = lookup(u, pid, uaddr);
+	const struct uvma *v = usyms_lookup(u, pid, uaddr);
 
 	if (!v)
 		return -ENOENT;
@@ -452,167 +330,6 @@ int usyms__shared_key(struct usyms *u, uint32_t pid, uint64_t uaddr, uint32_t *o
 const char *usyms__object_path(const struct usyms *u, uint32_t object)
 {
 	return object && object <= u->nr_mods ? u->mods[object - 1].path : NULL;
-}
-
-static void read_build_id(struct umod *m, Elf *elf)
-{
-	Elf_Scn *scn = NULL;
-
-	while ((scn = elf_nextscn(elf, scn))) {
-		size_t off = 0, name_off, desc_off;
-		GElf_Shdr sh;
-		GElf_Nhdr nh;
-		Elf_Data *d;
-
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type != SHT_NOTE || !(d = elf_getdata(scn, NULL)))
-			continue;
-		while ((off = gelf_getnote(d, off, &nh, &name_off, &desc_off)) > 0) {
-			size_t i;
-
-			if (nh.n_type != NT_GNU_BUILD_ID_TYPE || nh.n_descsz > BUILD_ID_MAX)
-				continue;
-			for (i = 0; i < nh.n_descsz; i++)
-				sprintf(m->build_id + 2 * i, "%02x", ((uint8_t *)d->d_buf)[desc_off + i]);
-			return;
-		}
-	}
-}
-
-/* Whether the file the format names exists and is readable (false when too long). */
-static bool __attribute__((format(printf, 1, 2))) file_exists(const char *fmt, ...)
-{
-	char path[PATH_MAX];
-	va_list ap;
-	int n;
-
-	va_start(ap, fmt);
-	n = vsnprintf(path, sizeof(path), fmt, ap);
-	va_end(ap);
-	return n > 0 && n < (int)sizeof(path) && !access(path, R_OK);
-}
-
-/* A separate debug file by build id: DIR/.build-id/xx/yyyy.debug in a debug directory. */
-static bool debug_file_by_build_id(const struct usyms *u, const struct umod *m)
-{
-	size_t i;
-
-	if (strlen(m->build_id) < 3)
-		return false;
-	for (i = 0; i <= NR_SYSTEM_DEBUG_DIRS; i++) {
-		const char *dir = i < NR_SYSTEM_DEBUG_DIRS ? system_debug_dirs[i] :
-				  u->debuginfo ? debuginfo__dir(u->debuginfo) : NULL;
-
-		if (dir && file_exists("%s/.build-id/%.2s/%s.debug", dir, m->build_id, m->build_id + 2))
-			return true;
-	}
-	return false;
-}
-
-/*
- * A separate debug file by .gnu_debuglink, where gdb looks: beside the module, in .debug/
- * beside it, and under each debug directory by the module's own directory.
- */
-static bool debug_file_by_link(const struct umod *m, const char *link)
-{
-	const char *slash = strrchr(m->path, '/');
-	int dir_len;
-	size_t i;
-
-	if (!slash || !*link || !strcmp(slash + 1, link))
-		return false;
-	dir_len = slash - m->path;
-	if (file_exists("%.*s/%s", dir_len, m->path, link) ||
-	    file_exists("%.*s/.debug/%s", dir_len, m->path, link))
-		return true;
-	for (i = 0; i < NR_SYSTEM_DEBUG_DIRS; i++)
-		if (file_exists("%s%.*s/%s", system_debug_dirs[i], dir_len, m->path, link))
-			return true;
-	return false;
-}
-
-/* The build id, whether the file has a .symtab, and the name its .gnu_debuglink gives. */
-static void read_sections(struct umod *m, Elf *elf, bool *symtab, char *link, size_t link_len)
-{
-	Elf_Scn *scn = NULL;
-	size_t shstrndx;
-
-	*symtab = false;
-	*link = 0;
-	if (elf_getshdrstrndx(elf, &shstrndx))
-		return;
-	while ((scn = elf_nextscn(elf, scn))) {
-		const char *name;
-		GElf_Shdr sh;
-		Elf_Data *d;
-
-		if (!gelf_getshdr(scn, &sh))
-			continue;
-		if (sh.sh_type == SHT_SYMTAB)
-			*symtab = true;
-		name = elf_strptr(elf, shstrndx, sh.sh_name);
-		if (name && !strcmp(name, ".gnu_debuglink") && (d = elf_getdata(scn, NULL)) && d->d_size)
-			snprintf(link, link_len, "%.*s", (int)strnlen(d->d_buf, d->d_size), (const char *)d->d_buf);
-	}
-	read_build_id(m, elf);
-}
-
-/*
- * PT_LOAD segments (file offset -> virtual address), the build id and whether the
- * machine has symbols for it, read once.
- */
-static void read_elf(struct usyms *u, struct umod *m)
-{
-	char link[NAME_MAX + 1];
-	bool symtab = false;
-	size_t i, nph;
-	Elf *elf;
-	int fd;
-
-	if (m->elf_read)
-		return;
-	m->elf_read = true;
-	m->syms = MOD_SYMS_FULL;	/* not ELF, or unreadable: nothing to ask for */
-	fd = open(mod_path(m), O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return;
-	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-	if (elf && !elf_getphdrnum(elf, &nph)) {
-		for (i = 0; i < nph && m->nsegs < MAX_SEGS; i++) {
-			GElf_Phdr ph;
-
-			if (gelf_getphdr(elf, i, &ph) && ph.p_type == PT_LOAD)
-				m->segs[m->nsegs++] = (struct seg){ ph.p_offset, ph.p_vaddr, ph.p_memsz };
-		}
-		read_sections(m, elf, &symtab, link, sizeof(link));
-		if (!symtab && !debug_file_by_build_id(u, m) && !debug_file_by_link(m, link))
-			m->syms = MOD_SYMS_DYNAMIC;
-	}
-	elf_end(elf);
-	close(fd);
-}
-
-int usyms__data(struct usyms *u, uint32_t pid, uint64_t uaddr, const char **module, uint64_t *vaddr)
-{
-	const struct uvma *v = lookup(u, pid, uaddr);
-	uint64_t off;
-	struct umod *m;
-	int i;
-
-	if (!v)
-		return -ENOENT;
-	m = &u->mods[v->mod];
-	read_elf(u, m);
-	off = uaddr - v->start + v->off;
-	*module = m->name;
-	/* .bss past the file's end sits in the same page-aligned mapping as .data */
-	for (i = 0; i < m->nsegs; i++) {
-		if (off >= m->segs[i].off && off < m->segs[i].off + m->segs[i].memsz) {
-			*vaddr = off - m->segs[i].off + m->segs[i].vaddr;
-			return 0;
-		}
-	}
-	*vaddr = off;	/* not ELF, or a mapping no segment covers: the file offset */
-	return 0;
 }
 
 int usyms__modules(struct usyms *u, uint32_t pid, usyms_module_fn fn, void *ctx)
@@ -632,7 +349,7 @@ int usyms__modules(struct usyms *u, uint32_t pid, usyms_module_fn fn, void *ctx)
 			dup = p->vmas[j].mod == v->mod && p->vmas[j].exec;
 		if (!v->exec || dup)
 			continue;
-		read_elf(u, m);
+		usyms_read_elf(u, m);
 		for (j = 0; j < (uint32_t)m->nsegs; j++) {
 			const struct seg *sg = &m->segs[j];
 			/* segments are mapped from their page-aligned start */
@@ -641,7 +358,7 @@ int usyms__modules(struct usyms *u, uint32_t pid, usyms_module_fn fn, void *ctx)
 			if (v->off < off || v->off >= sg->off + sg->memsz)
 				continue;
 			/* where the file's virtual address 0 sits in this process */
-			err = fn(ctx, mod_path(m), v->start - (v->off - off + vaddr));
+			err = fn(ctx, usyms_mod_path(m), v->start - (v->off - off + vaddr));
 			if (err)
 				return err;
 			break;
@@ -657,167 +374,6 @@ uint64_t usyms__maps_time(struct usyms *u, uint32_t pid)
 	return p ? p->loaded_ns : 0;
 }
 
-/* blazesym lists inlined calls outermost first; stacks read innermost first. */
-static void keep_inlined(struct sym_val *sv, const struct blaze_sym *sym)
-{
-	size_t i, n = sym->inlined_cnt;
-
-	if (!n || !(sv->inlined = calloc(n, sizeof(*sv->inlined))))
-		return;
-	for (i = 0; i < n; i++) {
-		const char *name = sym->inlined[n - 1 - i].name;
-
-		if (name && (sv->inlined[sv->nr_inlined] = strndup(name, SYM_NAME_MAX)))
-			sv->nr_inlined++;
-	}
-}
-
-static void symbolize(struct usyms *u, const struct umod *m, uint64_t file_off, struct sym_val *sv)
-{
-	blaze_symbolize_src_elf src = {
-		.type_size = sizeof(src),
-		.path = mod_path(m),
-		.debug_syms = true,
-	};
-	const struct blaze_syms *syms;
-
-	syms = blaze_symbolize_elf_file_offsets(u->symbolizer, &src, &file_off, 1);
-	if (!syms)
-		return;
-	if (syms->cnt == 1 && syms->syms[0].name) {
-		sv->name = strndup(syms->syms[0].name, SYM_NAME_MAX);
-		sv->offset = syms->syms[0].offset;
-		keep_inlined(sv, &syms->syms[0]);
-	}
-	blaze_syms_free(syms);
-}
-
-/* A frame of @m stayed unnamed for want of symbols: note it, and ask debuginfod once. */
-static void want_symbols(struct usyms *u, struct umod *m)
-{
-	m->unnamed++;
-	if (!u->debuginfo || m->fetch != MOD_FETCH_NONE || !m->build_id[0])
-		return;
-	m->fetch = MOD_FETCH_PENDING;
-	debuginfo__want(u->debuginfo, m->build_id);
-}
-
-/* Forgets every frame looked up: the next lookups use the debug files that arrived. */
-static void syms_forget(struct usyms *u)
-{
-	syms_free(u->syms);
-	htab__clear(u->syms);
-}
-
-static void on_fetched(void *ctx, const char *build_id, int err)
-{
-	struct usyms *u = ctx;
-	bool landed = false;
-	uint32_t i;
-
-	for (i = 0; i < u->nr_mods; i++) {
-		struct umod *m = &u->mods[i];
-
-		if (m->fetch != MOD_FETCH_PENDING || strcmp(m->build_id, build_id))
-			continue;
-		m->fetch = err ? MOD_FETCH_FAILED : MOD_FETCH_DONE;
-		if (err)
-			continue;
-		m->syms = MOD_SYMS_FULL;
-		m->unnamed = 0;
-		landed = true;
-	}
-	if (landed && !symbolizer_new(u))
-		syms_forget(u);
-}
-
-void usyms__poll(struct usyms *u)
-{
-	if (u->debuginfo)
-		debuginfo__poll(u->debuginfo, on_fetched, u);
-}
-
-static const char *fetch_state(const struct usyms *u, const struct umod *m)
-{
-	static const char *const names[] = {
-		[MOD_FETCH_NONE] = "not asked",
-		[MOD_FETCH_PENDING] = "fetching",
-		[MOD_FETCH_DONE] = "fetched",
-		[MOD_FETCH_FAILED] = "not found",
-	};
-
-	return u->debuginfo ? names[m->fetch] : "off";
-}
-
-void usyms__missing(struct usyms *u, usyms_missing_fn fn, void *ctx)
-{
-	uint32_t i;
-
-	for (i = 0; i < u->nr_mods; i++) {
-		const struct umod *m = &u->mods[i];
-		struct usyms_missing miss = {
-			.module = m->name,
-			.path = m->path,
-			.build_id = m->build_id,
-			.unnamed = m->unnamed,
-			.debuginfod = fetch_state(u, m),
-		};
-
-		if (m->syms == MOD_SYMS_DYNAMIC && m->unnamed)
-			fn(ctx, &miss);
-	}
-}
-
-const char *usyms__debuginfod_urls(const struct usyms *u)
-{
-	return u->debuginfo ? debuginfo__urls(u->debuginfo) : NULL;
-}
-
-bool usyms__frame(struct usyms *u, uint64_t code, struct uframe *f)
-{
-	uint32_t mod = code >> USYMS_MOD_SHIFT;
-	struct sym_val *sv;
-	struct umod *m;
-	int created = 0;
-
-	memset(f, 0, sizeof(*f));
-	if (!usyms__is_user(code))
-		return false;
-	if (code & USYMS_RAW) {
-		f->addr = code & ~USYMS_RAW;
-		return true;
-	}
-	if (!mod || mod > u->nr_mods)
-		return true;
-	m = &u->mods[mod - 1];
-	read_elf(u, m);
-	f->addr = code & ((1ULL << USYMS_MOD_SHIFT) - 1);
-	f->module = m->name;
-	f->path = m->path;
-	f->build_id = m->build_id;
-	sv = htab__upsert(u->syms, &code, &created, NULL);
-	if (sv && created) {
-		symbolize(u, m, f->addr, sv);
-		u->stats.symbolized++;
-		if (!sv->name) {
-			u->stats.unresolved++;
-			if (m->syms == MOD_SYMS_DYNAMIC)
-				want_symbols(u, m);
-		}
-	} else if (sv) {
-		u->stats.cache_hits++;
-	}
-	if (sv && sv->name) {
-		f->sym = sv->name;
-		f->offset = sv->offset;
-		f->inlined = (const char *const *)sv->inlined;
-		f->nr_inlined = sv->nr_inlined;
-	} else if (!sv) {
-		u->stats.unresolved++;	/* the symbol cache is full */
-	}
-	return true;
-}
-
 size_t usyms__mem_bytes(const struct usyms *u)
 {
 	return htab__mem_bytes(u->procs) + htab__mem_bytes(u->mod_index) + htab__mem_bytes(u->syms) +
@@ -829,3 +385,4 @@ void usyms__stats(const struct usyms *u, struct usyms_stats *out)
 	*out = u->stats;
 	out->cached = htab__count(u->syms);
 }
+
