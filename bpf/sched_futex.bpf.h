@@ -1,0 +1,276 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Part of scheduler.bpf.c, included where it stands (after its maps and the pending
+ * filter): futex waits. A task switched out asleep in futex(WAIT...) opens a wait in its
+ * slot, with the lock word's owner; its next switch in closes it into the wait tables,
+ * with the releaser sched_waking named; sampled waits also go to the ring with stacks.
+ */
+#ifndef __LS_SCHED_FUTEX_BPF_H
+#define __LS_SCHED_FUTEX_BPF_H
+
+static __always_inline bool is_wait_cmd(__u32 cmd)
+{
+	return cmd == ULOCK_FUTEX_WAIT || cmd == ULOCK_FUTEX_WAIT_BITSET ||
+	       cmd == ULOCK_FUTEX_LOCK_PI || cmd == ULOCK_FUTEX_LOCK_PI2 ||
+	       cmd == ULOCK_FUTEX_WAIT_REQUEUE_PI || cmd == ULOCK_FUTEX_WAITV;
+}
+
+static __always_inline bool is_wake_cmd(__u32 cmd)
+{
+	return cmd == ULOCK_FUTEX_WAKE || cmd == ULOCK_FUTEX_WAKE_BITSET ||
+	       cmd == ULOCK_FUTEX_WAKE_OP || cmd == ULOCK_FUTEX_UNLOCK_PI ||
+	       cmd == ULOCK_FUTEX_REQUEUE || cmd == ULOCK_FUTEX_CMP_REQUEUE ||
+	       cmd == ULOCK_FUTEX_CMP_REQUEUE_PI;
+}
+
+/*
+ * The futex wait in syscall @nr with registers @regs: false when it is not one. Only valid
+ * while the task is current (its user memory is the one mapped).
+ */
+static __always_inline bool futex_call(struct pt_regs *regs, long nr, __u64 *uaddr, __u32 *op, __u32 *val)
+{
+	struct futex_waitv first;
+
+	if (nr == LS_SYS_FUTEX) {
+		*uaddr = LS_SYSCALL_ARG1(regs);
+		*op = LS_SYSCALL_ARG2(regs);
+		*val = LS_SYSCALL_ARG3(regs);
+		return is_wait_cmd(*op & ULOCK_FUTEX_CMD_MASK);
+	}
+	if (nr != LS_SYS_FUTEX_WAITV)
+		return false;
+	/* futex_waitv(waiters, nr, ...): name the wait by its first futex */
+	if (bpf_probe_read_user(&first, sizeof(first), (void *)LS_SYSCALL_ARG1(regs)))
+		return false;
+	*uaddr = first.uaddr;
+	*op = ULOCK_FUTEX_WAITV | (first.flags & ULOCK_FUTEX_PRIVATE);
+	*val = first.val;
+	return true;
+}
+
+/*
+ * A wait whose futex word can name its owner: PI (the word is the owner's tid) or glibc's
+ * mutex protocol (the waiter found it locked with waiters; __owner follows). Only these
+ * read the word: a read of user memory (~100 ns) was a fifth of a wait's cost at the switch.
+ */
+static __always_inline bool names_owner(__u32 op, __u32 val)
+{
+	__u32 cmd = op & ULOCK_FUTEX_CMD_MASK;
+
+	if (cmd == ULOCK_FUTEX_LOCK_PI || cmd == ULOCK_FUTEX_LOCK_PI2)
+		return true;
+	return val == ULOCK_LOCKED_WAITERS && (cmd == ULOCK_FUTEX_WAIT || cmd == ULOCK_FUTEX_WAIT_BITSET);
+}
+
+/* The owner the futex word names, for a mutex-style or PI wait; 0 when none. */
+static __always_inline __u32 futex_owner(const struct sched_slot *e, __u32 tid)
+{
+	__u32 cmd = e->op & ULOCK_FUTEX_CMD_MASK, owner;
+
+	if (!(e->rec_flags & ULOCK_RF_WORDS))
+		return 0;
+	if (cmd == ULOCK_FUTEX_LOCK_PI || cmd == ULOCK_FUTEX_LOCK_PI2)
+		owner = e->word0 & ULOCK_FUTEX_TID_MASK;
+	else if (e->val == ULOCK_LOCKED_WAITERS && (cmd == ULOCK_FUTEX_WAIT || cmd == ULOCK_FUTEX_WAIT_BITSET))
+		owner = e->word8;
+	else
+		return 0;
+	return owner == tid ? 0 : owner;
+}
+
+/* Notes the lock's owner (if the word names one) for the holder sampler. */
+static __always_inline void note_holder(struct sched_slot *e, __u32 tgid, __u32 tid)
+{
+	__u32 cmd = e->op & ULOCK_FUTEX_CMD_MASK, owner = futex_owner(e, tid);
+	struct holder h = { .uaddr = e->uaddr, .tgid = tgid, .rec_flags = e->rec_flags & ULOCK_RF_SHARED };
+	const struct holder *cur;
+
+	if (!owner)
+		return;
+	h.kind = cmd == ULOCK_FUTEX_LOCK_PI || cmd == ULOCK_FUTEX_LOCK_PI2 ? ULOCK_HOLDER_PI : ULOCK_HOLDER_MUTEX;
+	/*
+	 * The threads of a contended lock own it in turn, so most waits find their owner noted
+	 * already: a lookup, where an update of the LRU map cost a mutex wait ~75 ns more.
+	 */
+	cur = bpf_map_lookup_elem(&holders, &owner);
+	if ((cur && cur->uaddr == h.uaddr && cur->tgid == h.tgid && cur->kind == h.kind &&
+	     cur->rec_flags == h.rec_flags) ||
+	    !bpf_map_update_elem(&holders, &owner, &h, BPF_ANY)) {
+		pending_mark(owner, PB_HOLDER);
+		e->rec_flags |= ULOCK_RF_HOLDER;
+		ls_count(LS_CNT_HOLDERS);
+	}
+}
+
+/*
+ * A user stack for the record: a dump for the daemon to unwind when dumps are on (any
+ * code, with or without frame pointers; the daemon's unwinder walks frame pointers where
+ * CFI is missing), else a frame-pointer walk here. A dump that fails (ring full, stack
+ * page not present) is not replaced by a walk here: through code without frame pointers
+ * it would give a stack of garbage addresses. @lazy: for a sampler (ustack_dump()).
+ */
+static __always_inline void take_stack(void *ctx, __s32 *id, __u64 *dump, __u32 *flags,
+				       __u32 fp_flag, __u32 dump_flag, bool lazy)
+{
+	long sid;
+
+	*id = -1;
+	*dump = 0;
+	if (ustack_bytes) {
+		*dump = ustack_dump(ustack_bytes, lazy);
+		if (*dump)
+			*flags |= dump_flag;
+		return;
+	}
+	sid = bpf_get_stackid(ctx, &stacks, BPF_F_USER_STACK);
+	if (sid < 0) {
+		ls_count(LS_DROP_USTACK_FAILED);
+		return;
+	}
+	*id = sid;
+	*flags |= fp_flag;
+}
+
+/* Opens a wait in @e for the current thread, which is about to sleep (or enters the call). */
+static __always_inline void wait_open(void *ctx, struct sched_slot *e, __u32 tgid, __u32 tid,
+				      __u64 uaddr, __u32 op, __u32 val, enum slot_state state)
+{
+	__u32 words[3];
+	__u64 now = bpf_ktime_get_ns();
+
+	e->uaddr = uaddr;
+	e->begin_ns = now;
+	e->op = op;
+	e->val = val;
+	e->rec_flags = state == SLOT_SYSCALL ? ULOCK_RF_PRECISE : ULOCK_RF_BLOCKED;
+	if (!(op & ULOCK_FUTEX_PRIVATE))
+		e->rec_flags |= ULOCK_RF_SHARED;
+	e->stack_id = -1;
+	e->releaser_stack_id = -1;
+	e->stack_dump = 0;
+	e->releaser_dump = 0;
+	e->releaser_pid = 0;
+	e->releaser_tid = 0;
+	e->word0 = e->word8 = 0;
+	/* one read for the word and glibc's owner field behind it */
+	if (names_owner(op, val)) {
+		if (!bpf_probe_read_user(words, sizeof(words), (void *)uaddr)) {
+			e->word0 = words[0];
+			e->word8 = words[ULOCK_MUTEX_OWNER_OFF / sizeof(__u32)];
+			e->rec_flags |= ULOCK_RF_WORDS;
+			note_holder(e, tgid, tid);
+		} else {
+			ls_count(LS_DROP_UNREADABLE);
+		}
+	}
+	if (sample_stack(uaddr, now)) {
+		e->rec_flags |= ULOCK_RF_SAMPLED;
+		take_stack(ctx, &e->stack_id, &e->stack_dump, &e->rec_flags, ULOCK_RF_STACK,
+			   ULOCK_RF_DUMP, false);
+	}
+	if (e->state == SLOT_IDLE)
+		pending_open(tid);
+	e->state = state;
+}
+
+/* A sampled wait, with its stacks: the sample callers are told apart by. */
+static __always_inline void emit_sample(struct sched_slot *e, __u32 tgid, __u32 tid, const char *comm,
+					__u64 wait_ns, __s32 ret)
+{
+	struct ulock_wait_rec *r;
+	void *rb;
+
+	r = ls_reserve(&rb, LS_REC_ULOCK_WAIT, sizeof(*r));
+	if (!r)
+		return;
+	r->uaddr = e->uaddr;
+	r->end_ns = bpf_ktime_get_ns();
+	r->wait_ns = wait_ns;
+	r->pid = tgid;
+	r->tid = tid;
+	r->op = e->op;
+	r->val = e->val;
+	r->word0 = e->word0;
+	r->word8 = e->word8;
+	r->rec_flags = e->rec_flags;
+	r->ret = ret;
+	r->stack_id = e->stack_id;
+	r->releaser_stack_id = e->releaser_stack_id;
+	r->stack_dump = e->stack_dump;
+	r->releaser_dump = e->releaser_dump;
+	r->releaser_pid = e->releaser_pid;
+	r->releaser_tid = e->releaser_tid;
+	__builtin_memcpy(r->releaser_comm, e->releaser_comm, sizeof(r->releaser_comm));
+	bpf_probe_read_kernel_str(r->comm, sizeof(r->comm), comm);
+	ls_submit(rb, r);
+}
+
+/* The wait in @e ended: counted in the table, and sent with its stacks when sampled. */
+static __always_inline void wait_close(struct sched_slot *e, __u32 tgid, __u32 tid, const char *comm,
+				       __s32 ret)
+{
+	__u64 wait_ns = bpf_ktime_get_ns() - e->begin_ns;
+	bool nonblocking = (e->rec_flags & ULOCK_RF_PRECISE) && !(e->rec_flags & ULOCK_RF_BLOCKED);
+	__u32 owner = futex_owner(e, tid);
+	struct ls_wait_key key = {
+		.lock = e->uaddr,
+		.pid = tgid,
+		.tid = tid,
+		.class = LS_WAIT_FUTEX,
+		.type = ls_futex_type(e->op, e->val),
+		.flags = (e->rec_flags & ULOCK_RF_SHARED ? LS_WF_SHARED : 0) |
+			 (e->rec_flags & ULOCK_RF_PRECISE ? LS_WF_PRECISE : 0),
+		.owner_pid = owner ? tgid : 0,	/* the daemon checks the owner is a thread of tgid */
+		.owner_tid = owner,
+		.releaser_pid = e->releaser_pid,
+		.releaser_tid = e->releaser_tid,
+	};
+	struct ls_wait_names names = { .comm = comm, .releaser_comm = e->releaser_tid ? e->releaser_comm : NULL };
+
+	e->state = SLOT_IDLE;
+	pending_close(tid);
+	wait_add(&key, wait_ns, nonblocking, &names);
+	if (nonblocking)
+		ls_count(LS_CNT_UNONBLOCK);
+	if (!(e->rec_flags & ULOCK_RF_SAMPLED))
+		return;
+	ls_count(LS_CNT_USAMPLED);
+	if (!nonblocking && (e->rec_flags & (ULOCK_RF_STACK | ULOCK_RF_DUMP)))
+		ls_count(LS_CNT_USTACKED);
+	emit_sample(e, tgid, tid, comm, wait_ns, ret);
+}
+
+/* @prev goes to sleep in futex call @nr: a futex wait begins. Runs in @prev's context. */
+/* A futex wait while sched_waking is off: the one that reaches the rate asks for it. */
+static __always_inline void waker_wanted(void)
+{
+	struct ls_rec_hdr *r;
+	void *rb;
+
+	if (__sync_fetch_and_add(&waker_blocks, 1) + 1 != waker_min_blocks)
+		return;
+	r = ls_reserve(&rb, LS_REC_WAKER_WANTED, sizeof(*r));
+	if (r)	/* the daemon acts on it now, not at its next timer drain */
+		bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
+}
+
+static __always_inline void futex_block(void *ctx, struct task_struct *prev, struct pt_regs *regs, long nr)
+{
+	__u32 tgid = prev->tgid, tid = prev->pid, op, val;
+	struct sched_slot *e;
+	__u64 uaddr;
+
+	if (!futex_call(regs, nr, &uaddr, &op, &val) || !(e = thread_slot(tid, true)))
+		return;
+	if (e->state == SLOT_SYSCALL) {	/* precise mode times it; note that it slept */
+		e->rec_flags |= ULOCK_RF_BLOCKED;
+		return;
+	}
+	if (e->state == SLOT_BLOCKED)	/* its switch-in never reached us */
+		ls_count(LS_DROP_MISSED_END);
+	wait_open(ctx, e, tgid, tid, uaddr, op, val, SLOT_BLOCKED);
+	if (!waker_on)
+		waker_wanted();
+}
+
+#endif
