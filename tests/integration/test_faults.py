@@ -14,7 +14,7 @@ import time
 from conftest import LOCKSCOPE, LOCKSCOPED, check_response, require_bpf, require_tool, start_daemon, stop_daemon
 from test_access import MEMBER, as_user, users  # noqa: F401 (a fixture)
 
-# the daemon's limits (daemon/server.c)
+# the daemon's limits (daemon/serve/server.c)
 PER_UID = 32
 STALL_S = 10
 
