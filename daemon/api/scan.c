@@ -17,6 +17,7 @@
 #include "decode/usyms.h"
 #include "lib/clock.h"
 #include "lib/log.h"
+#include "lib/procfs.h"
 #include "store/agg.h"
 
 /* A scan longer than a day is a mistake, not a scan. */
@@ -63,28 +64,11 @@ bool scans_exited(struct engine *e)
  */
 uint64_t proc_start_ticks(uint32_t pid)
 {
-	char path[64], buf[1024], *p, state;
-	unsigned long long start;
-	size_t n;
-	FILE *f;
-	int i;
+	struct ls_proc_stat st;
 
-	snprintf(path, sizeof(path), "/proc/%u/stat", pid);
-	f = fopen(path, "re");
-	if (!f)
+	if (ls_proc_stat(pid, &st) || st.state == 'Z' || st.state == 'X')
 		return 0;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = 0;
-	p = strrchr(buf, ')');	/* the comm may hold spaces and parentheses */
-	if (!p || sscanf(p + 1, " %c", &state) != 1 || state == 'Z' || state == 'X')
-		return 0;
-	/* field 22, starttime; the text after ')' starts at field 3 */
-	for (i = 3; p && i <= 22; i++)
-		p = strchr(p + 1, ' ');
-	if (!p || sscanf(p, " %llu", &start) != 1)
-		return 0;
-	return start;
+	return st.start_ticks;
 }
 
 static bool pid_alive(uint32_t pid)

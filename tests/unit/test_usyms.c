@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 #include "decode/usyms.h"
+#include "lib/procfs.h"
 
 /* what a lock in the program's .data looks like to the daemon: an address in its image */
 static int a_lock_word = 1;
@@ -35,22 +36,12 @@ static pid_t child_new(int fds[2])
 	return pid;
 }
 
-/* The state letter of /proc/@pid/stat, after the comm's closing parenthesis. */
+/* The state letter of /proc/@pid/stat; 0 when it is gone. */
 static char proc_state(pid_t pid)
 {
-	char path[64], buf[512], *p;
-	FILE *f;
-	size_t n;
+	struct ls_proc_stat st;
 
-	snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-	f = fopen(path, "re");
-	if (!f)
-		return 0;
-	n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = 0;
-	p = strrchr(buf, ')');
-	return p && p[1] ? p[2] : 0;
+	return ls_proc_stat(pid, &st) ? 0 : st.state;
 }
 
 static void test_exited_process_keeps_its_maps(void **state)
