@@ -44,6 +44,10 @@ static void usage(FILE *f)
 		"  -p, --pid PID              only this process\n"
 		"  -t, --threads              one row per thread\n"
 		"  -l, --locks                one row per lock address (names mmap_lock, kernel symbols)\n"
+		"      --by unit|cgroup|pod   top: one row per systemd unit, cgroup or Kubernetes pod\n"
+		"  -G, --cgroup CG            top, report, export, flamegraph: only processes in CG, a\n"
+		"                             cgroup path (and below: /system.slice), a unit\n"
+		"                             (nginx.service), a container id or a pod UID\n"
 		"  -Y, --type-filter TYPES    spinlock,rwlock,rwsem,mutex,rt-mutex,percpu-rwsem or rwsem:R...,\n"
 		"                             futex[:mutex|:pi|:waitv|:condvar]; default: all but\n"
 		"                             futex:condvar (idle waits for an event)\n"
@@ -178,7 +182,7 @@ static int report_args(struct cli *c, bool duration_set)
 
 enum long_opt {
 	OPT_STACKS = 0x100, OPT_MAX_STACK, OPT_KIND, OPT_HOLDERS, OPT_PRECISE, OPT_MEASURE, OPT_PROFILE,
-	OPT_OUTPUT, OPT_TITLE,
+	OPT_OUTPUT, OPT_TITLE, OPT_BY,
 };
 
 /* The commands, as bits: which ones take an option. */
@@ -212,6 +216,8 @@ static const struct {
 } options[] = {
 	{ 'p', "-p/--pid", CMD_ROWS | CMD_THREADS | CMD_SPIN | CMD_REPORTS },
 	{ 't', "-t/--threads", CMD_ROWS },
+	{ OPT_BY, "--by", CMD_TOP },
+	{ 'G', "-G/--cgroup", CMD_TOP | CMD_REPORTS },
 	{ 'l', "-l/--locks", CMD_ROWS },
 	{ 'Y', "-Y/--type-filter", CMD_ROWS | CMD_REPORTS },
 	{ 'E', "-E/--entries", CMD_ROWS | CMD_THREADS },
@@ -314,6 +320,8 @@ int cli_parse_args(int argc, char **argv, struct cli *c)
 		{ "profile", required_argument, NULL, OPT_PROFILE },
 		{ "output", required_argument, NULL, OPT_OUTPUT },
 		{ "title", required_argument, NULL, OPT_TITLE },
+		{ "by", required_argument, NULL, OPT_BY },
+		{ "cgroup", required_argument, NULL, 'G' },
 		{ "socket", required_argument, NULL, 'S' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "quiet", no_argument, NULL, 'q' },
@@ -372,7 +380,7 @@ int cli_parse_args(int argc, char **argv, struct cli *c)
 	optind = 1;
 	/* -o names the output where there is one, and asks for owners where there are rows */
 	while ((opt = getopt_long(argc, argv, strcmp(c->cmd, "export") && strcmp(c->cmd, "flamegraph") ?
-				  "p:tlY:E:w:k:od:S:jqhF:" : "p:tlY:E:w:k:o:d:S:jqhF:", longopts, NULL)) != -1) {
+				  "p:tlY:E:w:k:od:S:jqhF:G:" : "p:tlY:E:w:k:o:d:S:jqhF:G:", longopts, NULL)) != -1) {
 		if (opt != '?' && !option_applies(c->cmd, opt))
 			return -EINVAL;
 		switch (opt) {
@@ -383,6 +391,17 @@ int cli_parse_args(int argc, char **argv, struct cli *c)
 			break;
 		case 't': c->ro.threads = true; cJSON_AddStringToObject(c->req, "group", "thread"); break;
 		case 'l': c->ro.locks = true; cJSON_AddStringToObject(c->req, "group", "lock"); break;
+		case OPT_BY:
+			if (strcmp(optarg, "unit") && strcmp(optarg, "cgroup") && strcmp(optarg, "pod"))
+				return bad_flag("--by", optarg, "unit, cgroup or pod");
+			c->ro.by = optarg;
+			cJSON_AddStringToObject(c->req, "group", optarg);
+			break;
+		case 'G':
+			if (!*optarg || strlen(optarg) >= LS_CGROUP_PATH_MAX)
+				return bad_flag("-G/--cgroup", optarg, "a cgroup path, unit, container id or pod UID");
+			cJSON_AddStringToObject(c->req, "cgroup", optarg);
+			break;
 		case 'Y':
 			if (query__parse_types(optarg, &mask, err, sizeof(err)))
 				return bad_flag("-Y/--type-filter", optarg, err);
@@ -469,8 +488,8 @@ int cli_parse_args(int argc, char **argv, struct cli *c)
 		return -EINVAL;
 	}
 
-	if (c->ro.threads && c->ro.locks) {
-		fprintf(stderr, "lockscope: -t and -l group rows differently; use one\n");
+	if (c->ro.threads + c->ro.locks + !!c->ro.by > 1) {
+		fprintf(stderr, "lockscope: -t, -l and --by group rows differently; use one\n");
 		return -EINVAL;
 	}
 	c->exporting = !strcmp(c->cmd, "export") || (!strcmp(c->cmd, "scan") && cJSON_GetObjectItem(c->req, "format"));

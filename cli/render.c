@@ -127,6 +127,8 @@ static void print_header(FILE *f, const struct render_opts *o)
 		fprintf(f, " %8s %8s  %-16s", "pid", "tid", "comm");
 	else if (o->locks)
 		fprintf(f, " %18s  %s", "address", "symbol");
+	else if (o->by)
+		fprintf(f, "   %s", o->by);
 	else
 		fprintf(f, "   %s", "caller");
 	if (o->owners)
@@ -148,6 +150,11 @@ static void print_row(FILE *f, const cJSON *row, const struct render_opts *o)
 	} else if (o->locks) {
 		lock_text(row, text, sizeof(text));
 		fprintf(f, " %s", text);
+	} else if (o->by) {
+		/* the unit, cgroup path or pod UID; "-" for the processes in none */
+		const cJSON *cg = cJSON_GetObjectItemCaseSensitive(row, "cgroup");
+
+		fprintf(f, "   %s", ls_json_str_or(cg, strcmp(o->by, "cgroup") ? o->by : "path", "-"));
 	} else {
 		fprintf(f, "   %s%s", ls_json_str_or(row, "caller", "?"),
 			cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(row, "estimated")) ? " (est.)" : "");

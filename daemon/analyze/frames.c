@@ -276,6 +276,40 @@ static cJSON *ulock_json(const struct query_ctx *ctx, const struct agg_key *k)
 	return lock;
 }
 
+void query__add_cgroup(cJSON *o, const struct query_ctx *ctx, uint32_t pid, const bool many[CGROUP_BY_MAX])
+{
+	const struct ls_cgroup *c = ctx->cgroups ? cgroups__of(ctx->cgroups, pid) : NULL;
+	bool by_cgroup = many && many[CGROUP_BY_CGROUP];
+	cJSON *g;
+
+	if (!c) {
+		cJSON_AddNullToObject(o, "cgroup");
+		return;
+	}
+	/* a field the row's processes differ in is null; "" (none: no unit, no pod) too */
+	g = cJSON_AddObjectToObject(o, "cgroup");
+	if (by_cgroup || !c->id)
+		cJSON_AddNullToObject(g, "id");
+	else
+		cJSON_AddNumberToObject(g, "id", c->id);
+	if (by_cgroup)
+		cJSON_AddNullToObject(g, "path");
+	else
+		cJSON_AddStringToObject(g, "path", c->path);
+	if ((many && many[CGROUP_BY_UNIT]) || !c->unit[0])
+		cJSON_AddNullToObject(g, "unit");
+	else
+		cJSON_AddStringToObject(g, "unit", c->unit);
+	if (by_cgroup || !c->container[0])
+		cJSON_AddNullToObject(g, "container");
+	else
+		cJSON_AddStringToObject(g, "container", c->container);
+	if ((many && many[CGROUP_BY_POD]) || !c->pod[0])
+		cJSON_AddNullToObject(g, "pod");
+	else
+		cJSON_AddStringToObject(g, "pod", c->pod);
+}
+
 cJSON *query__lock_json(const struct query_ctx *ctx, const struct agg_key *k)
 {
 	cJSON *lock;

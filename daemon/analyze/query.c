@@ -37,7 +37,7 @@ _Static_assert(sizeof(ls_lock_types) / sizeof(ls_lock_types[0]) <= LS_MAX_LOCK_T
 	       "type masks and per-type totals hold LS_MAX_LOCK_TYPES");
 #define UNKNOWN_TYPE (ls_nr_lock_types - 1)
 
-static const char *const group_names[LS_GROUP_MAX] = { "caller", "thread", "lock" };
+static const char *const group_names[LS_GROUP_MAX] = { "caller", "thread", "lock", "unit", "cgroup", "pod" };
 static const char *const kind_names[LS_KIND_MAX] = { "all", "kernel", "user" };
 static const char *const sort_names[] = { "wait_total", "contended", "wait_max", "avg_wait", "wait_min" };
 
@@ -179,6 +179,7 @@ int query__from_json(const cJSON *req, struct query *q, char *err, size_t err_le
 	uint64_t pid = 0, tid = 0, limit = 0, max_stack = q->max_stack;
 	int window = q->window, group = q->group, sort = q->sort, kind = q->kind;
 	const cJSON *types = cJSON_GetObjectItemCaseSensitive(req, "types");
+	const cJSON *cgroup = cJSON_GetObjectItemCaseSensitive(req, "cgroup");
 	int err_ret;
 
 	if ((err_ret = enum_from_json(req, "window", windows, LS_WIN_MAX, &window, err, err_len)) ||
@@ -193,6 +194,14 @@ int query__from_json(const cJSON *req, struct query *q, char *err, size_t err_le
 	    (err_ret = query__bool_field(req, "owners", &q->owners, err, err_len)) ||
 	    (err_ret = query__bool_field(req, "holders", &q->holders, err, err_len)))
 		return err_ret;
+	if (cgroup) {
+		if (!cJSON_IsString(cgroup) || strlen(cgroup->valuestring) >= sizeof(q->cgroup)) {
+			snprintf(err, err_len, "'cgroup' must be a cgroup path, unit, container id or pod UID "
+				 "(under %zu bytes)", sizeof(q->cgroup));
+			return -EINVAL;
+		}
+		strcpy(q->cgroup, cgroup->valuestring);
+	}
 	if (types) {
 		if (!cJSON_IsString(types)) {
 			snprintf(err, err_len, "'types' must be a comma-separated string");

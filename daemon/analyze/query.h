@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <cjson/cJSON.h>
+#include "decode/cgroups.h"
 #include "store/agg.h"
 
 struct agg_view;
@@ -17,7 +18,9 @@ struct stacks;
 struct ksyms;
 struct usyms;
 
-enum ls_group { LS_GROUP_CALLER, LS_GROUP_THREAD, LS_GROUP_LOCK, LS_GROUP_MAX };
+/* rows by caller, thread or lock, or by where the process runs: unit, cgroup, pod */
+enum ls_group { LS_GROUP_CALLER, LS_GROUP_THREAD, LS_GROUP_LOCK, LS_GROUP_UNIT, LS_GROUP_CGROUP, LS_GROUP_POD,
+		LS_GROUP_MAX };
 enum ls_kind { LS_KIND_ALL, LS_KIND_KERNEL_ONLY, LS_KIND_USER_ONLY, LS_KIND_MAX };
 enum ls_sort { LS_SORT_TOTAL, LS_SORT_CONTENDED, LS_SORT_MAX, LS_SORT_AVG, LS_SORT_MIN, LS_SORT_KEYS };
 
@@ -36,12 +39,16 @@ struct query {
 	bool owners;		/* include the dominant owner (and releaser) of each row */
 	bool holders;		/* include the holder's sampled stacks (user locks) */
 	enum ls_kind kind;
+	char cgroup[LS_CGROUP_PATH_MAX];	/* -G: "" every cgroup; see ls_cgroup_matches() */
+	/* where -G and the unit/cgroup/pod groups look processes up; the caller sets it */
+	const struct cgroups *cgroups;
 };
 
 struct query_ctx {
 	const struct stacks *stacks;
 	const struct ksyms *ksyms;	/* NULL: addresses only */
 	struct usyms *usyms;		/* NULL: user frames as codes */
+	const struct cgroups *cgroups;	/* NULL: rows without their cgroup */
 	bool hide_kernel_addrs;		/* kernel frames and locks by name only (null addr) */
 };
 
@@ -119,6 +126,11 @@ int query__caller_frame(const struct query_ctx *ctx, const uint64_t *ips, uint32
  * stack, "stack" is null or (@null_if_none false) an empty array.
  */
 void query__add_stack(cJSON *o, const struct query_ctx *ctx, uint32_t id, int max, bool null_if_none);
+/*
+ * Adds "cgroup" to @o: @pid's cgroup (id, path, unit, container, pod; a field null where
+ * @many[by] says the row's processes differ in it), or null when it is not known.
+ */
+void query__add_cgroup(cJSON *o, const struct query_ctx *ctx, uint32_t pid, const bool many[CGROUP_BY_MAX]);
 /* The lock of key @k: kernel address and name, or the user lock's mapping and offset. */
 cJSON *query__lock_json(const struct query_ctx *ctx, const struct agg_key *k);
 

@@ -55,6 +55,10 @@ struct row_detail {
 	double hist[LS_HIST_BUCKETS];
 	double type_total[LS_MAX_LOCK_TYPES];
 	struct party owner, releaser;
+	/* the groups (cgroups__group) of the row's first key, and which the others differ in */
+	uint32_t cgroup[CGROUP_BY_MAX];
+	bool many_cgroups[CGROUP_BY_MAX];
+	bool has_cgroup;
 };
 
 enum party_role { PARTY_OWNER, PARTY_RELEASER };

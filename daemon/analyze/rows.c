@@ -38,7 +38,15 @@ static bool key_wanted(const struct query *q, const struct agg_key *k)
 		return false;
 	if (q->type_mask && !(q->type_mask & (1U << query__type_index(k->flags))))
 		return false;
+	if (q->cgroup[0] && !(q->cgroups && cgroups__matches(q->cgroups, k->pid, q->cgroup)))
+		return false;
 	return true;
+}
+
+/* The group the process of @k is in; processes in none (no unit, no pod) make one row. */
+static uint32_t cgroup_group(const struct query *q, const struct agg_key *k, enum cgroup_by by)
+{
+	return q->cgroups ? cgroups__group(q->cgroups, k->pid, by) : 0;
 }
 
 static struct stratum_key stratum_of(const struct agg_key *k)
@@ -60,6 +68,15 @@ static struct row_key row_key_of(const struct query *q, const struct agg_key *k)
 	case LS_GROUP_THREAD:
 		rk.a = k->pid;
 		rk.b = k->tid;
+		break;
+	case LS_GROUP_UNIT:
+		rk.a = cgroup_group(q, k, CGROUP_BY_UNIT);
+		break;
+	case LS_GROUP_CGROUP:
+		rk.a = cgroup_group(q, k, CGROUP_BY_CGROUP);
+		break;
+	case LS_GROUP_POD:
+		rk.a = cgroup_group(q, k, CGROUP_BY_POD);
 		break;
 	case LS_GROUP_LOCK:
 	default:
@@ -315,6 +332,19 @@ static int fill_detail(void *arg, size_t pos, const struct agg_key *k, const str
 	struct row_detail *d = &rs->details[di];
 
 	(void)stack;
+	if (rs->q->cgroups) {
+		int by;
+
+		for (by = 0; by < CGROUP_BY_MAX; by++) {
+			uint32_t g = cgroups__group(rs->q->cgroups, k->pid, by);
+
+			if (!d->has_cgroup)
+				d->cgroup[by] = g;
+			else if (d->cgroup[by] != g)
+				d->many_cgroups[by] = true;
+		}
+		d->has_cgroup = true;
+	}
 	agg_hist_add(d->hist, v, fc);
 	d->type_total[query__type_index(k->flags)] += v->st.total_ns * fw;
 	if (k->owner_tid)

@@ -20,6 +20,7 @@
 #include "decode/ksyms.h"
 #include "decode/records.h"
 #include "decode/unwind.h"
+#include "decode/cgroups.h"
 #include "decode/usyms.h"
 #include "lib/clock.h"
 #include "lib/log.h"
@@ -37,6 +38,9 @@
 #define WAKER_QUIET_NS (10 * NSEC_PER_SEC)
 /* processes whose mappings are kept for symbolization */
 #define USYMS_MAX_PROCS 4096
+/* processes whose cgroup is remembered (a few MB at most), and distinct cgroups */
+#define CGROUPS_MAX_PROCS 65536
+#define CGROUPS_MAX_CGROUPS 16384
 /* libdwfl sessions kept: one per process whose stacks are being unwound */
 #define UNWIND_MAX_PROCS 64
 /* unwound dumps waiting for their record: seconds of dumps at the highest rates */
@@ -98,6 +102,7 @@ static void add_event(void *ctx, const struct agg_event *ev)
 	struct engine *e = ctx;
 	struct scan *s;
 
+	cgroups__see(e->cgroups, ev->key.pid);
 	if (e->agg)
 		agg__add(e->agg, ev);
 	for (s = e->scans; s; s = s->next)
@@ -110,6 +115,7 @@ static void yield_site(void *ctx, const struct sched_yield_rec *r, uint32_t stac
 {
 	struct engine *e = ctx;
 
+	cgroups__see(e->cgroups, r->pid);
 	spin__yield_site(e->spin, r, stack);
 }
 
@@ -117,6 +123,7 @@ static void spin_sample(void *ctx, const struct sched_spin_rec *r, uint32_t stac
 {
 	struct engine *e = ctx;
 
+	cgroups__see(e->cgroups, r->pid);
 	spin__sample(e->spin, r, stack);
 }
 
@@ -214,6 +221,10 @@ int engine__new(const struct engine_opts *opts, engine_reply_fn reply, void *rep
 					       .debuginfod_dir = opts->debuginfod_cache }, &e->usyms);
 	if (err)
 		goto cleanup;
+	err = cgroups__new(&(struct cgroups_opts){ .max_procs = CGROUPS_MAX_PROCS,
+						   .max_cgroups = CGROUPS_MAX_CGROUPS }, &e->cgroups);
+	if (err)
+		goto cleanup;
 	err = unwind__new(e->usyms, UNWIND_MAX_PROCS, &e->unwind);
 	if (err)
 		goto cleanup;
@@ -302,6 +313,7 @@ void engine__free(struct engine *e)
 	stacks__free(e->stacks);
 	ksyms__free(e->ksyms);
 	usyms__free(e->usyms);
+	cgroups__free(e->cgroups);
 	free(e);
 }
 
@@ -422,7 +434,7 @@ bool engine_kernel_addrs_allowed(const struct engine *e, const struct ls_peer *p
 struct query_ctx engine_query_ctx(const struct engine *e, bool kernel_addrs)
 {
 	return (struct query_ctx){ .stacks = e->stacks, .ksyms = e->ksyms, .usyms = e->usyms,
-				   .hide_kernel_addrs = !kernel_addrs };
+				   .cgroups = e->cgroups, .hide_kernel_addrs = !kernel_addrs };
 }
 
 char *engine__metrics(struct engine *e, size_t *len)
@@ -431,6 +443,7 @@ char *engine__metrics(struct engine *e, size_t *len)
 	struct query q;
 
 	query__init(&q);
+	q.cgroups = e->cgroups;
 	q.type_mask = 0;	/* every type, event waits too: the labels tell them apart */
 	engine_catch_up(e);
 	if (report_prometheus_text(e, e->agg, &q, true, &buf)) {
@@ -465,6 +478,7 @@ cJSON *engine__handle(struct engine *e, uint64_t client, const struct ls_peer *p
 	if (query__from_json(req, &q, err, sizeof(err)) ||
 	    report_parse_export_req(req, !strcmp(cmd->valuestring, "export"), &x, err, sizeof(err)))
 		return engine__error("%s", err);
+	q.cgroups = e->cgroups;
 	if (x.wanted && strcmp(cmd->valuestring, "export") && strcmp(cmd->valuestring, "scan"))
 		return engine__error("'format' applies to export and scan; %s has its own output", cmd->valuestring);
 	if (!strcmp(cmd->valuestring, "scan"))
@@ -515,6 +529,7 @@ static void per_second(struct engine *e, uint64_t now)
 	collector__hold_sampling(e->coll, on_demand_tick(&e->holders, cnt[LS_CNT_HOLDERS], 0, now, elapsed,
 							 HOLD_QUIET_NS));
 	threads__tick(e->threads, &e->sched, now);
+	cgroups__tick(e->cgroups);
 	engine_drain_waits(e);
 	/* releasers named while futex waits come fast (the BPF side asks at once when they start) */
 	collector__name_releasers(e->coll, on_demand_tick(&e->releasers, decoder__stats(e->dec).futex_waits,

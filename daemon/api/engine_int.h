@@ -73,6 +73,7 @@ struct engine {
 	struct stacks *stacks;
 	struct agg *agg;
 	struct usyms *usyms;
+	struct cgroups *cgroups;	/* each process's cgroup, unit, container and pod */
 	struct unwind *unwind;
 	struct dumps *dumps;
 	struct threads *threads;

@@ -120,25 +120,36 @@ void prom_write_status(FILE *f, const cJSON *st)
 
 struct series_key {
 	uint32_t kind_user, type;
+	uint32_t unit;		/* cgroups__group(CGROUP_BY_UNIT): 0, none */
 	char comm[LS_COMM_LEN];
 };
 
 struct series {
 	double count, total_ns;
 	double hist[LS_HIST_BUCKETS];
+	uint32_t pid;		/* one process of the unit: names it */
+};
+
+struct series_set {
+	struct htab *series;
+	const struct cgroups *cgroups;
 };
 
 static int series_add(void *arg, const struct agg_key *k, const struct agg_val *v, uint32_t stack,
 		      double fc, double fw)
 {
+	struct series_set *set = arg;
 	struct series_key sk = { .kind_user = !!(k->flags & LS_KIND_USER), .type = query__type_index(k->flags) };
 	struct series *s;
 
 	(void)stack;
+	if (set->cgroups)
+		sk.unit = cgroups__group(set->cgroups, k->pid, CGROUP_BY_UNIT);
 	snprintf(sk.comm, sizeof(sk.comm), "%s", v->comm);
-	s = htab__upsert(arg, &sk, NULL, NULL);
+	s = htab__upsert(set->series, &sk, NULL, NULL);
 	if (!s)
 		return -ENOMEM;
+	s->pid = k->pid;
 	s->count += v->st.count * fc;
 	s->total_ns += v->st.total_ns * fw;
 	agg_hist_add(s->hist, v, fc);
@@ -150,7 +161,7 @@ static int series_add(void *arg, const struct agg_key *k, const struct agg_val *
  * bytes outside printable ASCII as '?' (a name cut at 15 bytes may end inside a UTF-8
  * character, which would make the exposition invalid).
  */
-static void comm_label(char *out, size_t len, const char *comm)
+static void label_value(char *out, size_t len, const char *comm)
 {
 	size_t o = 0;
 
@@ -170,7 +181,7 @@ static void comm_label(char *out, size_t len, const char *comm)
 struct series_ref {
 	const struct series_key *key;
 	const struct series *val;
-	char labels[128];
+	char labels[1024];
 };
 
 static int cmp_series(const void *a, const void *b)
@@ -181,6 +192,7 @@ static int cmp_series(const void *a, const void *b)
 int prom_write_locks(FILE *f, const struct agg_view *tab, const struct query *q)
 {
 	struct htab *series = htab__new(sizeof(struct series_key), sizeof(struct series), SIZE_MAX);
+	struct series_set set = { series, q->cgroups };
 	struct series_ref *refs = NULL;
 	size_t nr = 0, cap = 0, iter = 0, i;
 	const void *kp;
@@ -189,26 +201,29 @@ int prom_write_locks(FILE *f, const struct agg_view *tab, const struct query *q)
 
 	if (!series)
 		return -ENOMEM;
-	err = query__for_each_wait(tab, q, QUERY_WAITER, false, series_add, series);
+	err = query__for_each_wait(tab, q, QUERY_WAITER, false, series_add, &set);
 	while (!err && !htab__next(series, &iter, &kp, &vp)) {
 		const struct series_key *sk = kp;
-		char comm[LS_COMM_LEN * 2 + 1];
+		const struct series *sv = vp;
+		const struct ls_cgroup *cg = sk->unit ? cgroups__of(q->cgroups, sv->pid) : NULL;
+		char comm[LS_COMM_LEN * 2 + 1], unit[sizeof(cg->unit) * 2 + 1];
 
 		if (ls_vec_reserve(&refs, &cap, nr, sizeof(*refs))) {
 			err = -ENOMEM;
 			break;
 		}
-		comm_label(comm, sizeof(comm), sk->comm);
+		label_value(comm, sizeof(comm), sk->comm);
+		label_value(unit, sizeof(unit), cg ? cg->unit : "");
 		refs[nr].key = sk;
 		refs[nr].val = vp;
-		snprintf(refs[nr++].labels, sizeof(refs->labels), "kind=\"%s\",type=\"%s\",comm=\"%s\"",
-			 sk->kind_user ? "user" : "kernel", ls_lock_types[sk->type].name, comm);
+		snprintf(refs[nr++].labels, sizeof(refs->labels), "kind=\"%s\",type=\"%s\",comm=\"%s\",unit=\"%s\"",
+			 sk->kind_user ? "user" : "kernel", ls_lock_types[sk->type].name, comm, unit);
 	}
 	if (err)
 		goto cleanup;
 	ls_sort(refs, nr, sizeof(*refs), cmp_series);	/* a stable order scrape after scrape */
 	head(f, "lockscope_contentions_total", "counter",
-	     "waits for a contended lock (kernel lock slow paths, futex sleeps), by kind, type and waiting thread");
+	     "waits for a contended lock (kernel lock slow paths, futex sleeps), by kind, type, waiting thread and its systemd unit");
 	for (i = 0; i < nr; i++)
 		fprintf(f, "lockscope_contentions_total{%s} %" PRIu64 "\n", refs[i].labels,
 			(uint64_t)llround(refs[i].val->count));

@@ -37,8 +37,27 @@ cJSON *report_rows_response(struct engine *e, const char *cmd, struct agg *agg, 
 }
 
 /* `lockscope threads`: per-thread switches and times, like pidstat -w with the cost added. */
+/*
+ * The cgroup of each item of @arr with a "pid" (threads, findings) that has none yet: a
+ * thread that never waited is looked up now.
+ */
+static void add_cgroups(struct engine *e, const struct query_ctx *qc, const cJSON *arr)
+{
+	cJSON *it;
+
+	cJSON_ArrayForEach(it, arr) {
+		const cJSON *pid = cJSON_GetObjectItemCaseSensitive(it, "pid");
+
+		if (!cJSON_IsNumber(pid) || pid->valuedouble < 1 || cJSON_HasObjectItem(it, "cgroup"))
+			continue;
+		cgroups__see(e->cgroups, pid->valuedouble);
+		query__add_cgroup(it, qc, pid->valuedouble, NULL);
+	}
+}
+
 cJSON *report_threads(struct engine *e, const cJSON *req)
 {
+	struct query_ctx qc = engine_query_ctx(e, false);
 	enum ls_window w = THREADS_LIVE;
 	uint64_t pid = 0, limit = 0, now;
 	const char *why = NULL;
@@ -65,6 +84,7 @@ cJSON *report_threads(struct engine *e, const cJSON *req)
 		cJSON_Delete(o);
 		return engine__error("%s", why);
 	}
+	add_cgroups(e, &qc, cJSON_GetObjectItemCaseSensitive(o, "rows"));
 	return o;
 }
 
@@ -100,6 +120,7 @@ cJSON *report_spin(struct engine *e, const struct ls_peer *peer, const cJSON *re
 		cJSON_Delete(o);
 		return engine__error("%s", why);
 	}
+	add_cgroups(e, &qc, cJSON_GetObjectItemCaseSensitive(o, "findings"));
 	return o;
 }
 
@@ -241,10 +262,12 @@ static cJSON *report_json(struct engine *e, const char *cmd, const struct agg_vi
 		cJSON_AddStringToObject(part, "error", why);
 		why = NULL;
 	}
+	add_cgroups(e, &qc, cJSON_GetObjectItemCaseSensitive(part, "rows"));
 	part = cJSON_AddObjectToObject(o, "spin");
 	if (spin__json(e->spin, &e->sched, e->threads, q->window, t, (double)span / NSEC_PER_SEC, &qc, &e->opts.spin,
 		       q->pid, REPORT_MAX_STACK, part, &why))
 		cJSON_AddStringToObject(part, "error", why);
+	add_cgroups(e, &qc, cJSON_GetObjectItemCaseSensitive(part, "findings"));
 	cJSON_AddItemToObject(o, "dropped", status_dropped_json(e, counters0));
 	cJSON_AddItemToObject(o, "thresholds", thresholds_json(e));
 	in.lock_rows = locks;
@@ -252,6 +275,7 @@ static cJSON *report_json(struct engine *e, const char *cmd, const struct agg_vi
 	in.spin_findings = cJSON_GetObjectItemCaseSensitive(part, "findings");
 	in.span_s = (double)span / NSEC_PER_SEC;
 	cJSON_AddItemToObject(o, "findings", diagnose(&in));
+	add_cgroups(e, &qc, cJSON_GetObjectItemCaseSensitive(o, "findings"));
 	cJSON_Delete(futex_callers);
 	return o;
 }

@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include "analyze/threads.h"
 #include "api/engine_int.h"
+#include "decode/cgroups.h"
 #include "collect/collector.h"
 #include "collect/probe.h"
 #include "decode/ksyms.h"
@@ -257,6 +258,24 @@ static cJSON *degraded_json(const struct engine *e)
 }
 
 
+/* Where processes were found to run: the v2 mount, what is remembered, what was lost. */
+static cJSON *cgroups_json(const struct cgroups *cg)
+{
+	cJSON *o = cJSON_CreateObject();
+	struct cgroups_stats st;
+
+	cgroups__stats(cg, &st);
+	if (*cgroups__mount(cg))
+		cJSON_AddStringToObject(o, "mount", cgroups__mount(cg));
+	else
+		cJSON_AddNullToObject(o, "mount");
+	cJSON_AddNumberToObject(o, "processes", st.procs);
+	cJSON_AddNumberToObject(o, "cgroups", st.cgroups);
+	cJSON_AddNumberToObject(o, "unresolved", st.unresolved);
+	cJSON_AddNumberToObject(o, "cleared", st.cleared);
+	return o;
+}
+
 cJSON *engine__status(struct engine *e)
 {
 	const struct collector_features *f = collector__features(e->coll);
@@ -342,6 +361,7 @@ cJSON *engine__status(struct engine *e)
 	cJSON_AddNumberToObject(agg, "mem_bytes", agg__mem_bytes(e->agg) + stacks__mem_bytes(e->stacks) +
 				usyms__mem_bytes(e->usyms));
 	cJSON_AddNumberToObject(o, "rings", collector__nr_rings(e->coll));
+	cJSON_AddItemToObject(o, "cgroups", cgroups_json(e->cgroups));
 	if (e->config)
 		cJSON_AddItemToObject(o, "config", cJSON_Duplicate(e->config, true));
 	return o;

@@ -222,9 +222,13 @@ def daemon():
 class Workload:
     """A workload started with --wait: it prints its pid and waits for a line on stdin."""
 
-    def __init__(self, name, *args):
-        self.proc = subprocess.Popen([os.path.join(WORKLOADS, name), "--wait", *args],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    def __init__(self, name, *args, cgroup=None):
+        """@cgroup: a cgroup v2 directory it starts in (entered before exec, as systemd-run
+        and container runtimes do: its first wait is already there)."""
+        cmd = [os.path.join(WORKLOADS, name), "--wait", *args]
+        if cgroup:
+            cmd = ["sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', cgroup, *cmd]
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         first = self.proc.stdout.readline().split()
         assert first and first[0] == "pid", f"{name} did not start: {first}"
         self.pid = int(first[1])

@@ -180,10 +180,10 @@ def test_prometheus_export_and_textfile(tmp_path):
         text = d.cli("export", "-F", "prometheus").stdout
         promtool_check(text)
         lines = [l for l in text.splitlines() if l.startswith("lockscope_")]
-        series = [l for l in lines if l.startswith('lockscope_contentions_total{kind="user",type="futex:mutex",comm="mutex_server"}')]
+        series = [l for l in lines if l.startswith('lockscope_contentions_total{kind="user",type="futex:mutex",comm="mutex_server",unit="')]
         assert series and float(series[0].split()[-1]) > 1000, series
         count = float(series[0].split()[-1])
-        buckets = [l for l in lines if l.startswith('lockscope_wait_duration_seconds_bucket{kind="user",type="futex:mutex",comm="mutex_server"')]
+        buckets = [l for l in lines if l.startswith('lockscope_wait_duration_seconds_bucket{kind="user",type="futex:mutex",comm="mutex_server",unit="')]
         values = [float(l.split()[-1]) for l in buckets]
         assert values == sorted(values) and 'le="+Inf"' in buckets[-1] and values[-1] == count
         assert any(l.startswith('lockscope_wait_duration_seconds_sum{kind="user"') for l in lines)
