@@ -333,14 +333,16 @@ static int fill_detail(void *arg, size_t pos, const struct agg_key *k, const str
 
 	(void)stack;
 	if (rs->q->cgroups) {
+		static const uint32_t none[CGROUP_BY_MAX];
+		const uint32_t *g = cgroups__groups(rs->q->cgroups, k->pid);
 		int by;
 
 		for (by = 0; by < CGROUP_BY_MAX; by++) {
-			uint32_t g = cgroups__group(rs->q->cgroups, k->pid, by);
+			uint32_t gb = g ? g[by] : none[by];
 
 			if (!d->has_cgroup)
-				d->cgroup[by] = g;
-			else if (d->cgroup[by] != g)
+				d->cgroup[by] = gb;
+			else if (d->cgroup[by] != gb)
 				d->many_cgroups[by] = true;
 		}
 		d->has_cgroup = true;

@@ -71,6 +71,7 @@ void engine_opts__init(struct engine_opts *o)
 	o->collector.spin_stack_bytes = SCHED_DEF_STACK_BYTES;
 	o->collector.spin_dump_rate = SCHED_DEF_SPIN_DUMP_RATE;
 	o->max_keys = 200000;
+	o->metrics_max_series = LS_DEF_METRICS_MAX_SERIES;
 	o->max_stacks = 100000;
 	o->windows = true;
 	o->spin = (struct spin_thresholds){
@@ -221,6 +222,9 @@ int engine__new(const struct engine_opts *opts, engine_reply_fn reply, void *rep
 					       .debuginfod_dir = opts->debuginfod_cache }, &e->usyms);
 	if (err)
 		goto cleanup;
+	err = prom_series__new(opts->metrics_max_series, &e->prom_series);
+	if (err)
+		goto cleanup;
 	err = cgroups__new(&(struct cgroups_opts){ .max_procs = CGROUPS_MAX_PROCS,
 						   .max_cgroups = CGROUPS_MAX_CGROUPS }, &e->cgroups);
 	if (err)
@@ -314,6 +318,7 @@ void engine__free(struct engine *e)
 	ksyms__free(e->ksyms);
 	usyms__free(e->usyms);
 	cgroups__free(e->cgroups);
+	prom_series__free(e->prom_series);
 	free(e);
 }
 

@@ -38,6 +38,7 @@ struct engine_opts {
 	const char *kallsyms;		/* NULL: /proc/kallsyms */
 	uint32_t precise_pid;		/* time this process's futex calls from the syscalls */
 	uint32_t expose_kernel_addrs;	/* 1: raw kernel addresses to every client */
+	uint32_t metrics_max_series;	/* lock series given labels of their own in the metrics */
 	struct spin_thresholds spin;	/* when spin figures become findings */
 	struct diag_thresholds diag;	/* when lock figures become report findings */
 	/* debug files fetched from $DEBUGINFOD_URLS go here; "": never fetched */
@@ -89,6 +90,8 @@ cJSON *engine__error(const char *fmt, ...) __attribute__((format(printf, 1, 2)))
 #define ENGINE_TICK_MS 200
 /* systemd's StateDirectory=lockscope, where the unit keeps what outlives a restart */
 #define LS_DEF_DEBUGINFOD_CACHE "/var/lib/lockscope/debuginfod"
+/* lock series in the metrics: a busy host has a few hundred (kind, type, thread name, unit) */
+#define LS_DEF_METRICS_MAX_SERIES 1000
 #define ENGINE_CMDS "status, top, scan, threads, spin, report, export"
 
 #endif

@@ -74,6 +74,7 @@ struct engine {
 	struct agg *agg;
 	struct usyms *usyms;
 	struct cgroups *cgroups;	/* each process's cgroup, unit, container and pod */
+	struct prom_series *prom_series;	/* the lock series /metrics labels, for the daemon's life */
 	struct unwind *unwind;
 	struct dumps *dumps;
 	struct threads *threads;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 #include <errno.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,12 @@
 #include "lib/vec.h"
 
 #define NSEC_PER_SEC 1e9
+
+struct prom_series {
+	size_t max;
+	struct htab *admitted;	/* struct series_key -> nothing: the series with labels of their own */
+	size_t folded;		/* label sets folded into "(other)" at the last write */
+};
 
 static void head(FILE *f, const char *name, const char *type, const char *help)
 {
@@ -65,6 +72,17 @@ static int bpf_stats_enabled(void)
 		fclose(f);
 	}
 	return on;
+}
+
+void prom_write_series(FILE *f, const struct prom_series *ps)
+{
+	head(f, "lockscope_metrics_series", "gauge", "lock series with labels of their own (metrics-max-series at most)");
+	sample(f, "lockscope_metrics_series", NULL, NULL, prom_series__count(ps));
+	head(f, "lockscope_metrics_series_limit", "gauge", "metrics-max-series: lock series given labels of their own");
+	sample(f, "lockscope_metrics_series_limit", NULL, NULL, ps->max);
+	head(f, "lockscope_metrics_series_folded", "gauge",
+	     "label sets past the limit, summed into comm=\"(other)\" unit=\"(other)\" in this scrape");
+	sample(f, "lockscope_metrics_series_folded", NULL, NULL, ps->folded);
 }
 
 void prom_write_status(FILE *f, const cJSON *st)
@@ -135,6 +153,113 @@ struct series_set {
 	const struct cgroups *cgroups;
 };
 
+/* The unit of the series the ones past the limit are folded into (cgroups__group is smaller) */
+#define PROM_OTHER_UNIT UINT32_MAX
+#define PROM_OTHER_LABEL "(other)"
+
+
+int prom_series__new(size_t max, struct prom_series **out)
+{
+	struct prom_series *ps = calloc(1, sizeof(*ps));
+
+	if (!ps || !(ps->admitted = htab__new(sizeof(struct series_key), 1, max))) {
+		free(ps);
+		return -ENOMEM;
+	}
+	ps->max = max;
+	*out = ps;
+	return 0;
+}
+
+void prom_series__free(struct prom_series *ps)
+{
+	if (!ps)
+		return;
+	htab__free(ps->admitted);
+	free(ps);
+}
+
+size_t prom_series__count(const struct prom_series *ps)
+{
+	return htab__count(ps->admitted);
+}
+
+size_t prom_series__folded(const struct prom_series *ps)
+{
+	return ps->folded;
+}
+
+struct fresh {
+	const struct series_key *key;
+	const struct series *val;
+};
+
+static int cmp_fresh_total(const void *a, const void *b)
+{
+	const struct series *x = ((const struct fresh *)a)->val, *y = ((const struct fresh *)b)->val;
+
+	return (x->total_ns < y->total_ns) - (x->total_ns > y->total_ns);
+}
+
+/*
+ * Each series keeps its labels if admitted: the first ones seen (by wait time within a
+ * write), up to the limit, for the daemon's life, so that no counter moves from a series
+ * to another. The rest are summed into one "(other)" series per kind and type. Returns
+ * the table to write (@all itself, or a new one), NULL when out of memory.
+ */
+static struct htab *admit(struct prom_series *ps, struct htab *all)
+{
+	struct htab *out = NULL;
+	struct fresh *fresh = NULL;
+	size_t nr = 0, cap = 0, iter = 0, i;
+	const void *kp;
+	void *vp;
+
+	ps->folded = 0;
+	while (!htab__next(all, &iter, &kp, &vp)) {
+		if (htab__find(ps->admitted, kp))
+			continue;
+		if (ls_vec_reserve(&fresh, &cap, nr, sizeof(*fresh)))
+			goto fail;
+		fresh[nr++] = (struct fresh){ kp, vp };
+	}
+	ls_sort(fresh, nr, sizeof(*fresh), cmp_fresh_total);
+	for (i = 0; i < nr && htab__count(ps->admitted) < ps->max; i++)
+		if (!htab__upsert(ps->admitted, fresh[i].key, NULL, NULL))
+			goto fail;
+	free(fresh);
+	fresh = NULL;
+	if (nr == i)
+		return all;	/* every series has labels of its own */
+	if (!(out = htab__new(sizeof(struct series_key), sizeof(struct series), SIZE_MAX)))
+		goto fail;
+	iter = 0;
+	while (!htab__next(all, &iter, &kp, &vp)) {
+		const struct series *sv = vp;
+		struct series_key k = *(const struct series_key *)kp;
+		struct series *o;
+		int b;
+
+		if (!htab__find(ps->admitted, &k)) {
+			k.unit = PROM_OTHER_UNIT;
+			snprintf(k.comm, sizeof(k.comm), "%s", PROM_OTHER_LABEL);
+			ps->folded++;
+		}
+		if (!(o = htab__upsert(out, &k, NULL, NULL)))
+			goto fail;
+		o->count += sv->count;
+		o->total_ns += sv->total_ns;
+		for (b = 0; b < LS_HIST_BUCKETS; b++)
+			o->hist[b] += sv->hist[b];
+		o->pid = sv->pid;
+	}
+	return out;
+fail:
+	free(fresh);
+	htab__free(out);
+	return NULL;
+}
+
 static int series_add(void *arg, const struct agg_key *k, const struct agg_val *v, uint32_t stack,
 		      double fc, double fw)
 {
@@ -189,23 +314,26 @@ static int cmp_series(const void *a, const void *b)
 	return strcmp(((const struct series_ref *)a)->labels, ((const struct series_ref *)b)->labels);
 }
 
-int prom_write_locks(FILE *f, const struct agg_view *tab, const struct query *q)
+int prom_write_locks(FILE *f, const struct agg_view *tab, const struct query *q, struct prom_series *ps)
 {
-	struct htab *series = htab__new(sizeof(struct series_key), sizeof(struct series), SIZE_MAX);
-	struct series_set set = { series, q->cgroups };
+	struct htab *all = htab__new(sizeof(struct series_key), sizeof(struct series), SIZE_MAX), *series = all;
+	struct series_set set = { all, q->cgroups };
 	struct series_ref *refs = NULL;
 	size_t nr = 0, cap = 0, iter = 0, i;
 	const void *kp;
 	void *vp;
 	int err, shift, b;
 
-	if (!series)
+	if (!all)
 		return -ENOMEM;
 	err = query__for_each_wait(tab, q, QUERY_WAITER, false, series_add, &set);
+	if (!err && !(series = admit(ps, all)))
+		err = -ENOMEM;
 	while (!err && !htab__next(series, &iter, &kp, &vp)) {
 		const struct series_key *sk = kp;
 		const struct series *sv = vp;
-		const struct ls_cgroup *cg = sk->unit ? cgroups__of(q->cgroups, sv->pid) : NULL;
+		bool other = sk->unit == PROM_OTHER_UNIT;
+		const struct ls_cgroup *cg = sk->unit && !other ? cgroups__of(q->cgroups, sv->pid) : NULL;
 		char comm[LS_COMM_LEN * 2 + 1], unit[sizeof(cg->unit) * 2 + 1];
 
 		if (ls_vec_reserve(&refs, &cap, nr, sizeof(*refs))) {
@@ -213,7 +341,7 @@ int prom_write_locks(FILE *f, const struct agg_view *tab, const struct query *q)
 			break;
 		}
 		label_value(comm, sizeof(comm), sk->comm);
-		label_value(unit, sizeof(unit), cg ? cg->unit : "");
+		label_value(unit, sizeof(unit), other ? PROM_OTHER_LABEL : cg ? cg->unit : "");
 		refs[nr].key = sk;
 		refs[nr].val = vp;
 		snprintf(refs[nr++].labels, sizeof(refs->labels), "kind=\"%s\",type=\"%s\",comm=\"%s\",unit=\"%s\"",
@@ -251,6 +379,8 @@ int prom_write_locks(FILE *f, const struct agg_view *tab, const struct query *q)
 	}
 cleanup:
 	free(refs);
-	htab__free(series);
+	if (series != all)
+		htab__free(series);
+	htab__free(all);
 	return err;
 }

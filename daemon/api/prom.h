@@ -24,12 +24,28 @@ struct query;
 #define PROM_HIST_MAX_SHIFT	34
 #define PROM_HIST_STEP		2
 
+/*
+ * The lock series given labels of their own, at most @max for the object's life (the
+ * first seen, by wait time): /metrics stays bounded whatever the host runs, and a series
+ * never loses its labels, so its counters never move to another. The rest are summed into
+ * comm="(other)", unit="(other)" per kind and type, and counted.
+ */
+struct prom_series;
+
+int prom_series__new(size_t max, struct prom_series **out);
+void prom_series__free(struct prom_series *ps);
+size_t prom_series__count(const struct prom_series *ps);
+/* label sets summed into "(other)" at the last write */
+size_t prom_series__folded(const struct prom_series *ps);
+
+/* lockscope_metrics_series{,_limit,_folded}: how many series, the limit, and what it folded. */
+void prom_write_series(FILE *f, const struct prom_series *ps);
 void prom_write_status(FILE *f, const cJSON *status);
 /*
  * lockscope_contentions_total, lockscope_wait_seconds_total and the
- * lockscope_wait_duration_seconds histogram by kind, type and the waiting thread's comm,
- * over the waits in @tab that @q wants. -ENOMEM.
+ * lockscope_wait_duration_seconds histogram by kind, type, the waiting thread's comm and
+ * its systemd unit, over the waits in @tab that @q wants, labelled as @ps admits. -ENOMEM.
  */
-int prom_write_locks(FILE *f, const struct agg_view *tab, const struct query *q);
+int prom_write_locks(FILE *f, const struct agg_view *tab, const struct query *q, struct prom_series *ps);
 
 #endif

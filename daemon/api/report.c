@@ -317,17 +317,25 @@ int report_prometheus_text(struct engine *e, struct agg *agg, const struct query
 	uint64_t start;
 	struct agg_view *t = agg__view(agg, LS_WIN_ALL, &start);
 	FILE *f = open_memstream(&out->data, &out->len);
+	struct prom_series *once = NULL;
 	cJSON *st;
 	int err = -ENOMEM;
 
+	/* the daemon's series keep their labels for its life; a scan's are its own */
+	if (!health && prom_series__new(e->opts.metrics_max_series, &once))
+		goto out;
 	if (t && f) {
 		if (health) {
 			st = engine__status(e);
 			prom_write_status(f, st);
 			cJSON_Delete(st);
 		}
-		err = prom_write_locks(f, t, q);
+		err = prom_write_locks(f, t, q, health ? e->prom_series : once);
+		if (!err && health)
+			prom_write_series(f, e->prom_series);
 	}
+out:
+	prom_series__free(once);
 	if (f && fclose(f))
 		err = -ENOMEM;
 	agg_view__free(t);

@@ -488,6 +488,13 @@ uint32_t cgroups__group(const struct cgroups *cg, uint32_t pid, enum cgroup_by b
 	return e && by < CGROUP_BY_MAX ? e->group[by] : 0;
 }
 
+const uint32_t *cgroups__groups(const struct cgroups *cg, uint32_t pid)
+{
+	const struct cg_entry *e = entry_of_pid(cg, pid);
+
+	return e ? e->group : NULL;
+}
+
 bool cgroups__matches(const struct cgroups *cg, uint32_t pid, const char *filter)
 {
 	const struct cg_entry *e = entry_of_pid(cg, pid);

@@ -69,6 +69,8 @@ const struct ls_cgroup *cgroups__of(const struct cgroups *cg, uint32_t pid);
  * two processes in the same cgroup (unit, pod); 0 when it has none (no unit, no pod).
  */
 uint32_t cgroups__group(const struct cgroups *cg, uint32_t pid, enum cgroup_by by);
+/* All of @pid's groups at once, indexed by enum cgroup_by (one lookup); NULL: not known. */
+const uint32_t *cgroups__groups(const struct cgroups *cg, uint32_t pid);
 /* Whether @pid is in what -G @filter names (see ls_cgroup_matches). */
 bool cgroups__matches(const struct cgroups *cg, uint32_t pid, const char *filter);
 void cgroups__stats(const struct cgroups *cg, struct cgroups_stats *st);

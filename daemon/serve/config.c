@@ -27,6 +27,9 @@ const struct ls_setting ls_settings[] = {
 	    "write the metrics to this node_exporter textfile (*.prom, atomically); empty: off"),
 	U32("metrics-textfile-interval", CFG(metrics_textfile_interval), 1, 86400, LS_SET_RELOAD, "access",
 	    "seconds between textfile writes"),
+	U32("metrics-max-series", ENG(metrics_max_series), 10, 1000000, 0, "access",
+	    "lock series (kind, type, comm, unit) with labels of their own in the metrics, the first seen;"
+	    " the rest are summed into comm=\"(other)\""),
 	U32("expose-kernel-addresses", ENG(expose_kernel_addrs), 0, 1, LS_SET_RELOAD, "access",
 	    "1: raw kernel addresses to every client; 0: only to clients with CAP_SYSLOG"),
 
