@@ -292,6 +292,8 @@ install: all
 	install -m 0644 README.md $(DESTDIR)$(PREFIX)/share/lockscope/README.md
 	install -d $(DESTDIR)$(PREFIX)/share/lockscope/docs
 	install -m 0644 docs/*.md $(DESTDIR)$(PREFIX)/share/lockscope/docs/
+	install -d $(DESTDIR)$(PREFIX)/share/lockscope/monitoring
+	install -m 0644 deploy/monitoring/* $(DESTDIR)$(PREFIX)/share/lockscope/monitoring/
 	install -d $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man8
 	install -m 0644 $(OUTPUT)/man/lockscope.1 $(DESTDIR)$(PREFIX)/share/man/man1/lockscope.1
 	install -m 0644 $(OUTPUT)/man/lockscoped.8 $(DESTDIR)$(PREFIX)/share/man/man8/lockscoped.8

@@ -100,6 +100,15 @@ void prom_write_status(FILE *f, const cJSON *st)
 	sample(f, "lockscope_events_total", "source", "futex_waits", ls_json_num(ev, "futex_waits"));
 	sample(f, "lockscope_events_total", "source", "holder_samples", ls_json_num(ev, "holder_samples"));
 	sample(f, "lockscope_events_total", "source", "spin_samples", ls_json_num(ev, "spin_samples"));
+	/*
+	 * what the spin findings and the alerts on them are made of: a yield site is a storm's
+	 * second yield and every 1024th (SCHED_YIELD_STACK_EVERY)
+	 */
+	sample(f, "lockscope_events_total", "source", "holder_preemptions", ls_json_num(ev, "holder_preemptions"));
+	sample(f, "lockscope_events_total", "source", "kernel_holder_preemptions",
+	       ls_json_num(ev, "kernel_holder_preemptions"));
+	sample(f, "lockscope_events_total", "source", "yield_sites", ls_json_num(ev, "yield_sites"));
+	sample(f, "lockscope_events_total", "source", "resumes", ls_json_num(ev, "resumes"));
 	head(f, "lockscope_ring_records_total", "counter", "ring buffer records the daemon read");
 	sample(f, "lockscope_ring_records_total", NULL, NULL, ls_json_num(self, "records"));
 	head(f, "lockscope_events_dropped_total", "counter", "events or stacks lost, by reason (never silent)");
