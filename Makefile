@@ -63,7 +63,7 @@ CARGO_RUN = $(if $(findstring /,$(CARGO)),PATH="$(dir $(CARGO)):$$PATH") $(CARGO
 RUST_DIR := $(if $(filter 1,$(SAN) $(FUZZ)),build/rust,$(OUTPUT)/rust)
 RUST_LIB := $(RUST_DIR)/release/liblockscope_rs.a
 BLAZESYM_INC := $(RUST_DIR)/include
-LIBS := -lbpf -ldw -lelf -lz -lcjson -lprotobuf-c -lresolv -lm $(RUST_LIB) -lpthread -ldl
+LIBS := -lbpf -ldw -lelf -lz -lcjson -lprotobuf-c -lcurl -lresolv -lm $(RUST_LIB) -lpthread -ldl
 BPF_CFLAGS := -g -O2 -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) $(WARN) -Wno-unused-function -Wno-unused-parameter \
 	      -I$(OUTPUT) -Ibpf
 
@@ -93,7 +93,7 @@ WORKLOADS := $(patsubst tests/workloads/%.c,$(OUTPUT)/workloads/%,$(WORKLOAD_SRC
 	     $(OUTPUT)/workloads/tokio_tick
 
 .PHONY: all clean config deps test unit-test integration-test install demo help bench bench-tools \
-	fuzz fuzz-seeds bench-soak
+	fuzz fuzz-seeds bench-soak bench-push
 .DELETE_ON_ERROR:
 .SECONDARY:
 
@@ -107,6 +107,7 @@ help:
 	@echo "make test           unit tests, then integration tests with real BPF (root)"
 	@echo "make test SAN=1     the same, built with ASan + UBSan (LSan at exit) into build/san/"
 	@echo "make bench-soak     lockscoped's RSS over SOAK_MINUTES (15) of mixed load (root)"
+	@echo "make bench-push     lockscoped's RSS over PUSH_MINUTES (5) of pushing to backends that are down (root)"
 	@echo "make fuzz           every libFuzzer target for FUZZ_TIME (60) seconds (root: BPF)"
 	@echo "make demo           start lockscoped on a contention demo and show lockscope top"
 	@echo "make bench          overhead and capacity vs perf, bpftrace and the empty-hook floor (root)"
@@ -256,6 +257,11 @@ bench: bench-tools
 SOAK_MINUTES ?= 15
 bench-soak: all
 	$(Q)OUTPUT=$(OUTPUT) $(PYTHON) bench/soak.py --minutes $(SOAK_MINUTES)
+
+# lockscoped's memory while its push backends are down (bench/push_dead.py)
+PUSH_MINUTES ?= 5
+bench-push: all
+	$(Q)OUTPUT=$(OUTPUT) $(PYTHON) bench/push_dead.py --minutes $(PUSH_MINUTES)
 
 unit-test: $(UNIT_BINS)
 	$(Q)$(PYTHON) tests/layers.py

@@ -330,6 +330,14 @@ void render_status(FILE *f, const cJSON *resp)
 	if (ls_json_num(agg, "folded_keys"))	/* the table filled: idle threads' keys merged */
 		fprintf(f, "; %.0f idle keys folded into their processes'", ls_json_num(agg, "folded_keys"));
 	fputc('\n', f);
+	/* the profiles pushed, and what a backend that is down cost */
+	cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(resp, "push"))
+		fprintf(f, "push %s %s: %.0f sent, %.0f queued, %.0f failed attempts, dropped %.0f (queue full) "
+			"%.0f (rejected) %.0f (retries spent)%s%s\n", p->string, ls_json_str_or(p, "url", "?"),
+			ls_json_num(p, "sent"), ls_json_num(p, "queued"), ls_json_num(p, "attempts_failed"),
+			ls_json_num(p, "dropped_queue_full"), ls_json_num(p, "dropped_rejected"),
+			ls_json_num(p, "dropped_retries"), ls_json_str_or(p, "last_error", NULL) ? "; last error: " : "",
+			ls_json_str_or(p, "last_error", ""));
 	render_self(f, resp);
 	/* only what was dropped; --json has every counter */
 	cJSON_ArrayForEach(d, cJSON_GetObjectItemCaseSensitive(resp, "dropped")) {

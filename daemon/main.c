@@ -20,6 +20,7 @@
 #include "serve/loop.h"
 #include "serve/metrics.h"
 #include "serve/notify.h"
+#include "serve/push.h"
 #include "serve/server.h"
 
 /* A --KEY=VALUE from the command line: it wins over the file, at start and on reload. */
@@ -32,6 +33,8 @@ struct override {
 struct daemon {
 	uint64_t textfile_ns;		/* the metrics textfile's last write */
 	int textfile_err;		/* and its error, logged once */
+	struct push *push;		/* profiles to Parca and Pyroscope; NULL: off */
+	uint64_t push_ns;		/* the last push */
 	struct loop *loop;
 	struct engine *engine;
 	struct server *server;
@@ -306,6 +309,24 @@ static void write_textfile(struct daemon *d)
 	d->textfile_err = err;
 }
 
+/* Every push-interval seconds, the interval's profile to the push threads (never blocks). */
+static void push_profile(struct daemon *d)
+{
+	struct export_buf buf = {};
+	uint64_t now = ls_now_ns(), start, end;
+	int err;
+
+	if (!d->push || now - d->push_ns < (uint64_t)d->cfg.push_interval * NSEC_PER_SEC)
+		return;
+	d->push_ns = now;
+	err = engine__push_profile(d->engine, &buf, &start, &end);
+	if (!err)
+		err = push__submit(d->push, buf.data, buf.len, start, end);
+	if (err)
+		pr_warn("push: cannot make the interval's profile: %s\n", strerror(-err));
+	free(buf.data);
+}
+
 static void on_tick(void *ctx, uint32_t events)
 {
 	struct daemon *d = ctx;
@@ -315,6 +336,7 @@ static void on_tick(void *ctx, uint32_t events)
 	engine__tick(d->engine);
 	server__tick(d->server, ls_now_ns());
 	write_textfile(d);
+	push_profile(d);
 }
 
 static void on_rings(void *ctx, uint32_t events)
@@ -325,11 +347,21 @@ static void on_rings(void *ctx, uint32_t events)
 	engine__consume(d->engine);
 }
 
-/* The socket's side of `status`: connections served, refused and cut off. */
-static void add_clients_json(const struct daemon *d, cJSON *status)
+/*
+ * The serving side of `status` and the metrics: connections served, refused and cut off;
+ * the profiles pushed and lost.
+ */
+static void add_status_extra(void *ctx, cJSON *status)
 {
-	cJSON *o = cJSON_AddObjectToObject(status, "clients");
+	struct daemon *d = ctx;
 	struct server_stats st;
+	cJSON *o;
+
+	if (d->push)
+		cJSON_AddItemToObject(status, "push", push__json(d->push));
+	if (!d->server)
+		return;
+	o = cJSON_AddObjectToObject(status, "clients");
 
 	server__stats(d->server, &st);
 	cJSON_AddNumberToObject(o, "connected", st.connected);
@@ -343,13 +375,7 @@ static void add_clients_json(const struct daemon *d, cJSON *status)
 static cJSON *on_request(void *ctx, uint64_t client, const struct ls_peer *peer, const cJSON *req)
 {
 	struct daemon *d = ctx;
-	cJSON *resp = engine__handle(d->engine, client, peer, req);
-	const cJSON *cmd = cJSON_GetObjectItemCaseSensitive(resp, "cmd");
-
-	if (cJSON_IsString(cmd) && !strcmp(cmd->valuestring, "status") &&
-	    !cJSON_HasObjectItem(resp, "error"))
-		add_clients_json(d, resp);
-	return resp;
+	return engine__handle(d->engine, client, peer, req);
 }
 
 static void on_gone(void *ctx, uint64_t client)
@@ -457,6 +483,7 @@ int main(int argc, char **argv)
 	if ((err = report_probes(&d)))
 		return 1;
 	d.cfg.engine.collector.probes = &d.probes;
+	d.cfg.engine.push = d.cfg.push_parca[0] || d.cfg.push_pyroscope[0];
 	so.path = d.cfg.socket;
 	so.group = d.cfg.socket_group;
 	if ((err = notify__new(&d.notify))) {
@@ -471,6 +498,16 @@ int main(int argc, char **argv)
 		err = -ENOMEM;
 		goto cleanup;
 	}
+	if (d.cfg.engine.push &&
+	    (err = push__new(&(struct push_opts){ .url = { d.cfg.push_parca, d.cfg.push_pyroscope },
+						  .queue = d.cfg.push_queue, .timeout_s = d.cfg.push_timeout,
+						  .bearer_token_file = d.cfg.push_bearer_token_file,
+						  .basic_auth_file = d.cfg.push_basic_auth_file,
+						  .ca_file = d.cfg.push_ca_file, .host = d.cfg.push_host,
+						  .app = d.cfg.push_app }, &d.push, msg, sizeof(msg)))) {
+		pr_err("cannot push profiles: %s\n", msg);
+		goto cleanup;
+	}
 	err = engine__new(&d.cfg.engine, on_reply, &d, &d.engine);
 	if (err) {
 		pr_err("cannot start the BPF collector: %s%s\n", strerror(-err),
@@ -483,6 +520,8 @@ int main(int argc, char **argv)
 		err = -ENOTSUP;
 		goto cleanup;
 	}
+	engine__set_status_extra(d.engine, add_status_extra, &d);
+	d.push_ns = ls_now_ns();
 	err = server__new(&so, d.loop, &d.server);
 	if (err) {
 		pr_err("cannot serve %s: %s%s\n", so.path, strerror(-err),
@@ -523,6 +562,7 @@ cleanup:
 		notify__send(d.notify, "STATUS=failed: %s\nERRNO=%d", strerror(-err), -err);
 	metrics__free(d.metrics);
 	server__free(d.server);
+	push__free(d.push);
 	engine__free(d.engine);
 	loop__free(d.loop);
 	if (d.timerfd >= 0)

@@ -33,6 +33,7 @@ apt_install() {
 # What every supported distribution calls the same:
 #   build       make gcc clang llvm libbpf-dev libelf-dev libdw-dev zlib1g-dev pkg-config
 #               libcjson-dev libprotobuf-c-dev protobuf-c-compiler libdebuginfod-dev
+#               libcurl4-openssl-dev (the profile push to Parca and Pyroscope)
 #               libuv1-dev (the libuv reproducers) git ca-certificates help2man (man pages)
 #   symbols     libc6-dbg: glibc's internal names (__lll_lock_wait, start_thread) that the
 #               lock slow path and every thread's root frame have; without it they are
@@ -45,7 +46,7 @@ apt_install() {
 #               zsh (the zsh completion)
 #   fuzzing     libclang-rt-NN-dev (libFuzzer, where it is not in clang's own packages)
 COMMON="make gcc clang llvm libbpf-dev libelf-dev libdw-dev zlib1g-dev pkg-config
-	libcjson-dev libprotobuf-c-dev protobuf-c-compiler libdebuginfod-dev libuv1-dev git
+	libcjson-dev libprotobuf-c-dev protobuf-c-compiler libdebuginfod-dev libcurl4-openssl-dev libuv1-dev git
 	ca-certificates libc6-dbg libcmocka-dev python3 python3-pytest python3-jsonschema
 	python3-prometheus-client prometheus curl binutils util-linux passwd procps systemd
 	debuginfod iproute2 qemu-system-x86 busybox-static cpio help2man man-db zsh"

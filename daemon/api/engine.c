@@ -106,6 +106,8 @@ static void add_event(void *ctx, const struct agg_event *ev)
 	cgroups__see(e->cgroups, ev->key.pid);
 	if (e->agg)
 		agg__add(e->agg, ev);
+	if (e->push_agg)
+		agg__add(e->push_agg, ev);
 	for (s = e->scans; s; s = s->next)
 		if (s->pid == ev->key.pid)
 			agg__add(s->agg, ev);
@@ -214,7 +216,11 @@ int engine__new(const struct engine_opts *opts, engine_reply_fn reply, void *rep
 	ao.start_ns = e->start_ns;
 	e->stacks = stacks__new(opts->max_stacks);
 	e->agg = agg__new(&ao);
-	if (!e->stacks || !e->agg) {
+	if (opts->push) {
+		e->push_agg = agg__new(&(struct agg_opts){ .max_keys = opts->max_keys, .start_ns = e->start_ns });
+		e->push_start_unix_ns = ls_clock_ns(CLOCK_REALTIME);
+	}
+	if (!e->stacks || !e->agg || (opts->push && !e->push_agg)) {
 		err = -ENOMEM;
 		goto cleanup;
 	}
@@ -314,6 +320,7 @@ void engine__free(struct engine *e)
 	threads__free(e->threads);
 	spin__free(e->spin);
 	agg__free(e->agg);
+	agg__free(e->push_agg);
 	stacks__free(e->stacks);
 	ksyms__free(e->ksyms);
 	usyms__free(e->usyms);
@@ -440,6 +447,12 @@ struct query_ctx engine_query_ctx(const struct engine *e, bool kernel_addrs)
 {
 	return (struct query_ctx){ .stacks = e->stacks, .ksyms = e->ksyms, .usyms = e->usyms,
 				   .cgroups = e->cgroups, .hide_kernel_addrs = !kernel_addrs };
+}
+
+void engine__set_status_extra(struct engine *e, engine_status_fn fn, void *ctx)
+{
+	e->status_extra = fn;
+	e->status_extra_ctx = ctx;
 }
 
 char *engine__metrics(struct engine *e, size_t *len)

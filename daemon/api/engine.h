@@ -39,6 +39,7 @@ struct engine_opts {
 	uint32_t precise_pid;		/* time this process's futex calls from the syscalls */
 	uint32_t expose_kernel_addrs;	/* 1: raw kernel addresses to every client */
 	uint32_t metrics_max_series;	/* lock series given labels of their own in the metrics */
+	bool push;			/* keep each push interval's waits (engine__push_profile) */
 	struct spin_thresholds spin;	/* when spin figures become findings */
 	struct diag_thresholds diag;	/* when lock figures become report findings */
 	/* debug files fetched from $DEBUGINFOD_URLS go here; "": never fetched */
@@ -75,6 +76,16 @@ struct ls_peer;
 cJSON *engine__handle(struct engine *e, uint64_t client, const struct ls_peer *peer, const cJSON *req);
 /* The status response: what `lockscope status` and the metrics show. */
 cJSON *engine__status(struct engine *e);
+/*
+ * The waits since the last call (or the start) as a gzip'd pprof profile for a fleet's
+ * backend: waiters' stacks, labels unit, kind and type only; [*start, *end) in Unix ns.
+ * With opts.push only (-ENOENT otherwise).
+ */
+struct export_buf;
+int engine__push_profile(struct engine *e, struct export_buf *out, uint64_t *start_unix_ns, uint64_t *end_unix_ns);
+/* Adds the serving side's sections (clients, push) to every status response and the metrics. */
+typedef void (*engine_status_fn)(void *ctx, cJSON *status);
+void engine__set_status_extra(struct engine *e, engine_status_fn fn, void *ctx);
 /* GET /metrics and the textfile: health and lock metrics as Prometheus text (malloc'd). */
 char *engine__metrics(struct engine *e, size_t *len);
 /* How many components are off although asked for (each logged, and in status). */

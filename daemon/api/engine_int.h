@@ -75,6 +75,10 @@ struct engine {
 	struct usyms *usyms;
 	struct cgroups *cgroups;	/* each process's cgroup, unit, container and pod */
 	struct prom_series *prom_series;	/* the lock series /metrics labels, for the daemon's life */
+	struct agg *push_agg;		/* opts.push: the waits since the last push, no windows */
+	uint64_t push_start_unix_ns;	/* when push_agg began */
+	engine_status_fn status_extra;	/* the serving side's status sections */
+	void *status_extra_ctx;
 	struct unwind *unwind;
 	struct dumps *dumps;
 	struct threads *threads;

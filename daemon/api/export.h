@@ -13,6 +13,7 @@
 #ifndef __LS_EXPORT_H
 #define __LS_EXPORT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include "analyze/query.h"
@@ -48,12 +49,17 @@ int export__folded(const struct agg_view *tab, const struct query *q, const stru
 struct export_span {
 	uint64_t start_unix_ns;
 	uint64_t duration_ns;
+	/*
+	 * For a fleet's backend (Parca, Pyroscope turn sample labels into series): only the
+	 * bounded labels unit, kind and type, never pids, threads or lock addresses
+	 */
+	bool fleet;
 };
 
 /*
  * A gzip'd pprof profile with Go's contention sample types ([contentions/count,
  * delay/nanoseconds], period type contentions/count) and labels pid, tid, comm, kind,
- * type and lock on every sample.
+ * type and lock on every sample (span->fleet: unit, kind and type).
  */
 int export__pprof(const struct agg_view *tab, const struct query *q, const struct query_ctx *ctx,
 		  enum ls_profile p, const struct export_span *span, struct export_buf *out);

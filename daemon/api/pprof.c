@@ -28,14 +28,15 @@ typedef Perftools__Profiles__Function pb_function;
 typedef Perftools__Profiles__Mapping pb_mapping;
 typedef Perftools__Profiles__ValueType pb_value_type;
 
-enum pprof_label { LBL_PID, LBL_TID, LBL_COMM, LBL_KIND, LBL_TYPE, LBL_LOCK, LBL_MAX };
+enum pprof_label { LBL_PID, LBL_TID, LBL_COMM, LBL_KIND, LBL_TYPE, LBL_LOCK, LBL_UNIT, LBL_MAX };
 
-static const char *const label_keys[LBL_MAX] = { "pid", "tid", "comm", "kind", "type", "lock" };
+static const char *const label_keys[LBL_MAX] = { "pid", "tid", "comm", "kind", "type", "lock", "unit" };
 
 /* A profile being built: the string table and one id space per message kind. */
 struct pprof {
 	const struct query_ctx *ctx;
 	enum query_side side;
+	bool fleet;			/* export_span's: bounded labels only */
 	char **strings;
 	size_t nr_strings, cap_strings;
 	struct htab *string_ids;	/* FNV-1a hash -> index (a collision only duplicates) */
@@ -61,12 +62,14 @@ struct loc_key {
 struct sample_key {
 	uint64_t lock;
 	uint32_t stack, pid, tid, flags, name, object;
+	uint32_t unit;		/* fleet: cgroups__group(CGROUP_BY_UNIT), in place of the rest */
 };
 
 struct sample_val {
 	double count, delay_ns;
 	char comm[LS_COMM_LEN];
 	char lock_name[160];
+	char unit[256];		/* fleet: the unit's name, "" none */
 };
 
 static uint64_t fnv1a(const char *s)
@@ -229,11 +232,22 @@ static int pp_add(void *arg, const struct agg_key *k, const struct agg_val *v, u
 	struct sample_val *sv;
 	int created;
 
-	export_side_ids(k, pp->side, &sk.pid, &sk.tid);
+	if (pp->fleet) {
+		/* the same stack and type in every thread and lock of a unit is one sample */
+		sk = (struct sample_key){ .stack = stack, .flags = k->flags };
+		if (pp->ctx->cgroups)
+			sk.unit = cgroups__group(pp->ctx->cgroups, k->pid, CGROUP_BY_UNIT);
+	} else {
+		export_side_ids(k, pp->side, &sk.pid, &sk.tid);
+	}
 	sv = htab__upsert(pp->samples, &sk, &created, NULL);
 	if (!sv)
 		return -ENOMEM;
-	if (created) {
+	if (created && pp->fleet) {
+		const struct ls_cgroup *cg = sk.unit ? cgroups__of(pp->ctx->cgroups, k->pid) : NULL;
+
+		snprintf(sv->unit, sizeof(sv->unit), "%s", cg ? cg->unit : "");
+	} else if (created) {
 		cJSON *lock = query__lock_json(pp->ctx, k);
 		const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(lock, "name"));
 		const char *addr = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(lock, "addr"));
@@ -286,12 +300,18 @@ static pb_sample *pp_sample(struct pprof *pp, const struct sample_key *sk, const
 	s->value[0] = llround(sv->count);
 	s->value[1] = llround(sv->delay_ns);
 	s->n_value = 2;
-	s->label[s->n_label++] = pp_label(pp, LBL_PID, NULL, sk->pid);
-	s->label[s->n_label++] = pp_label(pp, LBL_TID, NULL, sk->tid);
-	s->label[s->n_label++] = pp_label(pp, LBL_COMM, sv->comm, 0);
+	if (pp->fleet) {
+		if (sv->unit[0])
+			s->label[s->n_label++] = pp_label(pp, LBL_UNIT, sv->unit, 0);
+	} else {
+		s->label[s->n_label++] = pp_label(pp, LBL_PID, NULL, sk->pid);
+		s->label[s->n_label++] = pp_label(pp, LBL_TID, NULL, sk->tid);
+		s->label[s->n_label++] = pp_label(pp, LBL_COMM, sv->comm, 0);
+	}
 	s->label[s->n_label++] = pp_label(pp, LBL_KIND, sk->flags & LS_KIND_USER ? "user" : "kernel", 0);
 	s->label[s->n_label++] = pp_label(pp, LBL_TYPE, ls_lock_types[type].name, 0);
-	s->label[s->n_label++] = pp_label(pp, LBL_LOCK, sv->lock_name, 0);
+	if (!pp->fleet)
+		s->label[s->n_label++] = pp_label(pp, LBL_LOCK, sv->lock_name, 0);
 	return s;
 }
 
@@ -405,7 +425,7 @@ static void main_mapping_first(struct pprof *pp, uint32_t pid)
 int export__pprof(const struct agg_view *tab, const struct query *q, const struct query_ctx *ctx,
 		  enum ls_profile p, const struct export_span *span, struct export_buf *out)
 {
-	struct pprof pp = { .ctx = ctx, .side = export_side_of(p) };
+	struct pprof pp = { .ctx = ctx, .side = export_side_of(p), .fleet = span->fleet };
 	pb_profile prof = PERFTOOLS__PROFILES__PROFILE__INIT;
 	size_t iter = 0, n = 0, len;
 	const void *kp;

@@ -61,6 +61,29 @@ static void programs(FILE *f, const cJSON *progs, int bpf_stats)
 		       ls_json_num(p, "run_time_ns") / NSEC_PER_SEC);
 }
 
+/* The profiles pushed to each backend (status's "push", when configured), by what became of them. */
+static void push(FILE *f, const cJSON *backends)
+{
+	static const char *const results[] = { "sent", "dropped_queue_full", "dropped_rejected", "dropped_retries" };
+	const cJSON *b;
+	size_t i;
+
+	if (!cJSON_GetArraySize(backends))
+		return;
+	head(f, "lockscope_push_profiles_total", "counter",
+	     "profiles pushed to a fleet backend, by result: sent, or dropped (queue full, rejected, retries spent)");
+	cJSON_ArrayForEach(b, backends)
+		for (i = 0; i < sizeof(results) / sizeof(results[0]); i++)
+			fprintf(f, "lockscope_push_profiles_total{backend=\"%s\",result=\"%s\"} %.15g\n", b->string,
+				results[i] + (i ? strlen("dropped_") : 0), ls_json_num(b, results[i]));
+	head(f, "lockscope_push_failed_attempts_total", "counter", "pushes that failed and were tried again");
+	cJSON_ArrayForEach(b, backends)
+		sample(f, "lockscope_push_failed_attempts_total", "backend", b->string, ls_json_num(b, "attempts_failed"));
+	head(f, "lockscope_push_queued", "gauge", "profiles waiting to be pushed");
+	cJSON_ArrayForEach(b, backends)
+		sample(f, "lockscope_push_queued", "backend", b->string, ls_json_num(b, "queued"));
+}
+
 static int bpf_stats_enabled(void)
 {
 	FILE *f = fopen("/proc/sys/kernel/bpf_stats_enabled", "re");
@@ -115,6 +138,7 @@ void prom_write_status(FILE *f, const cJSON *st)
 	cJSON_ArrayForEach(d, ls_json_get(st, "dropped"))
 		sample(f, "lockscope_events_dropped_total", "reason", d->string, d->valuedouble);
 
+	push(f, ls_json_get(st, "push"));
 	programs(f, ls_json_get(st, "programs"), bpf_stats_enabled());
 	bool_set(f, "lockscope_feature_available", "1 if the kernel feature was found at start (lockscoped --check)",
 		 ls_json_get(st, "probes"), "feature", "name", "ok");

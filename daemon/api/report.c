@@ -388,3 +388,34 @@ cJSON *report_export_response(struct engine *e, const char *cmd, struct agg *agg
 	free(buf.data);
 	return o;
 }
+
+int engine__push_profile(struct engine *e, struct export_buf *out, uint64_t *start_unix_ns, uint64_t *end_unix_ns)
+{
+	struct query_ctx qc = engine_query_ctx(e, false);
+	uint64_t now_unix = ls_clock_ns(CLOCK_REALTIME), start;
+	struct agg_opts ao = { .max_keys = e->opts.max_keys, .start_ns = ls_now_ns() };
+	struct export_span span = { .start_unix_ns = e->push_start_unix_ns, .fleet = true };
+	struct agg_view *v;
+	struct agg *next;
+	struct query q;
+	int err;
+
+	if (!e->push_agg)
+		return -ENOENT;
+	engine_catch_up(e);	/* every wait ended by now is in the interval */
+	query__init(&q);	/* every type but idle waits for an event, as top shows */
+	q.cgroups = e->cgroups;
+	span.duration_ns = now_unix > span.start_unix_ns ? now_unix - span.start_unix_ns : 0;
+	if (!(next = agg__new(&ao)) || !(v = agg__view(e->push_agg, LS_WIN_ALL, &start))) {
+		agg__free(next);
+		return -ENOMEM;
+	}
+	err = export__pprof(v, &q, &qc, LS_PROFILE_BLOCK, &span, out);
+	agg_view__free(v);
+	/* the next interval starts now, whether this one was encoded or not */
+	agg__free(e->push_agg);
+	e->push_agg = next;
+	*start_unix_ns = e->push_start_unix_ns;
+	*end_unix_ns = e->push_start_unix_ns = now_unix;
+	return err;
+}

@@ -359,11 +359,13 @@ cJSON *engine__status(struct engine *e)
 	cJSON_AddNumberToObject(agg, "keys", agg__keys(e->agg));
 	cJSON_AddNumberToObject(agg, "folded_keys", agg__folded(e->agg));
 	cJSON_AddNumberToObject(agg, "mem_bytes", agg__mem_bytes(e->agg) + stacks__mem_bytes(e->stacks) +
-				usyms__mem_bytes(e->usyms));
+				usyms__mem_bytes(e->usyms) + (e->push_agg ? agg__mem_bytes(e->push_agg) : 0));
 	cJSON_AddNumberToObject(o, "rings", collector__nr_rings(e->coll));
 	cJSON_AddItemToObject(o, "cgroups", cgroups_json(e->cgroups));
 	if (e->config)
 		cJSON_AddItemToObject(o, "config", cJSON_Duplicate(e->config, true));
+	if (e->status_extra)
+		e->status_extra(e->status_extra_ctx, o);
 	return o;
 }
 

@@ -108,6 +108,22 @@ const struct ls_setting ls_settings[] = {
 	    "report: futex_wake_contention when kernel waits in futex code are this % of futex waiting"),
 	U32("report-work-min", ENG(diag.work_min_pct), 1, 100, LS_SET_RELOAD, "thresholds",
 	    "report: a kind of holder work (I/O, allocation, formatting...) named at this % of samples"),
+	STR("push-parca", CFG(push_parca), LS_SET_EMPTY | LS_SET_URL, "push",
+	    "push each interval's profile to this Parca (http[s]://HOST:7070; POST /api/profiles/writeraw); empty: off"),
+	STR("push-pyroscope", CFG(push_pyroscope), LS_SET_EMPTY | LS_SET_URL, "push",
+	    "push each interval's profile to this Pyroscope (http[s]://HOST:4040; POST /ingest); empty: off"),
+	U32("push-interval", CFG(push_interval), 1, 3600, 0, "push", "seconds each pushed profile covers"),
+	U32("push-queue", CFG(push_queue), 1, 1024, 0, "push",
+	    "profiles waiting per backend while it is slow or down; the oldest goes first (counted)"),
+	U32("push-timeout", CFG(push_timeout), 1, 300, 0, "push", "seconds one push may take, connection included"),
+	STR("push-bearer-token-file", CFG(push_bearer_token_file), LS_SET_EMPTY | LS_SET_ABSPATH, "push",
+	    "a file whose first line is the bearer token sent to the backends; empty: none"),
+	STR("push-basic-auth-file", CFG(push_basic_auth_file), LS_SET_EMPTY | LS_SET_ABSPATH, "push",
+	    "a file whose first line is USER:PASSWORD for basic auth; empty: none"),
+	STR("push-ca-file", CFG(push_ca_file), LS_SET_EMPTY | LS_SET_ABSPATH, "push",
+	    "the CA certificates (PEM) the backends' TLS certificates are checked against; empty: the system's"),
+	STR("push-app", CFG(push_app), 0, "push", "Pyroscope's application name and Parca's __name__ label"),
+	STR("push-host", CFG(push_host), LS_SET_EMPTY, "push", "the host label of the pushed profiles; empty: the host name"),
 };
 const int ls_nr_settings = sizeof(ls_settings) / sizeof(ls_settings[0]);
 
@@ -118,6 +134,10 @@ void ls_config__init(struct ls_config *c)
 	snprintf(c->socket, sizeof(c->socket), "%s", LS_DEFAULT_SOCKET);
 	snprintf(c->socket_group, sizeof(c->socket_group), "%s", LS_SOCKET_GROUP);
 	c->metrics_textfile_interval = LS_DEF_TEXTFILE_INTERVAL;
+	c->push_interval = LS_DEF_PUSH_INTERVAL;
+	c->push_queue = LS_DEF_PUSH_QUEUE;
+	c->push_timeout = LS_DEF_PUSH_TIMEOUT;
+	snprintf(c->push_app, sizeof(c->push_app), "%s", LS_DEF_PUSH_APP);
 }
 
 const struct ls_setting *ls_setting_find(const char *key)
@@ -157,6 +177,10 @@ static int apply_str(struct ls_config *c, const struct ls_setting *s, const char
 	}
 	if ((s->flags & LS_SET_LISTEN) && *value && metrics_parse_listen(value, &ss, &sslen)) {
 		snprintf(err, len, "%s: '%s' is not ADDR:PORT (127.0.0.1:9464, [::1]:9464)", s->key, value);
+		return -EINVAL;
+	}
+	if ((s->flags & LS_SET_URL) && *value && strncmp(value, "http://", 7) && strncmp(value, "https://", 8)) {
+		snprintf(err, len, "%s: '%s' is not an http:// or https:// URL", s->key, value);
 		return -EINVAL;
 	}
 	snprintf(str_field(c, s), LS_CONFIG_STR_MAX, "%s", value);

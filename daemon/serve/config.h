@@ -24,9 +24,25 @@ struct ls_config {
 	char metrics_listen[LS_CONFIG_STR_MAX];	/* ADDR:PORT of the metrics listener; "": off */
 	char metrics_textfile[LS_CONFIG_STR_MAX]; /* node_exporter textfile written; "": off */
 	uint32_t metrics_textfile_interval;	/* seconds between its writes */
+	/* profiles pushed to a fleet's backends (serve/push.h) */
+	char push_parca[LS_CONFIG_STR_MAX];	/* base URL; "": off */
+	char push_pyroscope[LS_CONFIG_STR_MAX];
+	uint32_t push_interval;			/* seconds each profile covers */
+	uint32_t push_queue;			/* profiles waiting per backend */
+	uint32_t push_timeout;			/* seconds per request */
+	char push_bearer_token_file[LS_CONFIG_STR_MAX];
+	char push_basic_auth_file[LS_CONFIG_STR_MAX];
+	char push_ca_file[LS_CONFIG_STR_MAX];
+	char push_app[LS_CONFIG_STR_MAX];	/* Pyroscope's application name, Parca's __name__ */
+	char push_host[LS_CONFIG_STR_MAX];	/* the host label; "": the host name */
 };
 
 #define LS_DEF_TEXTFILE_INTERVAL 15	/* node_exporter's usual scrape interval */
+/* a push every 15 s (Parca's and Pyroscope's agents' default), 16 of them (4 min) queued */
+#define LS_DEF_PUSH_INTERVAL 15
+#define LS_DEF_PUSH_QUEUE 16
+#define LS_DEF_PUSH_TIMEOUT 10
+#define LS_DEF_PUSH_APP "lockscope"
 
 enum ls_setting_type {
 	LS_SET_U32,
@@ -41,6 +57,7 @@ enum ls_setting_flags {
 	LS_SET_ABSPATH	= 1 << 4,	/* an absolute path */
 	LS_SET_EMPTY	= 1 << 5,	/* may be empty: off */
 	LS_SET_LISTEN	= 1 << 6,	/* ADDR:PORT */
+	LS_SET_URL	= 1 << 7,	/* http:// or https:// */
 };
 
 struct ls_setting {

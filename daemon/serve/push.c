@@ -1,0 +1,540 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The push threads: one per backend, each with its queue, its libcurl handle and its
+ * backoff. The event loop only ever takes a queue's mutex for a list operation.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <curl/curl.h>
+#include "api/engine.h"
+#include "api/export.h"
+#include "lib/clock.h"
+#include "lib/log.h"
+#include "serve/push.h"
+
+/* a profile is sent at most this many times, PUSH_BACKOFF_MIN_MS apart and doubling */
+#define PUSH_MAX_ATTEMPTS 5
+#define PUSH_BACKOFF_MIN_MS 1000
+#define PUSH_BACKOFF_MAX_MS 60000
+/* a backend's answer kept for the error message */
+#define PUSH_ANSWER_MAX 120
+/* the connection's share of a request's time */
+#define PUSH_CONNECT_TIMEOUT_S 5
+
+struct item {
+	struct item *next;
+	void *data;
+	size_t len;
+	uint64_t start_unix_ns, end_unix_ns;
+	uint32_t attempts;
+};
+
+struct sink {
+	enum push_sink kind;
+	struct push *p;
+	char url[PUSH_STR_MAX];
+	pthread_t thread;
+	bool started;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct item *head, *tail;	/* the oldest first */
+	struct push_stats st;
+};
+
+struct push {
+	uint32_t queue, timeout_s;
+	char auth_header[512];		/* "Authorization: Bearer ..."; "" none */
+	char userpwd[384];		/* basic auth; "" none */
+	char ca_file[PUSH_STR_MAX];
+	char host[128], app[64];
+	bool stop;			/* under every sink's mutex; read unlocked by curl's progress check */
+	struct sink sinks[PUSH_SINKS];
+};
+
+static const char *const sink_names[PUSH_SINKS] = { "parca", "pyroscope" };
+
+const char *push_sink_name(enum push_sink s)
+{
+	return s < PUSH_SINKS ? sink_names[s] : "?";
+}
+
+/* The first line of @path into @buf; -errno. Credentials live in files, not in the config. */
+static int read_secret(const char *path, char *buf, size_t len)
+{
+	FILE *f = fopen(path, "re");
+	size_t n;
+
+	if (!f)
+		return -errno;
+	if (!fgets(buf, len, f)) {
+		fclose(f);
+		return -ENODATA;
+	}
+	fclose(f);
+	n = strcspn(buf, "\r\n");
+	buf[n] = 0;
+	return n ? 0 : -ENODATA;
+}
+
+static void item_free(struct item *it)
+{
+	if (it) {
+		free(it->data);
+		free(it);
+	}
+}
+
+static bool stopping(const struct push *p)
+{
+	return __atomic_load_n(&p->stop, __ATOMIC_RELAXED);
+}
+
+/* ---- one request ---- */
+
+struct answer {
+	char text[PUSH_ANSWER_MAX];
+	size_t len;
+};
+
+static size_t keep_answer(char *ptr, size_t size, size_t nmemb, void *arg)
+{
+	struct answer *a = arg;
+	size_t n = size * nmemb, room = sizeof(a->text) - 1 - a->len;
+
+	memcpy(a->text + a->len, ptr, n < room ? n : room);
+	a->len += n < room ? n : room;
+	a->text[a->len] = 0;
+	return n;
+}
+
+/* curl's progress callback: a request in flight ends when the daemon stops */
+static int abort_on_stop(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow)
+{
+	const struct push *p = arg;
+
+	(void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
+	return stopping(p);
+}
+
+/* Pyroscope's label values: letters, digits, '.', '-' and '_' (anything else '_'). */
+static void label_safe(char *out, size_t len, const char *in)
+{
+	size_t i;
+
+	for (i = 0; in[i] && i + 1 < len; i++) {
+		char c = in[i];
+
+		out[i] = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+			 c == '.' || c == '-' || c == '_' ? c : '_';
+	}
+	out[i] = 0;
+}
+
+/* Parca: the gRPC gateway's WriteRaw, one series labelled by host, the profile in base64. */
+static char *parca_body(const struct push *p, const struct item *it)
+{
+	cJSON *req = cJSON_CreateObject(), *series, *s, *labels, *arr, *l, *samples, *sample;
+	char *b64 = export__base64(it->data, it->len), *body = NULL, name[96];
+	const char *pairs[][2] = { { "__name__", name }, { "host", p->host } };
+	size_t i;
+
+	snprintf(name, sizeof(name), "%s", p->app);
+	if (!req || !b64)
+		goto out;
+	series = cJSON_AddArrayToObject(req, "series");
+	s = cJSON_CreateObject();
+	cJSON_AddItemToArray(series, s);
+	labels = cJSON_AddObjectToObject(s, "labels");
+	arr = cJSON_AddArrayToObject(labels, "labels");
+	for (i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
+		l = cJSON_CreateObject();
+		cJSON_AddStringToObject(l, "name", pairs[i][0]);
+		cJSON_AddStringToObject(l, "value", pairs[i][1]);
+		cJSON_AddItemToArray(arr, l);
+	}
+	samples = cJSON_AddArrayToObject(s, "samples");
+	sample = cJSON_CreateObject();
+	cJSON_AddStringToObject(sample, "rawProfile", b64);
+	cJSON_AddItemToArray(samples, sample);
+	/* our frames are symbolized and our addresses file offsets already */
+	cJSON_AddBoolToObject(req, "normalized", true);
+	body = cJSON_PrintUnformatted(req);
+out:
+	free(b64);
+	cJSON_Delete(req);
+	return body;
+}
+
+enum send_result { SENT, RETRY, REJECTED };
+
+static enum send_result send_one(struct sink *s, CURL *c, const struct item *it, char *err, size_t err_len)
+{
+	const struct push *p = s->p;
+	struct curl_slist *headers = NULL;
+	char url[1024], host[128], *body = NULL;
+	struct answer answer = {};
+	enum send_result res = RETRY;
+	long code = 0;
+	CURLcode rc;
+
+	curl_easy_reset(c);
+	if (s->kind == PUSH_PARCA) {
+		snprintf(url, sizeof(url), "%s/api/profiles/writeraw", s->url);
+		if (!(body = parca_body(p, it))) {
+			snprintf(err, err_len, "out of memory");
+			return RETRY;
+		}
+		headers = curl_slist_append(headers, "Content-Type: application/json");
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
+		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
+	} else {
+		/* name=APP{host=H}, the interval in Unix seconds; the sample types name the series */
+		char name[256], *enc;
+
+		label_safe(host, sizeof(host), p->host);
+		snprintf(name, sizeof(name), "%s{host=%s}", p->app, host);
+		enc = curl_easy_escape(c, name, 0);
+		snprintf(url, sizeof(url), "%s/ingest?name=%s&from=%llu&until=%llu&format=pprof&spyName=lockscope",
+			 s->url, enc ? enc : "", (unsigned long long)(it->start_unix_ns / NSEC_PER_SEC),
+			 (unsigned long long)(it->end_unix_ns / NSEC_PER_SEC));
+		curl_free(enc);
+		headers = curl_slist_append(headers, "Content-Type: application/octet-stream");
+		curl_easy_setopt(c, CURLOPT_POSTFIELDS, it->data);
+		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)it->len);
+	}
+	if (p->auth_header[0])
+		headers = curl_slist_append(headers, p->auth_header);
+	curl_easy_setopt(c, CURLOPT_URL, url);
+	curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
+	curl_easy_setopt(c, CURLOPT_USERAGENT, "lockscoped/" LS_VERSION);
+	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(c, CURLOPT_TIMEOUT, (long)p->timeout_s);
+	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, (long)(p->timeout_s < PUSH_CONNECT_TIMEOUT_S ?
+								p->timeout_s : PUSH_CONNECT_TIMEOUT_S));
+	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, keep_answer);
+	curl_easy_setopt(c, CURLOPT_WRITEDATA, &answer);
+	curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+	curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, abort_on_stop);
+	curl_easy_setopt(c, CURLOPT_XFERINFODATA, (void *)p);
+	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+	if (p->userpwd[0]) {
+		curl_easy_setopt(c, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
+		curl_easy_setopt(c, CURLOPT_USERPWD, p->userpwd);
+	}
+	if (p->ca_file[0])
+		curl_easy_setopt(c, CURLOPT_CAINFO, p->ca_file);
+	rc = curl_easy_perform(c);
+	if (rc != CURLE_OK) {
+		snprintf(err, err_len, "%s", curl_easy_strerror(rc));
+	} else {
+		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+		if (code >= 200 && code < 300)
+			res = SENT;
+		else
+			/* too many requests and server errors pass; other refusals would repeat */
+			res = code == 429 || code >= 500 ? RETRY : REJECTED;
+		if (res != SENT)
+			snprintf(err, err_len, "HTTP %ld: %.*s", code, (int)strcspn(answer.text, "\r\n"), answer.text);
+	}
+	curl_slist_free_all(headers);
+	free(body);
+	return res;
+}
+
+/* ---- the queues ---- */
+
+/* With @s->mu held: @it at the tail (or, retried, at the head); a full queue loses its oldest. */
+static void enqueue(struct sink *s, struct item *it, bool front)
+{
+	if (front) {
+		it->next = s->head;
+		s->head = it;
+		if (!s->tail)
+			s->tail = it;
+	} else {
+		it->next = NULL;
+		if (s->tail)
+			s->tail->next = it;
+		else
+			s->head = it;
+		s->tail = it;
+	}
+	if (++s->st.queued > s->p->queue) {
+		struct item *old = s->head;
+
+		s->head = old->next;
+		if (!s->head)
+			s->tail = NULL;
+		s->st.queued--;
+		s->st.dropped_queue_full++;
+		item_free(old);
+	}
+}
+
+static struct item *dequeue(struct sink *s)
+{
+	struct item *it = s->head;
+
+	if (it) {
+		s->head = it->next;
+		if (!s->head)
+			s->tail = NULL;
+		s->st.queued--;
+	}
+	return it;
+}
+
+static void *sink_main(void *arg)
+{
+	struct sink *s = arg;
+	struct push *p = s->p;
+	uint64_t backoff_ms = 0;
+	CURL *c = curl_easy_init();
+	char err[sizeof(s->st.last_error)];
+
+	pthread_mutex_lock(&s->mu);
+	while (!stopping(p)) {
+		struct item *it;
+		enum send_result res;
+
+		if (!(it = dequeue(s))) {
+			pthread_cond_wait(&s->cv, &s->mu);
+			continue;
+		}
+		pthread_mutex_unlock(&s->mu);
+		res = c ? send_one(s, c, it, err, sizeof(err)) : RETRY;
+		if (!c)
+			snprintf(err, sizeof(err), "libcurl could not start");
+		pthread_mutex_lock(&s->mu);
+		if (res == SENT) {
+			s->st.sent++;
+			s->st.last_error[0] = 0;
+			backoff_ms = 0;
+			item_free(it);
+			continue;
+		}
+		snprintf(s->st.last_error, sizeof(s->st.last_error), "%s", err);
+		if (res == REJECTED) {
+			s->st.dropped_rejected++;
+			item_free(it);
+			continue;
+		}
+		s->st.attempts_failed++;
+		if (++it->attempts >= PUSH_MAX_ATTEMPTS) {
+			s->st.dropped_retries++;
+			item_free(it);
+		} else {
+			enqueue(s, it, true);
+		}
+		/* wait before the next try; new profiles queue meanwhile, a stop ends it */
+		backoff_ms = backoff_ms ? backoff_ms * 2 : PUSH_BACKOFF_MIN_MS;
+		if (backoff_ms > PUSH_BACKOFF_MAX_MS)
+			backoff_ms = PUSH_BACKOFF_MAX_MS;
+		{
+			struct timespec until;
+			uint64_t t;
+
+			clock_gettime(CLOCK_MONOTONIC, &until);
+			t = until.tv_sec * NSEC_PER_SEC + until.tv_nsec + backoff_ms * NSEC_PER_MSEC;
+			until.tv_sec = t / NSEC_PER_SEC;
+			until.tv_nsec = t % NSEC_PER_SEC;
+			while (!stopping(p) && pthread_cond_timedwait(&s->cv, &s->mu, &until) != ETIMEDOUT)
+				;
+		}
+	}
+	pthread_mutex_unlock(&s->mu);
+	curl_easy_cleanup(c);
+	return NULL;
+}
+
+/* ---- the object ---- */
+
+static int url_ok(const char *url)
+{
+	return !strncmp(url, "http://", 7) || !strncmp(url, "https://", 8);
+}
+
+int push__new(const struct push_opts *opts, struct push **out, char *err, size_t err_len)
+{
+	struct push *p = calloc(1, sizeof(*p));
+	char secret[384];
+	pthread_condattr_t ca;
+	int i, ret;
+
+	if (!p)
+		return -ENOMEM;
+	p->queue = opts->queue;
+	p->timeout_s = opts->timeout_s;
+	snprintf(p->app, sizeof(p->app), "%s", opts->app && *opts->app ? opts->app : "lockscope");
+	if (opts->host && *opts->host)
+		snprintf(p->host, sizeof(p->host), "%s", opts->host);
+	else if (gethostname(p->host, sizeof(p->host) - 1))
+		snprintf(p->host, sizeof(p->host), "unknown");
+	if (opts->ca_file)
+		snprintf(p->ca_file, sizeof(p->ca_file), "%s", opts->ca_file);
+	if (opts->bearer_token_file && *opts->bearer_token_file) {
+		if ((ret = read_secret(opts->bearer_token_file, secret, sizeof(secret)))) {
+			snprintf(err, err_len, "push-bearer-token-file %s: %s (one line: the token)",
+				 opts->bearer_token_file, strerror(-ret));
+			goto fail;
+		}
+		snprintf(p->auth_header, sizeof(p->auth_header), "Authorization: Bearer %s", secret);
+	}
+	if (opts->basic_auth_file && *opts->basic_auth_file) {
+		if ((ret = read_secret(opts->basic_auth_file, secret, sizeof(secret))) || !strchr(secret, ':')) {
+			snprintf(err, err_len, "push-basic-auth-file %s: %s (one line: user:password)",
+				 opts->basic_auth_file, ret ? strerror(-ret) : "no ':'");
+			ret = ret ? ret : -EINVAL;
+			goto fail;
+		}
+		snprintf(p->userpwd, sizeof(p->userpwd), "%s", secret);
+	}
+	explicit_bzero(secret, sizeof(secret));
+	for (i = 0; i < PUSH_SINKS; i++)
+		if (opts->url[i] && *opts->url[i] && !url_ok(opts->url[i])) {
+			snprintf(err, err_len, "push-%s '%s': an http:// or https:// URL", sink_names[i], opts->url[i]);
+			ret = -EINVAL;
+			goto fail;
+		}
+	/* before any thread: curl's global set-up is not thread-safe */
+	if (curl_global_init(CURL_GLOBAL_DEFAULT)) {
+		snprintf(err, err_len, "libcurl could not start");
+		ret = -ENOMEM;
+		goto fail;
+	}
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	for (i = 0; i < PUSH_SINKS; i++) {
+		struct sink *s = &p->sinks[i];
+		size_t n;
+
+		s->kind = i;
+		s->p = p;
+		pthread_mutex_init(&s->mu, NULL);
+		pthread_cond_init(&s->cv, &ca);
+		if (!opts->url[i] || !*opts->url[i])
+			continue;
+		snprintf(s->url, sizeof(s->url), "%s", opts->url[i]);
+		n = strlen(s->url);
+		while (n && s->url[n - 1] == '/')	/* the paths are appended */
+			s->url[--n] = 0;
+		if ((ret = -pthread_create(&s->thread, NULL, sink_main, s))) {
+			snprintf(err, err_len, "cannot start the %s push thread: %s", sink_names[i], strerror(-ret));
+			pthread_condattr_destroy(&ca);
+			goto fail;
+		}
+		s->started = true;
+	}
+	pthread_condattr_destroy(&ca);
+	*out = p;
+	return 0;
+fail:
+	explicit_bzero(secret, sizeof(secret));
+	push__free(p);
+	return ret;
+}
+
+void push__free(struct push *p)
+{
+	int i;
+
+	if (!p)
+		return;
+	for (i = 0; i < PUSH_SINKS; i++) {
+		pthread_mutex_lock(&p->sinks[i].mu);
+		__atomic_store_n(&p->stop, true, __ATOMIC_RELAXED);
+		pthread_cond_broadcast(&p->sinks[i].cv);
+		pthread_mutex_unlock(&p->sinks[i].mu);
+	}
+	for (i = 0; i < PUSH_SINKS; i++) {
+		struct sink *s = &p->sinks[i];
+		struct item *it;
+
+		if (s->started)
+			pthread_join(s->thread, NULL);
+		while ((it = dequeue(s)))
+			item_free(it);
+		pthread_mutex_destroy(&s->mu);
+		pthread_cond_destroy(&s->cv);
+	}
+	explicit_bzero(p->auth_header, sizeof(p->auth_header));
+	explicit_bzero(p->userpwd, sizeof(p->userpwd));
+	free(p);
+}
+
+int push__enabled(const struct push *p, enum push_sink s)
+{
+	return p && s < PUSH_SINKS && p->sinks[s].started;
+}
+
+int push__submit(struct push *p, const void *data, size_t len, uint64_t start_unix_ns, uint64_t end_unix_ns)
+{
+	int i, err = 0;
+
+	for (i = 0; i < PUSH_SINKS; i++) {
+		struct sink *s = &p->sinks[i];
+		struct item *it;
+
+		if (!s->started)
+			continue;
+		it = calloc(1, sizeof(*it));
+		if (!it || !(it->data = malloc(len ? len : 1))) {
+			free(it);
+			pthread_mutex_lock(&s->mu);
+			s->st.dropped_queue_full++;	/* no room for it, as a full queue */
+			pthread_mutex_unlock(&s->mu);
+			err = -ENOMEM;
+			continue;
+		}
+		memcpy(it->data, data, len);
+		it->len = len;
+		it->start_unix_ns = start_unix_ns;
+		it->end_unix_ns = end_unix_ns;
+		pthread_mutex_lock(&s->mu);
+		enqueue(s, it, false);
+		pthread_cond_signal(&s->cv);
+		pthread_mutex_unlock(&s->mu);
+	}
+	return err;
+}
+
+void push__stats(struct push *p, enum push_sink s, struct push_stats *st)
+{
+	pthread_mutex_lock(&p->sinks[s].mu);
+	*st = p->sinks[s].st;
+	pthread_mutex_unlock(&p->sinks[s].mu);
+}
+
+cJSON *push__json(struct push *p)
+{
+	cJSON *o = cJSON_CreateObject();
+	int i;
+
+	for (i = 0; p && i < PUSH_SINKS; i++) {
+		struct push_stats st;
+		cJSON *s;
+
+		if (!p->sinks[i].started)
+			continue;
+		push__stats(p, i, &st);
+		s = cJSON_AddObjectToObject(o, sink_names[i]);
+		cJSON_AddStringToObject(s, "url", p->sinks[i].url);
+		cJSON_AddNumberToObject(s, "sent", st.sent);
+		cJSON_AddNumberToObject(s, "queued", st.queued);
+		cJSON_AddNumberToObject(s, "attempts_failed", st.attempts_failed);
+		cJSON_AddNumberToObject(s, "dropped_queue_full", st.dropped_queue_full);
+		cJSON_AddNumberToObject(s, "dropped_rejected", st.dropped_rejected);
+		cJSON_AddNumberToObject(s, "dropped_retries", st.dropped_retries);
+		if (st.last_error[0])
+			cJSON_AddStringToObject(s, "last_error", st.last_error);
+		else
+			cJSON_AddNullToObject(s, "last_error");
+	}
+	return o;
+}

@@ -1,0 +1,211 @@
+"""Continuous profiles pushed to a fleet's backends, against receivers in the test that
+check the requests the way the backends read them:
+
+- Pyroscope's `POST /ingest` (not on the Go module proxy): the method, the query parameters
+  (name with the host label, from/until, format=pprof), the content type, and a body that
+  `go tool pprof` reads as a contention profile, its samples labelled by unit, kind and
+  type only (no pids, threads or addresses: a backend makes series of sample labels);
+- Parca's `POST /api/profiles/writeraw` (gRPC gateway JSON): the series' labels and the
+  base64 profile inside;
+- a backend that is down: lockscoped keeps serving, counts every failed attempt and every
+  profile it drops, and its queue stays at its bound.
+
+The seed-004 server runs in a cgroup of its own, so its samples are told apart by their unit
+label from the host's; their contentions, summed over every profile pushed, are the
+server's own as `top` counts them."""
+import base64
+import gzip
+import http.server
+import json
+import os
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.parse
+
+from conftest import LOCKSCOPED, Workload, require_bpf, require_tool, start_daemon, stop_daemon
+from test_cgroups import Cgroup
+
+UNIT = "seed004-push.service"
+# futex sleeps the server makes: enough that a lost interval would show
+MIN_SLEEPS = 3000
+
+
+class Receiver:
+    """An HTTP server on loopback keeping every request; answers @status."""
+
+    def __init__(self, status=200):
+        self.requests, self.status = [], status
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                outer.requests.append({"method": "POST", "path": self.path, "headers": dict(self.headers),
+                                       "body": body})
+                self.send_response(outer.status)
+                self.end_headers()
+                self.wfile.write(b"{}" if outer.status == 200 else b"bad request: no such tenant")
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def pprof_raw(data):
+    """`go tool pprof -raw` of a gzip'd profile: its sample types and (count, delay, labels)."""
+    require_tool("go")
+    assert gzip.decompress(data), "a gzip'd protobuf"
+    with tempfile.NamedTemporaryFile(suffix=".pb.gz", delete=False) as f:
+        f.write(data)
+    try:
+        out = subprocess.run(["go", "tool", "pprof", "-raw", f.name], capture_output=True, text=True,
+                             timeout=120, check=True).stdout
+    finally:
+        os.unlink(f.name)
+    lines = out.splitlines()
+    types = lines[lines.index("Samples:") + 1].split()
+    samples = []
+    for i, line in enumerate(lines):
+        parts = line.split()
+        if len(parts) >= 3 and parts[0].isdigit() and parts[1].rstrip(":").isdigit() and parts[1].endswith(":"):
+            labels = dict(kv.split(":[", 1) for kv in lines[i + 1].split())
+            samples.append((int(parts[0]), int(parts[1][:-1]), {k: v.rstrip("]") for k, v in labels.items()}))
+    return types, samples
+
+
+def push_daemon(*args):
+    require_bpf()
+    return start_daemon(("--push-interval=1", *args))
+
+
+def run_server_in_unit(d):
+    cg = Cgroup(f"/lockscope-test.slice/{UNIT}")
+    try:
+        w = Workload("mutex_server", "--until", str(MIN_SLEEPS), "--workers", "4", cgroup=cg.dir)
+        w.go()
+        w.wait()
+        rows = d.cli_json("top", "-w", "all", "--kind", "user", "-p", str(w.pid), "-t")["rows"]
+        time.sleep(3)  # the last interval pushed
+        return sum(r["contended"] for r in rows)
+    finally:
+        cg.remove()
+
+
+def test_pyroscope_ingest_contract():
+    recv = Receiver()
+    d = push_daemon(f"--push-pyroscope={recv.url}", "--push-host=node-7")
+    try:
+        contended = run_server_in_unit(d)
+        st = d.call({"cmd": "status"})["push"]["pyroscope"]
+    finally:
+        rc, log = stop_daemon(d)
+        recv.close()
+    assert rc == 0, log
+    assert st["sent"] == len(recv.requests) >= 3 and st["last_error"] is None, st
+    pushed, until = 0, None
+    for r in recv.requests:
+        url = urllib.parse.urlsplit(r["path"])
+        q = urllib.parse.parse_qs(url.query, strict_parsing=True)
+        assert url.path == "/ingest" and r["method"] == "POST"
+        assert q["name"] == ["lockscope{host=node-7}"] and q["format"] == ["pprof"] and q["spyName"] == ["lockscope"]
+        start, end = int(q["from"][0]), int(q["until"][0])
+        assert 0 <= end - start <= 3, (start, end)  # an interval of 1 s, taken at 1-s ticks
+        assert until is None or start == until, "intervals follow each other without a gap"
+        until = end
+        assert r["headers"]["Content-Type"] == "application/octet-stream"
+        assert r["headers"]["User-Agent"].startswith("lockscoped/")
+        types, samples = pprof_raw(r["body"])
+        assert types == ["contentions/count", "delay/nanoseconds"]
+        for count, delay, labels in samples:
+            assert set(labels) <= {"unit", "kind", "type"}, labels
+            if labels.get("unit") == UNIT and labels["kind"] == "user":  # its kernel waits too, not compared
+                assert labels["type"] == "futex:mutex", labels
+                pushed += count
+    print(f"pushed {pushed} contentions of {UNIT}; top counted {contended}")
+    # per-caller samples are the exact figures shared among sampled stacks, each rounded
+    assert abs(pushed - contended) <= max(5, 0.01 * contended), (pushed, contended)
+
+
+def test_parca_writeraw_contract():
+    recv = Receiver()
+    d = push_daemon(f"--push-parca={recv.url}/", "--push-host=node-7", "--push-app=locks")
+    try:
+        run_server_in_unit(d)
+    finally:
+        rc, log = stop_daemon(d)
+        recv.close()
+    assert rc == 0, log
+    assert len(recv.requests) >= 3
+    units = set()
+    for r in recv.requests:
+        assert r["path"] == "/api/profiles/writeraw" and r["headers"]["Content-Type"] == "application/json"
+        req = json.loads(r["body"])
+        assert req["normalized"] is True and len(req["series"]) == 1
+        series = req["series"][0]
+        assert series["labels"]["labels"] == [{"name": "__name__", "value": "locks"}, {"name": "host", "value": "node-7"}]
+        assert len(series["samples"]) == 1
+        types, samples = pprof_raw(base64.b64decode(series["samples"][0]["rawProfile"]))
+        assert types == ["contentions/count", "delay/nanoseconds"]
+        units |= {labels.get("unit") for _, _, labels in samples}
+    assert UNIT in units
+
+
+def free_port():
+    """A loopback port nothing listens on: connections to it are refused at once."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def test_backend_down_or_refusing_loses_nothing_silently(tmp_path):
+    token = tmp_path / "token"
+    token.write_text("s3cret\n")
+    refusing = Receiver(status=400)
+    d = push_daemon(f"--push-pyroscope=http://127.0.0.1:{free_port()}", f"--push-parca={refusing.url}",
+                    "--push-queue=3", "--push-timeout=2", f"--push-bearer-token-file={token}")
+    try:
+        time.sleep(12)
+        st = d.call({"cmd": "status"})
+        down, refused = st["push"]["pyroscope"], st["push"]["parca"]
+        # the loop kept serving while the threads failed
+        assert d.cli_json("top", "-w", "10s")["cmd"] == "top"
+        metrics = d.cli("export", "-F", "prometheus").stdout
+        table = d.cli("status").stdout
+    finally:
+        rc, log = stop_daemon(d)
+        refusing.close()
+    assert rc == 0, log
+    print(down, refused)
+    # down: every profile is tried again with backoff (1, 2, 4 s...) while new ones queue;
+    # the queue holds 3 at most and what it loses is counted
+    assert down["sent"] == 0 and down["attempts_failed"] >= 3 and down["queued"] <= 3
+    assert "Couldn't connect" in down["last_error"] or "refused" in down["last_error"], down
+    assert down["dropped_queue_full"] + down["dropped_retries"] >= 4, down
+    # refusing (400): each profile is dropped at once as rejected, with the answer's text
+    assert refused["sent"] == 0 and refused["dropped_rejected"] == len(refusing.requests) >= 8
+    assert refused["last_error"] == "HTTP 400: bad request: no such tenant"
+    assert all(r["headers"]["Authorization"] == "Bearer s3cret" for r in refusing.requests)
+    assert 'lockscope_push_profiles_total{backend="parca",result="rejected"}' in metrics
+    assert 'lockscope_push_queued{backend="pyroscope"}' in metrics
+    assert f"push parca {refusing.url}: 0 sent" in table and "last error: HTTP 400" in table, table
+
+
+def test_bad_push_settings_say_what_to_do(tmp_path):
+    for args, msg in ((("--push-parca=ftp://parca:7070",), "push-parca: 'ftp://parca:7070' is not an http:// or https:// URL"),
+                      (("--push-pyroscope=http://p:4040", f"--push-basic-auth-file={tmp_path}/none"),
+                       f"push-basic-auth-file {tmp_path}/none: No such file or directory (one line: user:password)")):
+        p = subprocess.run([LOCKSCOPED, "--socket", str(tmp_path / "s.sock"), *args], capture_output=True, text=True,
+                           timeout=60)
+        assert p.returncode != 0 and msg in p.stderr, (args, p.stderr)
