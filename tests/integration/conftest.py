@@ -189,17 +189,22 @@ def start_daemon(extra_args=(), sock=None, wrap=(), env=None):
                             env=env)
     d = Daemon(sock, proc, log)
     deadline = time.time() + 30
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            log.seek(0)
-            raise AssertionError(f"lockscoped exited {proc.returncode}: {log.read()}")
-        try:
-            if d.call({"cmd": "status"}).get("cmd") == "status":
-                return d
-        except OSError:
-            time.sleep(0.1)
-    proc.kill()
-    raise AssertionError("lockscoped did not answer within 30 s")
+    try:
+        while time.time() < deadline:
+            if proc.poll() is not None:
+                log.seek(0)
+                raise AssertionError(f"lockscoped exited {proc.returncode}: {log.read()}")
+            try:
+                if d.call({"cmd": "status"}).get("cmd") == "status":
+                    return d
+            except OSError:
+                time.sleep(0.1)
+        raise AssertionError("lockscoped did not answer within 30 s")
+    except BaseException:
+        # whatever went wrong (a status outside the schema too), no daemon is left behind
+        proc.kill()
+        proc.wait()
+        raise
 
 
 def stop_daemon(d):

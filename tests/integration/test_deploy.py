@@ -76,7 +76,7 @@ def test_metrics_agree_with_status(metrics_daemon):
     # no stack or address labels, ever
     labels = {k for f in fams.values() for s in f.samples for k in s.labels}
     assert labels <= {"source", "reason", "program", "feature", "result", "version",
-                      "kind", "type", "comm", "le"}, labels
+                      "kind", "type", "comm", "unit", "backend", "le"}, labels
 
 
 def test_metrics_listener_answers_only_metrics(metrics_daemon):
