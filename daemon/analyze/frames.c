@@ -276,6 +276,12 @@ static cJSON *ulock_json(const struct query_ctx *ctx, const struct agg_key *k)
 	return lock;
 }
 
+/* @v, or NULL (null in the JSON) when the row's processes differ in it or it is "" */
+static const char *known(const char *v, bool differ)
+{
+	return differ || !*v ? NULL : v;
+}
+
 void query__add_cgroup(cJSON *o, const struct query_ctx *ctx, uint32_t pid, const bool many[CGROUP_BY_MAX])
 {
 	const struct ls_cgroup *c = ctx->cgroups ? cgroups__of(ctx->cgroups, pid) : NULL;
@@ -292,22 +298,10 @@ void query__add_cgroup(cJSON *o, const struct query_ctx *ctx, uint32_t pid, cons
 		cJSON_AddNullToObject(g, "id");
 	else
 		cJSON_AddNumberToObject(g, "id", c->id);
-	if (by_cgroup)
-		cJSON_AddNullToObject(g, "path");
-	else
-		cJSON_AddStringToObject(g, "path", c->path);
-	if ((many && many[CGROUP_BY_UNIT]) || !c->unit[0])
-		cJSON_AddNullToObject(g, "unit");
-	else
-		cJSON_AddStringToObject(g, "unit", c->unit);
-	if (by_cgroup || !c->container[0])
-		cJSON_AddNullToObject(g, "container");
-	else
-		cJSON_AddStringToObject(g, "container", c->container);
-	if ((many && many[CGROUP_BY_POD]) || !c->pod[0])
-		cJSON_AddNullToObject(g, "pod");
-	else
-		cJSON_AddStringToObject(g, "pod", c->pod);
+	add_str_or_null(g, "path", known(c->path, by_cgroup));
+	add_str_or_null(g, "unit", known(c->unit, many && many[CGROUP_BY_UNIT]));
+	add_str_or_null(g, "container", known(c->container, by_cgroup));
+	add_str_or_null(g, "pod", known(c->pod, many && many[CGROUP_BY_POD]));
 }
 
 cJSON *query__lock_json(const struct query_ctx *ctx, const struct agg_key *k)
