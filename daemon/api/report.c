@@ -347,7 +347,7 @@ cJSON *report_export_response(struct engine *e, const char *cmd, struct agg *agg
 			      bool kernel_addrs)
 {
 	struct query_ctx qc = engine_query_ctx(e, kernel_addrs);
-	struct export_span span;
+	struct export_span span = {};
 	struct export_buf buf = {};
 	uint64_t start;
 	struct agg_view *t;
