@@ -63,7 +63,7 @@ CARGO_RUN = $(if $(findstring /,$(CARGO)),PATH="$(dir $(CARGO)):$$PATH") $(CARGO
 RUST_DIR := $(if $(filter 1,$(SAN) $(FUZZ)),build/rust,$(OUTPUT)/rust)
 RUST_LIB := $(RUST_DIR)/release/liblockscope_rs.a
 BLAZESYM_INC := $(RUST_DIR)/include
-LIBS := -lbpf -ldw -lelf -lz -lcjson -lprotobuf-c -lcurl -lresolv -lm $(RUST_LIB) -lpthread -ldl
+LIBS := -lbpf -ldw -lelf -lz -lcjson -lprotobuf-c -lresolv -lm $(RUST_LIB) -lpthread -ldl
 BPF_CFLAGS := -g -O2 -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) $(WARN) -Wno-unused-function -Wno-unused-parameter \
 	      -I$(OUTPUT) -Ibpf
 

@@ -3,6 +3,7 @@
  * The push threads: one per backend, each with its queue, its libcurl handle and its
  * backoff. The event loop only ever takes a queue's mutex for a list operation.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -26,6 +27,60 @@
 #define PUSH_ANSWER_MAX 120
 /* the connection's share of a request's time */
 #define PUSH_CONNECT_TIMEOUT_S 5
+/*
+ * Opened only when a push is configured: libcurl's dependencies (OpenSSL, GnuTLS,
+ * Kerberos, LDAP, nghttp2...) are 5.5 MB of every daemon's RSS once linked, push or not.
+ */
+#define LIBCURL "libcurl.so.4"
+
+static struct {
+	CURLcode (*global_init)(long);
+	CURL *(*easy_init)(void);
+	void (*easy_reset)(CURL *);
+	CURLcode (*easy_setopt)(CURL *, CURLoption, ...);
+	CURLcode (*easy_perform)(CURL *);
+	CURLcode (*easy_getinfo)(CURL *, CURLINFO, ...);
+	void (*easy_cleanup)(CURL *);
+	const char *(*easy_strerror)(CURLcode);
+	char *(*easy_escape)(CURL *, const char *, int);
+	void (*free)(void *);
+	struct curl_slist *(*slist_append)(struct curl_slist *, const char *);
+	void (*slist_free_all)(struct curl_slist *);
+} cu;
+
+/* libcurl's functions into cu, once: -ENOENT when it is not installed (libcurl4). */
+static int open_libcurl(char *err, size_t err_len)
+{
+	void *h;
+
+	if (cu.global_init)
+		return 0;
+	if (!(h = dlopen(LIBCURL, RTLD_NOW | RTLD_LOCAL))) {
+		snprintf(err, err_len, "pushing needs libcurl: %s (install libcurl4)", dlerror());
+		return -ENOENT;
+	}
+	cu.easy_init = dlsym(h, "curl_easy_init");
+	cu.easy_reset = dlsym(h, "curl_easy_reset");
+	cu.easy_setopt = dlsym(h, "curl_easy_setopt");
+	cu.easy_perform = dlsym(h, "curl_easy_perform");
+	cu.easy_getinfo = dlsym(h, "curl_easy_getinfo");
+	cu.easy_cleanup = dlsym(h, "curl_easy_cleanup");
+	cu.easy_strerror = dlsym(h, "curl_easy_strerror");
+	cu.easy_escape = dlsym(h, "curl_easy_escape");
+	cu.free = dlsym(h, "curl_free");
+	cu.slist_append = dlsym(h, "curl_slist_append");
+	cu.slist_free_all = dlsym(h, "curl_slist_free_all");
+	cu.global_init = dlsym(h, "curl_global_init");
+	if (!cu.easy_init || !cu.easy_reset || !cu.easy_setopt || !cu.easy_perform || !cu.easy_getinfo ||
+	    !cu.easy_cleanup || !cu.easy_strerror || !cu.easy_escape || !cu.free || !cu.slist_append ||
+	    !cu.slist_free_all || !cu.global_init) {
+		snprintf(err, err_len, "%s lacks a function lockscoped calls (libcurl 7.85 or newer)", LIBCURL);
+		cu.global_init = NULL;
+		dlclose(h);
+		return -ENOSYS;
+	}
+	return 0;	/* kept open for the process's life */
+}
 
 struct item {
 	struct item *next;
@@ -183,57 +238,57 @@ static enum send_result send_one(struct sink *s, CURL *c, const struct item *it,
 	long code = 0;
 	CURLcode rc;
 
-	curl_easy_reset(c);
+	cu.easy_reset(c);
 	if (s->kind == PUSH_PARCA) {
 		snprintf(url, sizeof(url), "%s/api/profiles/writeraw", s->url);
 		if (!(body = parca_body(p, it))) {
 			snprintf(err, err_len, "out of memory");
 			return RETRY;
 		}
-		headers = curl_slist_append(headers, "Content-Type: application/json");
-		curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
+		headers = cu.slist_append(headers, "Content-Type: application/json");
+		cu.easy_setopt(c, CURLOPT_POSTFIELDS, body);
+		cu.easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
 	} else {
 		/* name=APP{host=H}, the interval in Unix seconds; the sample types name the series */
 		char name[256], *enc;
 
 		label_safe(host, sizeof(host), p->host);
 		snprintf(name, sizeof(name), "%s{host=%s}", p->app, host);
-		enc = curl_easy_escape(c, name, 0);
+		enc = cu.easy_escape(c, name, 0);
 		snprintf(url, sizeof(url), "%s/ingest?name=%s&from=%llu&until=%llu&format=pprof&spyName=lockscope",
 			 s->url, enc ? enc : "", (unsigned long long)(it->start_unix_ns / NSEC_PER_SEC),
 			 (unsigned long long)(it->end_unix_ns / NSEC_PER_SEC));
-		curl_free(enc);
-		headers = curl_slist_append(headers, "Content-Type: application/octet-stream");
-		curl_easy_setopt(c, CURLOPT_POSTFIELDS, it->data);
-		curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)it->len);
+		cu.free(enc);
+		headers = cu.slist_append(headers, "Content-Type: application/octet-stream");
+		cu.easy_setopt(c, CURLOPT_POSTFIELDS, it->data);
+		cu.easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)it->len);
 	}
 	if (p->auth_header[0])
-		headers = curl_slist_append(headers, p->auth_header);
-	curl_easy_setopt(c, CURLOPT_URL, url);
-	curl_easy_setopt(c, CURLOPT_HTTPHEADER, headers);
-	curl_easy_setopt(c, CURLOPT_USERAGENT, "lockscoped/" LS_VERSION);
-	curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(c, CURLOPT_TIMEOUT, (long)p->timeout_s);
-	curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, (long)(p->timeout_s < PUSH_CONNECT_TIMEOUT_S ?
+		headers = cu.slist_append(headers, p->auth_header);
+	cu.easy_setopt(c, CURLOPT_URL, url);
+	cu.easy_setopt(c, CURLOPT_HTTPHEADER, headers);
+	cu.easy_setopt(c, CURLOPT_USERAGENT, "lockscoped/" LS_VERSION);
+	cu.easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+	cu.easy_setopt(c, CURLOPT_TIMEOUT, (long)p->timeout_s);
+	cu.easy_setopt(c, CURLOPT_CONNECTTIMEOUT, (long)(p->timeout_s < PUSH_CONNECT_TIMEOUT_S ?
 								p->timeout_s : PUSH_CONNECT_TIMEOUT_S));
-	curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, keep_answer);
-	curl_easy_setopt(c, CURLOPT_WRITEDATA, &answer);
-	curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
-	curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, abort_on_stop);
-	curl_easy_setopt(c, CURLOPT_XFERINFODATA, (void *)p);
-	curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+	cu.easy_setopt(c, CURLOPT_WRITEFUNCTION, keep_answer);
+	cu.easy_setopt(c, CURLOPT_WRITEDATA, &answer);
+	cu.easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+	cu.easy_setopt(c, CURLOPT_XFERINFOFUNCTION, abort_on_stop);
+	cu.easy_setopt(c, CURLOPT_XFERINFODATA, (void *)p);
+	cu.easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
 	if (p->userpwd[0]) {
-		curl_easy_setopt(c, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
-		curl_easy_setopt(c, CURLOPT_USERPWD, p->userpwd);
+		cu.easy_setopt(c, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
+		cu.easy_setopt(c, CURLOPT_USERPWD, p->userpwd);
 	}
 	if (p->ca_file[0])
-		curl_easy_setopt(c, CURLOPT_CAINFO, p->ca_file);
-	rc = curl_easy_perform(c);
+		cu.easy_setopt(c, CURLOPT_CAINFO, p->ca_file);
+	rc = cu.easy_perform(c);
 	if (rc != CURLE_OK) {
-		snprintf(err, err_len, "%s", curl_easy_strerror(rc));
+		snprintf(err, err_len, "%s", cu.easy_strerror(rc));
 	} else {
-		curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
+		cu.easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
 		if (code >= 200 && code < 300)
 			res = SENT;
 		else
@@ -242,7 +297,7 @@ static enum send_result send_one(struct sink *s, CURL *c, const struct item *it,
 		if (res != SENT)
 			snprintf(err, err_len, "HTTP %ld: %.*s", code, (int)strcspn(answer.text, "\r\n"), answer.text);
 	}
-	curl_slist_free_all(headers);
+	cu.slist_free_all(headers);
 	free(body);
 	return res;
 }
@@ -295,7 +350,7 @@ static void *sink_main(void *arg)
 	struct sink *s = arg;
 	struct push *p = s->p;
 	uint64_t backoff_ms = 0;
-	CURL *c = curl_easy_init();
+	CURL *c = cu.easy_init();
 	char err[sizeof(s->st.last_error)];
 
 	pthread_mutex_lock(&s->mu);
@@ -349,7 +404,7 @@ static void *sink_main(void *arg)
 		}
 	}
 	pthread_mutex_unlock(&s->mu);
-	curl_easy_cleanup(c);
+	cu.easy_cleanup(c);
 	return NULL;
 }
 
@@ -402,8 +457,10 @@ int push__new(const struct push_opts *opts, struct push **out, char *err, size_t
 			ret = -EINVAL;
 			goto fail;
 		}
+	if ((ret = open_libcurl(err, err_len)))
+		goto fail;
 	/* before any thread: curl's global set-up is not thread-safe */
-	if (curl_global_init(CURL_GLOBAL_DEFAULT)) {
+	if (cu.global_init(CURL_GLOBAL_DEFAULT)) {
 		snprintf(err, err_len, "libcurl could not start");
 		ret = -ENOMEM;
 		goto fail;
