@@ -168,6 +168,7 @@ def test_kernel_addresses_need_cap_syslog(users):
         for args in (("report", "-w", "all", "--json"), ("export", "-F", "json", "-w", "all"),
                      ("export", "-F", "folded", "-w", "all"), ("export", "-F", "prometheus", "-w", "all"),
                      ("spin", "-w", "all", "--json"), ("threads", "-w", "all", "--json"),
+                     ("top", "--by", "unit", "-w", "all", "--json"),
                      ("scan", "-p", str(os.getpid()), "-d", "200ms", "--json")):
             shown = d.cli(*args).stdout
             member = as_user(users[MEMBER], LOCKSCOPE, *args, "--socket", d.sock)
