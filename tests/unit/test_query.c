@@ -7,9 +7,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <cmocka.h>
 #include "analyze/query.h"
+#include "decode/cgroups.h"
 #include "decode/ksyms.h"
 #include "store/agg.h"
 #include "store/stacks.h"
@@ -404,6 +406,101 @@ static void test_kallsyms_lookup(void **state)
 	assert_string_equal(ksyms__data(f->ksyms, 0xffffffff82000008, 256)->name, "my_static_lock");
 }
 
+/* A /proc of our own: PID/cgroup files the cgroups table reads. */
+static void write_proc_cgroup(const char *root, uint32_t pid, const char *path)
+{
+	char file[256];
+	FILE *fp;
+
+	snprintf(file, sizeof(file), "%s/%u", root, pid);
+	mkdir(file, 0755);
+	snprintf(file, sizeof(file), "%s/%u/cgroup", root, pid);
+	fp = fopen(file, "w");
+	assert_non_null(fp);
+	fprintf(fp, "0::%s\n", path);
+	fclose(fp);
+}
+
+static const cJSON *cgroup_of(const cJSON *row)
+{
+	return cJSON_GetObjectItemCaseSensitive(row, "cgroup");
+}
+
+/* --by unit|cgroup and -G over three processes: two cgroups of one unit, and another unit. */
+static void test_rows_by_unit_and_cgroup_filter(void **state)
+{
+	static const uint64_t w[] = { 100, 100, 100, 100 };
+	char root[] = "/tmp/test_query.XXXXXX", cmd[64];
+	struct agg *a = agg__new(&(struct agg_opts){ .max_keys = 100 });
+	struct agg_key k = { .lock = 0xffffffff82001010, .tid = 1, .flags = KLOCK_F_SPIN };
+	struct query_ctx qc = {};
+	struct cgroups *cg;
+	struct agg_view *v;
+	struct query q;
+	uint64_t start;
+	cJSON *rows;
+	uint32_t pid;
+
+	(void)state;
+	assert_non_null(mkdtemp(root));
+	write_proc_cgroup(root, 200, "/system.slice/a.service");
+	write_proc_cgroup(root, 201, "/system.slice/a.service/worker");
+	write_proc_cgroup(root, 202, "/system.slice/b.service");
+	assert_int_equal(cgroups__new(&(struct cgroups_opts){ .max_procs = 16, .max_cgroups = 16, .proc = root,
+							      .mountinfo = "" }, &cg), 0);
+	for (pid = 200; pid <= 202; pid++) {
+		k.pid = k.tid = pid;
+		put(a, k, w, pid == 202 ? 4 : pid - 199, "proc");	/* 1, 2 and 4 waits */
+		cgroups__see(cg, pid);
+	}
+	qc.cgroups = cg;
+	v = agg__view(a, LS_WIN_ALL, &start);
+	query__init(&q);
+	q.cgroups = cg;
+
+	/* one row per unit: a.service's two cgroups together, its path null as they differ */
+	q.group = LS_GROUP_UNIT;
+	rows = query__rows(v, &q, &qc);
+	assert_int_equal(cJSON_GetArraySize(rows), 2);
+	assert_string_equal(str(cgroup_of(cJSON_GetArrayItem(rows, 0)), "unit"), "b.service");
+	assert_int_equal(num(cJSON_GetArrayItem(rows, 0), "contended"), 4);
+	assert_string_equal(str(cgroup_of(cJSON_GetArrayItem(rows, 1)), "unit"), "a.service");
+	assert_int_equal(num(cJSON_GetArrayItem(rows, 1), "contended"), 3);
+	assert_true(cJSON_IsNull(cJSON_GetObjectItem(cgroup_of(cJSON_GetArrayItem(rows, 1)), "path")));
+	cJSON_Delete(rows);
+
+	/* one per cgroup: three, each with its path */
+	q.group = LS_GROUP_CGROUP;
+	rows = query__rows(v, &q, &qc);
+	assert_int_equal(cJSON_GetArraySize(rows), 3);
+	assert_string_equal(str(cgroup_of(cJSON_GetArrayItem(rows, 1)), "path"), "/system.slice/a.service/worker");
+	cJSON_Delete(rows);
+
+	/* -G a.service: its two processes' threads, nothing of b's; a path takes what is below it */
+	q.group = LS_GROUP_THREAD;
+	snprintf(q.cgroup, sizeof(q.cgroup), "a.service");
+	rows = query__rows(v, &q, &qc);
+	assert_int_equal(cJSON_GetArraySize(rows), 2);
+	assert_int_equal(num(cJSON_GetArrayItem(rows, 0), "pid"), 201);
+	assert_int_equal(num(cJSON_GetArrayItem(rows, 1), "pid"), 200);
+	cJSON_Delete(rows);
+	snprintf(q.cgroup, sizeof(q.cgroup), "/system.slice");
+	rows = query__rows(v, &q, &qc);
+	assert_int_equal(cJSON_GetArraySize(rows), 3);
+	cJSON_Delete(rows);
+	/* without a table to look processes up in, a filter keeps nothing (never everything) */
+	q.cgroups = NULL;
+	rows = query__rows(v, &q, &qc);
+	assert_int_equal(cJSON_GetArraySize(rows), 0);
+	cJSON_Delete(rows);
+
+	agg_view__free(v);
+	agg__free(a);
+	cgroups__free(cg);
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
+	assert_int_equal(system(cmd), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -416,6 +513,7 @@ int main(void)
 		cmocka_unit_test(test_type_names),
 		cmocka_unit_test(test_futex_types),
 		cmocka_unit_test_setup_teardown(test_user_rows, setup, teardown),
+		cmocka_unit_test(test_rows_by_unit_and_cgroup_filter),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
