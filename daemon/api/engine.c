@@ -443,6 +443,12 @@ bool engine_kernel_addrs_allowed(const struct engine *e, const struct ls_peer *p
 	return !peer || peer->cap_syslog || e->opts.expose_kernel_addrs;
 }
 
+void engine_query_init(const struct engine *e, struct query *q)
+{
+	query__init(q);
+	q->cgroups = e->cgroups;
+}
+
 struct query_ctx engine_query_ctx(const struct engine *e, bool kernel_addrs)
 {
 	return (struct query_ctx){ .stacks = e->stacks, .ksyms = e->ksyms, .usyms = e->usyms,
@@ -460,8 +466,7 @@ char *engine__metrics(struct engine *e, size_t *len)
 	struct export_buf buf = {};
 	struct query q;
 
-	query__init(&q);
-	q.cgroups = e->cgroups;
+	engine_query_init(e, &q);
 	q.type_mask = 0;	/* every type, event waits too: the labels tell them apart */
 	engine_catch_up(e);
 	if (report_prometheus_text(e, e->agg, &q, true, &buf)) {
@@ -489,14 +494,13 @@ cJSON *engine__handle(struct engine *e, uint64_t client, const struct ls_peer *p
 		return report_threads(e, req);
 	if (!strcmp(cmd->valuestring, "spin"))
 		return report_spin(e, peer, req);
-	query__init(&q);
+	engine_query_init(e, &q);
 	if (strcmp(cmd->valuestring, "top") && strcmp(cmd->valuestring, "scan") &&
 	    strcmp(cmd->valuestring, "report") && strcmp(cmd->valuestring, "export"))
 		return engine__error("unknown cmd '%s' (one of: " ENGINE_CMDS ")", cmd->valuestring);
 	if (query__from_json(req, &q, err, sizeof(err)) ||
 	    report_parse_export_req(req, !strcmp(cmd->valuestring, "export"), &x, err, sizeof(err)))
 		return engine__error("%s", err);
-	q.cgroups = e->cgroups;
 	if (x.wanted && strcmp(cmd->valuestring, "export") && strcmp(cmd->valuestring, "scan"))
 		return engine__error("'format' applies to export and scan; %s has its own output", cmd->valuestring);
 	if (!strcmp(cmd->valuestring, "scan"))

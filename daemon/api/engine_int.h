@@ -111,6 +111,8 @@ void engine_catch_up(struct engine *e);
 /* Brings the aggregator up to date with the wait tables: every wait ended by now is in it. */
 void engine_drain_waits(struct engine *e);
 bool engine_kernel_addrs_allowed(const struct engine *e, const struct ls_peer *peer);
+/* query__init(), with the engine's cgroups table for -G and --by unit|cgroup|pod */
+void engine_query_init(const struct engine *e, struct query *q);
 struct query_ctx engine_query_ctx(const struct engine *e, bool kernel_addrs);
 
 /* status.c */

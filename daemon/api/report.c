@@ -36,7 +36,6 @@ cJSON *report_rows_response(struct engine *e, const char *cmd, struct agg *agg, 
 	return o;
 }
 
-/* `lockscope threads`: per-thread switches and times, like pidstat -w with the cost added. */
 /*
  * The cgroup of each item of @arr with a "pid" (threads, findings) that has none yet: a
  * thread that never waited is looked up now.
@@ -55,6 +54,7 @@ static void add_cgroups(struct engine *e, const struct query_ctx *qc, const cJSO
 	}
 }
 
+/* `lockscope threads`: per-thread switches and times, like pidstat -w with the cost added. */
 cJSON *report_threads(struct engine *e, const cJSON *req)
 {
 	struct query_ctx qc = engine_query_ctx(e, false);
@@ -403,8 +403,7 @@ int engine__push_profile(struct engine *e, struct export_buf *out, uint64_t *sta
 	if (!e->push_agg)
 		return -ENOENT;
 	engine_catch_up(e);	/* every wait ended by now is in the interval */
-	query__init(&q);	/* every type but idle waits for an event, as top shows */
-	q.cgroups = e->cgroups;
+	engine_query_init(e, &q);	/* every type but idle waits for an event, as top shows */
 	span.duration_ns = now_unix > span.start_unix_ns ? now_unix - span.start_unix_ns : 0;
 	if (!(next = agg__new(&ao)) || !(v = agg__view(e->push_agg, LS_WIN_ALL, &start))) {
 		agg__free(next);

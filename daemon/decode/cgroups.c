@@ -481,18 +481,18 @@ const struct ls_cgroup *cgroups__of(const struct cgroups *cg, uint32_t pid)
 	return e ? &e->cg : NULL;
 }
 
-uint32_t cgroups__group(const struct cgroups *cg, uint32_t pid, enum cgroup_by by)
-{
-	const struct cg_entry *e = entry_of_pid(cg, pid);
-
-	return e && by < CGROUP_BY_MAX ? e->group[by] : 0;
-}
-
 const uint32_t *cgroups__groups(const struct cgroups *cg, uint32_t pid)
 {
 	const struct cg_entry *e = entry_of_pid(cg, pid);
 
 	return e ? e->group : NULL;
+}
+
+uint32_t cgroups__group(const struct cgroups *cg, uint32_t pid, enum cgroup_by by)
+{
+	const uint32_t *g = cgroups__groups(cg, pid);
+
+	return g && by < CGROUP_BY_MAX ? g[by] : 0;
 }
 
 bool cgroups__matches(const struct cgroups *cg, uint32_t pid, const char *filter)

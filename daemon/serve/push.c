@@ -82,10 +82,22 @@ static int open_libcurl(char *err, size_t err_len)
 	return 0;	/* kept open for the process's life */
 }
 
+/* What became of the profiles handed to one backend. */
+struct push_stats {
+	uint64_t sent;			/* delivered (2xx) */
+	uint64_t attempts_failed;	/* requests that failed and were retried */
+	uint64_t dropped_queue_full;	/* the oldest waiting when a new one came to a full queue */
+	uint64_t dropped_rejected;	/* answered 4xx (but 429): sending it again would not help */
+	uint64_t dropped_retries;	/* failed PUSH_MAX_ATTEMPTS times */
+	uint32_t queued;
+	char last_error[160];		/* "" after a success */
+};
+
 struct item {
 	struct item *next;
 	void *data;
 	size_t len;
+	char *body;		/* Parca's JSON around it, made at the first try and kept for the next */
 	uint64_t start_unix_ns, end_unix_ns;
 	uint32_t attempts;
 };
@@ -114,11 +126,6 @@ struct push {
 
 static const char *const sink_names[PUSH_SINKS] = { "parca", "pyroscope" };
 
-const char *push_sink_name(enum push_sink s)
-{
-	return s < PUSH_SINKS ? sink_names[s] : "?";
-}
-
 /* The first line of @path into @buf; -errno. Credentials live in files, not in the config. */
 static int read_secret(const char *path, char *buf, size_t len)
 {
@@ -141,6 +148,7 @@ static void item_free(struct item *it)
 {
 	if (it) {
 		free(it->data);
+		free(it->body);
 		free(it);
 	}
 }
@@ -228,11 +236,11 @@ out:
 
 enum send_result { SENT, RETRY, REJECTED };
 
-static enum send_result send_one(struct sink *s, CURL *c, const struct item *it, char *err, size_t err_len)
+static enum send_result send_one(struct sink *s, CURL *c, struct item *it, char *err, size_t err_len)
 {
 	const struct push *p = s->p;
 	struct curl_slist *headers = NULL;
-	char url[1024], host[128], *body = NULL;
+	char url[1024], host[128];
 	struct answer answer = {};
 	enum send_result res = RETRY;
 	long code = 0;
@@ -241,13 +249,13 @@ static enum send_result send_one(struct sink *s, CURL *c, const struct item *it,
 	cu.easy_reset(c);
 	if (s->kind == PUSH_PARCA) {
 		snprintf(url, sizeof(url), "%s/api/profiles/writeraw", s->url);
-		if (!(body = parca_body(p, it))) {
+		if (!it->body && !(it->body = parca_body(p, it))) {
 			snprintf(err, err_len, "out of memory");
 			return RETRY;
 		}
 		headers = cu.slist_append(headers, "Content-Type: application/json");
-		cu.easy_setopt(c, CURLOPT_POSTFIELDS, body);
-		cu.easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
+		cu.easy_setopt(c, CURLOPT_POSTFIELDS, it->body);
+		cu.easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(it->body));
 	} else {
 		/* name=APP{host=H}, the interval in Unix seconds; the sample types name the series */
 		char name[256], *enc;
@@ -298,7 +306,6 @@ static enum send_result send_one(struct sink *s, CURL *c, const struct item *it,
 			snprintf(err, err_len, "HTTP %ld: %.*s", code, (int)strcspn(answer.text, "\r\n"), answer.text);
 	}
 	cu.slist_free_all(headers);
-	free(body);
 	return res;
 }
 
@@ -410,11 +417,6 @@ static void *sink_main(void *arg)
 
 /* ---- the object ---- */
 
-static int url_ok(const char *url)
-{
-	return !strncmp(url, "http://", 7) || !strncmp(url, "https://", 8);
-}
-
 int push__new(const struct push_opts *opts, struct push **out, char *err, size_t err_len)
 {
 	struct push *p = calloc(1, sizeof(*p));
@@ -451,12 +453,6 @@ int push__new(const struct push_opts *opts, struct push **out, char *err, size_t
 		snprintf(p->userpwd, sizeof(p->userpwd), "%s", secret);
 	}
 	explicit_bzero(secret, sizeof(secret));
-	for (i = 0; i < PUSH_SINKS; i++)
-		if (opts->url[i] && *opts->url[i] && !url_ok(opts->url[i])) {
-			snprintf(err, err_len, "push-%s '%s': an http:// or https:// URL", sink_names[i], opts->url[i]);
-			ret = -EINVAL;
-			goto fail;
-		}
 	if ((ret = open_libcurl(err, err_len)))
 		goto fail;
 	/* before any thread: curl's global set-up is not thread-safe */
@@ -525,11 +521,6 @@ void push__free(struct push *p)
 	free(p);
 }
 
-int push__enabled(const struct push *p, enum push_sink s)
-{
-	return p && s < PUSH_SINKS && p->sinks[s].started;
-}
-
 int push__submit(struct push *p, const void *data, size_t len, uint64_t start_unix_ns, uint64_t end_unix_ns)
 {
 	int i, err = 0;
@@ -561,7 +552,7 @@ int push__submit(struct push *p, const void *data, size_t len, uint64_t start_un
 	return err;
 }
 
-void push__stats(struct push *p, enum push_sink s, struct push_stats *st)
+static void push__stats(struct push *p, enum push_sink s, struct push_stats *st)
 {
 	pthread_mutex_lock(&p->sinks[s].mu);
 	*st = p->sinks[s].st;

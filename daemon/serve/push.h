@@ -21,25 +21,14 @@ enum push_sink { PUSH_PARCA, PUSH_PYROSCOPE, PUSH_SINKS };
 #define PUSH_STR_MAX 108
 
 struct push_opts {
-	const char *url[PUSH_SINKS];	/* base URL ("http://parca:7070"); "" or NULL: off */
+	const char *url[PUSH_SINKS];	/* base http[s] URL ("http://parca:7070", checked by the config); "" or NULL: off */
 	uint32_t queue;			/* profiles waiting per backend */
 	uint32_t timeout_s;		/* one request, connection included */
 	const char *bearer_token_file;	/* "Authorization: Bearer" from this file; "": none */
 	const char *basic_auth_file;	/* "user:password" from this file; "": none */
 	const char *ca_file;		/* the CA bundle that signs the backends' certificates; "": the system's */
 	const char *host;		/* the host label; "" or NULL: the host name */
-	const char *app;		/* Pyroscope's application name (and Parca's __name__ prefix) */
-};
-
-/* What became of the profiles handed to one backend. */
-struct push_stats {
-	uint64_t sent;			/* delivered (2xx) */
-	uint64_t attempts_failed;	/* requests that failed and were retried */
-	uint64_t dropped_queue_full;	/* the oldest waiting when a new one came to a full queue */
-	uint64_t dropped_rejected;	/* answered 4xx (but 429): sending it again would not help */
-	uint64_t dropped_retries;	/* failed PUSH_MAX_ATTEMPTS times */
-	uint32_t queued;
-	char last_error[160];		/* "" after a success */
+	const char *app;		/* Pyroscope's application name (and Parca's __name__) */
 };
 
 struct push;
@@ -53,11 +42,8 @@ void push__free(struct push *p);
  * @data. Never blocks on the network.
  */
 int push__submit(struct push *p, const void *data, size_t len, uint64_t start_unix_ns, uint64_t end_unix_ns);
-void push__stats(struct push *p, enum push_sink s, struct push_stats *st);
-/* Whether backend @s is configured. */
-int push__enabled(const struct push *p, enum push_sink s);
-const char *push_sink_name(enum push_sink s);
-/* The "push" object of `status`: each configured backend's counters. */
+/* The "push" object of `status`: each configured backend's counters (sent, queued, failed
+ * attempts, dropped by reason, the last error). */
 cJSON *push__json(struct push *p);
 
 #endif

@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 #include "decode/cgroups.h"
+#include "fake_proc.h"
 
 #define CID "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 #define UID "1f6c2a3e-5b7d-4c8e-9f00-112233445566"
@@ -156,21 +157,6 @@ static void test_filters(void **state)
 	assert_true(ls_cgroup_matches(&svc, ""));
 }
 
-/* A /proc of our own: PID/cgroup files the table reads. */
-static void write_proc(const char *root, uint32_t pid, const char *text)
-{
-	char path[256];
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/%u", root, pid);
-	mkdir(path, 0755);
-	snprintf(path, sizeof(path), "%s/%u/cgroup", root, pid);
-	f = fopen(path, "w");
-	assert_non_null(f);
-	fputs(text, f);
-	fclose(f);
-}
-
 static void test_table_groups_and_keeps_exited(void **state)
 {
 	char root[] = "/tmp/test_cgroups.XXXXXX", path[256];
@@ -180,10 +166,10 @@ static void test_table_groups_and_keeps_exited(void **state)
 
 	(void)state;
 	assert_non_null(mkdtemp(root));
-	write_proc(root, 10, "0::/system.slice/a.service\n");
-	write_proc(root, 11, "0::/system.slice/a.service/sub\n");
-	write_proc(root, 12, "0::/system.slice/b.service\n");
-	write_proc(root, 13, "0::/kubepods/burstable/pod" UID "/" CID "\n");
+	fake_proc_cgroup(root, 10, "/system.slice/a.service");
+	fake_proc_cgroup(root, 11, "/system.slice/a.service/sub");
+	fake_proc_cgroup(root, 12, "/system.slice/b.service");
+	fake_proc_cgroup(root, 13, "/kubepods/burstable/pod" UID "/" CID);
 	assert_int_equal(cgroups__new(&(struct cgroups_opts){ .max_procs = 4, .max_cgroups = 8, .proc = root,
 							      .mountinfo = hybrid_mountinfo }, &cg), 0);
 	assert_string_equal(cgroups__mount(cg), "/sys/fs/cgroup/unified");
@@ -210,7 +196,7 @@ static void test_table_groups_and_keeps_exited(void **state)
 	cgroups__see(cg, 10);
 	assert_string_equal(cgroups__of(cg, 10)->unit, "a.service");
 	/* a live one that moved is read again after the refresh */
-	write_proc(root, 12, "0::/system.slice/c.service\n");
+	fake_proc_cgroup(root, 12, "/system.slice/c.service");
 	cgroups__see(cg, 12);
 	assert_string_equal(cgroups__of(cg, 12)->unit, "c.service");
 	/* a full table starts again, counted */
@@ -222,8 +208,7 @@ static void test_table_groups_and_keeps_exited(void **state)
 	assert_int_equal(st.procs, 1);
 	assert_int_equal(st.unresolved, 1);
 	cgroups__free(cg);
-	snprintf(path, sizeof(path), "rm -rf %s", root);
-	assert_int_equal(system(path), 0);
+	fake_proc_remove(root);
 }
 
 int main(void)

@@ -13,6 +13,7 @@
 #include "analyze/query.h"
 #include "decode/cgroups.h"
 #include "decode/ksyms.h"
+#include "fake_proc.h"
 #include "store/agg.h"
 #include "store/stacks.h"
 #include "klock.h"
@@ -406,21 +407,6 @@ static void test_kallsyms_lookup(void **state)
 	assert_string_equal(ksyms__data(f->ksyms, 0xffffffff82000008, 256)->name, "my_static_lock");
 }
 
-/* A /proc of our own: PID/cgroup files the cgroups table reads. */
-static void write_proc_cgroup(const char *root, uint32_t pid, const char *path)
-{
-	char file[256];
-	FILE *fp;
-
-	snprintf(file, sizeof(file), "%s/%u", root, pid);
-	mkdir(file, 0755);
-	snprintf(file, sizeof(file), "%s/%u/cgroup", root, pid);
-	fp = fopen(file, "w");
-	assert_non_null(fp);
-	fprintf(fp, "0::%s\n", path);
-	fclose(fp);
-}
-
 static const cJSON *cgroup_of(const cJSON *row)
 {
 	return cJSON_GetObjectItemCaseSensitive(row, "cgroup");
@@ -430,7 +416,7 @@ static const cJSON *cgroup_of(const cJSON *row)
 static void test_rows_by_unit_and_cgroup_filter(void **state)
 {
 	static const uint64_t w[] = { 100, 100, 100, 100 };
-	char root[] = "/tmp/test_query.XXXXXX", cmd[64];
+	char root[] = "/tmp/test_query.XXXXXX";
 	struct agg *a = agg__new(&(struct agg_opts){ .max_keys = 100 });
 	struct agg_key k = { .lock = 0xffffffff82001010, .tid = 1, .flags = KLOCK_F_SPIN };
 	struct query_ctx qc = {};
@@ -443,9 +429,9 @@ static void test_rows_by_unit_and_cgroup_filter(void **state)
 
 	(void)state;
 	assert_non_null(mkdtemp(root));
-	write_proc_cgroup(root, 200, "/system.slice/a.service");
-	write_proc_cgroup(root, 201, "/system.slice/a.service/worker");
-	write_proc_cgroup(root, 202, "/system.slice/b.service");
+	fake_proc_cgroup(root, 200, "/system.slice/a.service");
+	fake_proc_cgroup(root, 201, "/system.slice/a.service/worker");
+	fake_proc_cgroup(root, 202, "/system.slice/b.service");
 	assert_int_equal(cgroups__new(&(struct cgroups_opts){ .max_procs = 16, .max_cgroups = 16, .proc = root,
 							      .mountinfo = "" }, &cg), 0);
 	for (pid = 200; pid <= 202; pid++) {
@@ -497,8 +483,7 @@ static void test_rows_by_unit_and_cgroup_filter(void **state)
 	agg_view__free(v);
 	agg__free(a);
 	cgroups__free(cg);
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", root);
-	assert_int_equal(system(cmd), 0);
+	fake_proc_remove(root);
 }
 
 int main(void)
