@@ -97,7 +97,10 @@ static bool debug_file_by_link(const struct umod *m, const char *link)
 	return false;
 }
 
-/* The build id, whether the file has a .symtab, and the name its .gnu_debuglink gives. */
+/*
+ * The build id, whether the file has a .symtab, the name its .gnu_debuglink gives, and
+ * whether Go built it (its linker writes .go.buildinfo, the module's version and settings).
+ */
 static void read_sections(struct umod *m, Elf *elf, bool *symtab, char *link, size_t link_len)
 {
 	Elf_Scn *scn = NULL;
@@ -117,6 +120,8 @@ static void read_sections(struct umod *m, Elf *elf, bool *symtab, char *link, si
 		if (sh.sh_type == SHT_SYMTAB)
 			*symtab = true;
 		name = elf_strptr(elf, shstrndx, sh.sh_name);
+		if (name && !strcmp(name, ".go.buildinfo"))
+			m->go = true;
 		if (name && !strcmp(name, ".gnu_debuglink") && (d = elf_getdata(scn, NULL)) && d->d_size)
 			snprintf(link, link_len, "%.*s", (int)strnlen(d->d_buf, d->d_size), (const char *)d->d_buf);
 	}

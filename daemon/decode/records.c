@@ -180,18 +180,18 @@ static int handle_ustack(struct decoder *d, const struct ls_ustack_rec *r, size_
 {
 	uint64_t ips[LS_MAX_STACK_DEPTH];
 	uint32_t sid = LS_STACK_MISSING;
-	bool truncated;
+	bool truncated, by_cfi;
 	int n;
 
 	if (size < sizeof(*r)) {
 		d->st.bad_records++;
 		return 0;
 	}
-	n = unwind__stack(d->opts.unwind, r, size, ips, d->opts.max_stack, &truncated);
+	n = unwind__stack(d->opts.unwind, r, size, ips, d->opts.max_stack, &truncated, &by_cfi);
 	if (n > 0) {
 		usyms__normalize(d->opts.usyms, r->pid, ips, n, ips);
-		if (stacks__intern(d->opts.stacks, ips, n,
-				   LS_STACK_F_DWARF | (truncated ? LS_STACK_F_TRUNCATED : 0), &sid))
+		if (stacks__intern(d->opts.stacks, ips, n, (by_cfi ? LS_STACK_F_DWARF : 0) |
+				   (truncated ? LS_STACK_F_TRUNCATED : 0), &sid))
 			sid = LS_STACK_MISSING;
 	}
 	if (dumps__put(d->opts.dumps, r->id, sid, d->now_ns))

@@ -10,9 +10,11 @@
 
 /* Architecture's DWARF register numbers (ustack.h): the stack pointer and how many regs. */
 #if defined(__x86_64__)
+#define DW_REG_FP	6	/* rbp */
 #define DW_REG_SP	7
 #define DW_NREGS	17	/* rax..r15, rip: rip is the return-address column */
 #elif defined(__aarch64__)
+#define DW_REG_FP	29
 #define DW_REG_SP	31
 #define DW_NREGS	32	/* x0..x30, sp: the pc is passed separately */
 #else
@@ -197,35 +199,83 @@ static int frame_cb(Dwfl_Frame *state, void *arg)
 	return w->n < w->max ? DWARF_CB_OK : DWARF_CB_ABORT;
 }
 
+/*
+ * Go code: its compiler keeps a frame pointer in every function on x86-64 and arm64, and
+ * its CFI is a compressed .debug_frame that libdw inflates again with every session (a
+ * large Go server costs tens of ms a stack that way, and its waits are many). A frame
+ * record is {caller's frame pointer, return address} at the frame pointer; the walk
+ * follows them up the dump while they lie in it and climb. It misses the caller of a
+ * frameless leaf (the runtime's syscall stubs), as every frame-pointer unwinder does.
+ */
+static int fp_walk(const struct ls_ustack_rec *r, uint64_t *ips, int max, bool *truncated, uint64_t *used)
+{
+	uint64_t sp = r->regs[DW_REG_SP], fp = r->regs[DW_REG_FP], rec[2];
+	int n = 0;
+
+	ips[n++] = r->regs[r->nregs - 1];
+	*truncated = true;
+	while (n < max) {
+		if (!fp) {		/* the outermost frame's */
+			*truncated = false;
+			break;
+		}
+		if (fp < sp || fp - sp > r->stack_bytes || r->stack_bytes - (fp - sp) < sizeof(rec))
+			break;		/* past the window */
+		memcpy(rec, r->stack + (fp - sp), sizeof(rec));
+		if (fp - sp + sizeof(rec) > *used)
+			*used = fp - sp + sizeof(rec);
+		if (rec[1] < UNWIND_MIN_PC) {
+			*truncated = rec[1] != 0;
+			break;
+		}
+		ips[n++] = rec[1];
+		if (rec[0] && rec[0] <= fp)	/* frames climb the stack; anything else is not one */
+			break;
+		fp = rec[0];
+	}
+	return n;
+}
+
 int unwind__stack(struct unwind *u, const struct ls_ustack_rec *r, size_t size, uint64_t *ips,
-		  int max, bool *truncated)
+		  int max, bool *truncated, bool *by_cfi)
 {
 	struct walk w = { .ips = ips, .max = max };
-	uint64_t t0 = ls_now_ns();
+	uint64_t t0 = ls_now_ns(), used = 0;
+	bool window = false;
 	int ret;
 
 	*truncated = false;
+	*by_cfi = false;
 	if (size < sizeof(*r) || r->stack_bytes > size - sizeof(*r) ||
 	    (r->nregs != DW_NREGS && r->nregs != DW_NREGS + 1) || max <= 0)
 		return -EINVAL;
-	/* the session's maps must be the process's: see them before it can exit */
-	usyms__see(u->usyms, r->pid);
-	w.p = proc_get(u, r->pid);
-	if (!w.p) {
-		u->st.failed++;
-		return -ENOENT;
+	if (usyms__go_code(u->usyms, r->pid, r->regs[r->nregs - 1])) {
+		w.n = fp_walk(r, ips, max, truncated, &used);
+		window = *truncated && used + 2 * sizeof(uint64_t) > r->stack_bytes;
+		u->st.frame_pointers++;
+	} else {
+		*by_cfi = true;
+		/* the session's maps must be the process's: see them before it can exit */
+		usyms__see(u->usyms, r->pid);
+		w.p = proc_get(u, r->pid);
+		if (!w.p) {
+			u->st.failed++;
+			return -ENOENT;
+		}
+		w.p->cur = r;
+		w.p->read_outside = false;
+		w.p->used = 0;
+		ret = dwfl_getthread_frames(w.p->dwfl, r->tid, frame_cb, &w);
+		/*
+		 * 0: the outermost frame (its CFI leaves the return address undefined) was
+		 * reached. Anything else ended early: the window, missing CFI and a
+		 * frame-pointer guess that led nowhere, or the depth limit.
+		 */
+		*truncated = ret != 0 || w.p->read_outside || w.bogus;
+		window = *truncated && w.p->read_outside;
+		used = w.p->used;
+		w.p->cur = NULL;
 	}
-	w.p->cur = r;
-	w.p->read_outside = false;
-	w.p->used = 0;
-	ret = dwfl_getthread_frames(w.p->dwfl, r->tid, frame_cb, &w);
-	/*
-	 * 0: the outermost frame (its CFI leaves the return address undefined) was reached.
-	 * Anything else ended early: the window, missing CFI and a frame-pointer guess that
-	 * led nowhere, or the depth limit.
-	 */
-	*truncated = ret != 0 || w.p->read_outside || w.bogus;
-	w.p->cur = NULL;
 	u->st.ns += ls_now_ns() - t0;
 	if (!w.n) {
 		u->st.failed++;
@@ -234,10 +284,10 @@ int unwind__stack(struct unwind *u, const struct ls_ustack_rec *r, size_t size, 
 	u->st.stacks++;
 	u->st.frames += w.n;
 	u->st.truncated += *truncated;
-	u->st.window += *truncated && w.p->read_outside;
-	u->st.bytes_used += w.p->used;
-	if (w.p->used > u->st.bytes_used_max)
-		u->st.bytes_used_max = w.p->used;
+	u->st.window += window;
+	u->st.bytes_used += used;
+	if (used > u->st.bytes_used_max)
+		u->st.bytes_used_max = used;
 	return w.n;
 }
 

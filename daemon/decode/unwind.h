@@ -25,6 +25,7 @@ struct unwind_stats {
 	uint64_t bytes_used;	/* sum over the stacks of the window bytes their walk read */
 	uint64_t bytes_used_max;
 	uint64_t sessions;	/* libdwfl sessions opened (one per process and maps reload) */
+	uint64_t frame_pointers;	/* of the stacks, walked by frame pointers (Go code) */
 	uint64_t ns;		/* time spent unwinding */
 };
 
@@ -35,10 +36,11 @@ void unwind__free(struct unwind *u);
  * Unwinds dump @r (@size bytes as received) into at most @max absolute addresses in @ips,
  * innermost first (return addresses past the first, as frame-pointer walks give them).
  * Returns the count, or a negative errno when not even the first frame is known.
- * *truncated says the walk stopped before the thread's outermost frame.
+ * *truncated says the walk stopped before the thread's outermost frame; *by_cfi that it
+ * followed CFI (libdw), not frame pointers (code Go built, whose CFI costs more than it adds).
  */
 int unwind__stack(struct unwind *u, const struct ls_ustack_rec *r, size_t size, uint64_t *ips,
-		  int max, bool *truncated);
+		  int max, bool *truncated, bool *by_cfi);
 void unwind__stats(const struct unwind *u, struct unwind_stats *out);
 
 #endif

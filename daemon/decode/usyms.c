@@ -332,6 +332,17 @@ const char *usyms__object_path(const struct usyms *u, uint32_t object)
 	return object && object <= u->nr_mods ? u->mods[object - 1].path : NULL;
 }
 
+bool usyms__go_code(struct usyms *u, uint32_t pid, uint64_t pc)
+{
+	const struct uvma *v;
+
+	usyms__see(u, pid);
+	if (!(v = usyms_lookup(u, pid, pc)) || !v->exec)
+		return false;
+	usyms_read_elf(u, &u->mods[v->mod]);
+	return u->mods[v->mod].go;
+}
+
 int usyms__modules(struct usyms *u, uint32_t pid, usyms_module_fn fn, void *ctx)
 {
 	struct uproc *p = proc_get(u, pid, false);

@@ -52,6 +52,7 @@ struct umod {
 	int fd;
 	uint64_t dev, ino;
 	bool elf_read;
+	bool go;		/* built by Go: frame pointers in every function (unwind.c) */
 	char build_id[2 * BUILD_ID_MAX + 1];
 	struct seg segs[MAX_SEGS];
 	int nsegs;

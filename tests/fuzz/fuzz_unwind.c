@@ -104,7 +104,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	static struct unwind *unwind;
 	uint64_t ips[FUZZ_MAX_FRAMES], codes[FUZZ_MAX_FRAMES];
 	struct ls_ustack_rec *r;
-	bool truncated;
+	bool truncated, by_cfi;
 	int i, n;
 
 	if (fuzz_seed_dir()) {
@@ -124,7 +124,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memcpy(r, data, size);
 	if (size >= offsetof(struct ls_ustack_rec, nregs))
 		r->pid = r->tid = getpid();
-	n = unwind__stack(unwind, r, size, ips, FUZZ_MAX_FRAMES, &truncated);
+	n = unwind__stack(unwind, r, size, ips, FUZZ_MAX_FRAMES, &truncated, &by_cfi);
 	if (n > 0) {
 		usyms__normalize(usyms, getpid(), ips, n, codes);
 		for (i = 0; i < n; i++) {

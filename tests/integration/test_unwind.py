@@ -4,10 +4,12 @@ Debian's glibc and libuv have no frame pointers, so a frame-pointer walk from a 
 ends in libc. These tests run workloads built the same way and check that the stacks reach
 the application's own functions, and that each stack says how it was walked.
 """
+import os
 import re
+import subprocess
 import time
 
-from conftest import Workload, start_daemon, stop_daemon
+from conftest import ROOT, Workload, require_tool, start_daemon, stop_daemon
 
 LOCK_SLOW_PATH = re.compile(r"__lll_lock_wait|pthread_mutex_lock")
 UNLOCK_PATH = re.compile(r"__lll_lock_wake|pthread_mutex_unlock")
@@ -89,6 +91,31 @@ def test_inlined_frames_are_named(daemon):
     assert top["caller"] == "take_lock (inlined in worker_main)"
     app = [f for f in frames if f[0] in ("take_lock", "handle_request", "worker_main")]
     assert app == [("take_lock", True), ("handle_request", True), ("worker_main", False)]
+
+
+def test_go_code_is_walked_by_frame_pointers(daemon, tmp_path):
+    """A Go program's threads park in the runtime's futex. Go keeps frame pointers in every
+    function and its CFI is a compressed .debug_frame libdw would inflate per session, so
+    the daemon walks frame pointers through it: whole stacks, the thread's first frame
+    included, marked fp."""
+    require_tool("go")
+    exe = tmp_path / "go_park"
+    subprocess.run(["go", "build", "-o", str(exe), "."], cwd=os.path.join(ROOT, "tests/workloads/go_park"),
+                   env=dict(os.environ, GOTOOLCHAIN="local", GOFLAGS="-mod=mod"), check=True, timeout=600)
+    p = subprocess.Popen([str(exe), "--seconds", "2"], stdout=subprocess.PIPE, text=True)
+    assert p.communicate(timeout=60)[0].startswith("passes ") and p.returncode == 0
+    time.sleep(0.5)  # one drain of the rings
+    rows = daemon.cli_json("top", "-w", "all", "-p", str(p.pid), "-Y", "futex", "--stacks", "--max-stack", "32")["rows"]
+    go = [r for r in rows if "runtime.futex" in syms(r["stack"])]
+    for r in go:
+        print(r["contended"], r["unwind"], r["truncated"], syms(r["stack"]))
+    assert go and all(r["unwind"] == "fp" for r in go)
+    # an M's stack starts at runtime.mstart (or the main thread's rt0_go); a parked one's
+    # walk goes from the futex through notesleep up to there
+    whole = [r for r in go if not r["truncated"]]
+    assert whole and all(re.match(r"runtime\.(mstart|rt0_go|mcall|goexit)", syms(r["stack"])[-1]) for r in whole), whole
+    assert any(index_of(syms(r["stack"]), r"^runtime\.notes?t?sleep") == 1 for r in whole)
+    assert daemon.call({"cmd": "status"})["unwind"]["frame_pointers"] > 0
 
 
 def test_status_reports_unwinding(daemon):

@@ -1,0 +1,3 @@
+module lockscope.test/go_park
+
+go 1.19
