@@ -53,10 +53,10 @@ endif
 # The Rust libraries (blazesym's C API for symbolization, inferno's flame graphs), built by
 # cargo from deps/rust as one static library, pinned by its Cargo.lock. blazesym's header
 # ships inside its crate, wherever cargo unpacked it.
-# deps/rust.sh finds a cargo new enough for blazesym (rustup's, the distribution's, Ubuntu's
+# deps/toolchain.sh finds a cargo new enough for blazesym (rustup's, the distribution's, Ubuntu's
 # versioned one); a versioned toolchain keeps its rustc beside its cargo.
 ifeq ($(origin CARGO),undefined)
-CARGO := $(or $(shell sh deps/rust.sh find),cargo)
+CARGO := $(or $(shell sh deps/toolchain.sh rust find),cargo)
 endif
 CARGO_RUN = $(if $(findstring /,$(CARGO)),PATH="$(dir $(CARGO)):$$PATH") $(CARGO)
 # uninstrumented Rust serves every build flavour: the sanitizer builds share the plain one's
@@ -75,7 +75,11 @@ SKELS := $(patsubst %,$(OUTPUT)/%.skel.h,$(BPF_APPS))
 # One folder per stage of the data's path (tests/layers.py checks the includes follow it)
 DAEMON_LAYERS := lib collect decode store analyze api serve
 ENGINE_SRCS := $(foreach l,$(DAEMON_LAYERS),$(wildcard daemon/$(l)/*.c))
-ENGINE_OBJS := $(patsubst daemon/%.c,$(OUTPUT)/daemon/%.o,$(ENGINE_SRCS)) $(OUTPUT)/daemon/profile.pb-c.o
+# wire formats we write, compiled by protoc-c: pprof's profile, Parca's WriteRaw request
+PROTOS := daemon/api/profile.proto daemon/serve/parca.proto
+PB_HDRS := $(patsubst %.proto,$(OUTPUT)/%.pb-c.h,$(notdir $(PROTOS)))
+PB_OBJS := $(patsubst %.proto,$(OUTPUT)/daemon/%.pb-c.o,$(notdir $(PROTOS)))
+ENGINE_OBJS := $(patsubst daemon/%.c,$(OUTPUT)/daemon/%.o,$(ENGINE_SRCS)) $(PB_OBJS)
 CLI_SRCS := $(wildcard cli/*.c)
 CLI_OBJS := $(patsubst cli/%.c,$(OUTPUT)/cli/%.o,$(CLI_SRCS))
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
@@ -93,7 +97,7 @@ WORKLOADS := $(patsubst tests/workloads/%.c,$(OUTPUT)/workloads/%,$(WORKLOAD_SRC
 	     $(OUTPUT)/workloads/tokio_tick
 
 .PHONY: all clean config deps test unit-test integration-test install demo help bench bench-tools \
-	fuzz fuzz-seeds bench-soak bench-push
+	fuzz fuzz-seeds bench-soak bench-push parca
 .DELETE_ON_ERROR:
 .SECONDARY:
 
@@ -141,7 +145,7 @@ $(OUTPUT)/%.skel.h: $(OUTPUT)/%.bpf.o
 
 $(RUST_LIB): deps/rust/Cargo.toml deps/rust/Cargo.lock deps/rust/src/lib.rs
 	$(call msg,CARGO,$@)
-	$(Q)command -v $(CARGO) >/dev/null || { echo "no cargo for Rust $$(sh deps/rust.sh min)+ found: run 'sudo deps/install.sh' (or install Rust with rustup)" >&2; exit 1; }
+	$(Q)command -v $(CARGO) >/dev/null || { echo "no cargo for Rust $$(sh deps/toolchain.sh rust min)+ found: run 'sudo deps/install.sh' (or install Rust with rustup)" >&2; exit 1; }
 	$(Q)$(CARGO_RUN) build --quiet --release --locked --manifest-path deps/rust/Cargo.toml \
 		--target-dir $(RUST_DIR)
 	$(Q)mkdir -p $(BLAZESYM_INC)
@@ -150,17 +154,18 @@ $(RUST_LIB): deps/rust/Cargo.toml deps/rust/Cargo.lock deps/rust/src/lib.rs
 		$(BLAZESYM_INC)/blazesym.h
 	$(Q)touch $@
 
-# pprof's profile.proto (the part we write), compiled by protoc-c
-$(OUTPUT)/profile.pb-c.c $(OUTPUT)/profile.pb-c.h &: daemon/api/profile.proto | $(OUTPUT)
+# each .proto (the part of the format we write) into $(OUTPUT)/NAME.pb-c.[ch] by protoc-c
+vpath %.proto $(sort $(dir $(PROTOS)))
+$(OUTPUT)/%.pb-c.c $(OUTPUT)/%.pb-c.h: %.proto | $(OUTPUT)
 	$(call msg,PROTOC,$@)
 	$(Q)command -v protoc-c >/dev/null || { echo "protoc-c not found: run 'make deps' (Debian package protobuf-c-compiler)" >&2; exit 1; }
-	$(Q)protoc-c --proto_path=daemon/api --c_out=$(OUTPUT) daemon/api/profile.proto
+	$(Q)protoc-c --proto_path=$(<D) --c_out=$(OUTPUT) $<
 
-$(OUTPUT)/daemon/profile.pb-c.o: $(OUTPUT)/profile.pb-c.c | $(OUTPUT)/daemon
+$(OUTPUT)/daemon/%.pb-c.o: $(OUTPUT)/%.pb-c.c | $(OUTPUT)/daemon
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(filter-out -Wextra,$(CFLAGS)) -c $< -o $@
 
-$(OUTPUT)/daemon/%.o: daemon/%.c $(SKELS) $(RUST_LIB) $(OUTPUT)/profile.pb-c.h | $(OUTPUT)/daemon
+$(OUTPUT)/daemon/%.o: daemon/%.c $(SKELS) $(RUST_LIB) $(PB_HDRS) | $(OUTPUT)/daemon
 	$(call msg,CC,$@)
 	$(Q)mkdir -p $(@D)
 	$(Q)$(CC) $(CFLAGS) -c $< -o $@
@@ -267,8 +272,17 @@ unit-test: $(UNIT_BINS)
 	$(Q)$(PYTHON) tests/layers.py
 	$(Q)set -e; for t in $(UNIT_BINS); do echo "== $$t"; $$t; done
 
-integration-test: all $(REPLAY_BINS)
-	$(Q)OUTPUT=$(OUTPUT) SAN=$(SAN) $(PYTHON) -m pytest -v --durations=12 tests/integration
+# The Parca end-to-end test's server, built from the Go module proxy at the version
+# tests/parca/go.mod pins (~6 minutes the first time); one binary for every build flavour.
+# `make test` builds it when LOCKSCOPE_TEST_PARCA=1 or in CI, and runs the test when it is here.
+PARCA := build/parca/parca
+TEST_PARCA := $(or $(LOCKSCOPE_TEST_PARCA),$(if $(filter true,$(CI)),1,0))
+parca: $(PARCA)
+$(PARCA): tests/parca/go.mod tests/parca/go.sum tests/parca/parca.go
+	$(Q)tests/parca/build.sh $@
+
+integration-test: all $(REPLAY_BINS) $(if $(filter 1,$(TEST_PARCA)),$(PARCA))
+	$(Q)OUTPUT=$(OUTPUT) SAN=$(SAN) LOCKSCOPE_PARCA=$(abspath $(PARCA)) $(PYTHON) -m pytest -v --durations=12 tests/integration
 
 # `make fuzz [FUZZ_TIME=s] [FUZZ_JOBS=n] [FUZZ_TARGETS=...]`: each target for FUZZ_TIME
 # seconds, FUZZ_JOBS at once, from the checked-in seeds and what earlier runs found

@@ -7,12 +7,12 @@
 #
 # Rust: blazesym (symbolization) needs Rust 1.88 or newer. A cargo that new on PATH (rustup's
 # ~/.cargo/bin included) is used as it is; otherwise Debian 12 gets cargo-web/rustc-web from
-# bookworm-security, and Ubuntu the newest versioned cargo-1.NN its archive has. deps/rust.sh
+# bookworm-security, and Ubuntu the newest versioned cargo-1.NN its archive has. deps/toolchain.sh
 # finds the same cargo again for the Makefile.
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
-RUST_MIN=$(sh "$here/rust.sh" min)
+RUST_MIN=$(sh "$here/toolchain.sh" rust min)
 
 die() {
 	echo "deps/install.sh: $*" >&2
@@ -83,8 +83,33 @@ fi
 # `go tool pprof`: any Go will do, the distribution's is the fallback.
 command -v go >/dev/null || apt_install golang-go
 
+# The Parca end-to-end test (LOCKSCOPE_TEST_PARCA=1; on by default under CI=true, as
+# `make test` decides) builds Parca with a Go 1.21 or newer: Debian 12's own is 1.19, its
+# backports suite has golang-1.22 (a versioned package beside the default go, not replacing
+# it); Ubuntu has versioned golang-1.NN.
+test_parca=${LOCKSCOPE_TEST_PARCA:-$([ "${CI:-}" = true ] && echo 1 || echo 0)}
+if [ "$test_parca" = 1 ] && ! sh "$here/toolchain.sh" go find >/dev/null; then
+	case "$ID" in
+	debian)
+		if ! grep -rqs "bookworm-backports" /etc/apt/sources.list /etc/apt/sources.list.d/; then
+			mirror=$(sed -n 's/^deb \(http[^ ]*\) bookworm main.*/\1/p' /etc/apt/sources.list 2>/dev/null | head -1)
+			echo "deb ${mirror:-http://deb.debian.org/debian} bookworm-backports main" \
+				>/etc/apt/sources.list.d/bookworm-backports.list
+			apt-get update -qq
+		fi
+		apt_install golang-1.22-go
+		;;
+	ubuntu)
+		pkg=$(apt-cache search --names-only '^golang-1\.[0-9]+-go$' | cut -d' ' -f1 | sort -V | tail -1)
+		[ -n "$pkg" ] && apt_install "$pkg"
+		;;
+	esac
+	sh "$here/toolchain.sh" go find >/dev/null ||
+		die "no Go $(sh "$here/toolchain.sh" go min)+ for the Parca test: install one (GO=/path/to/go) or leave LOCKSCOPE_TEST_PARCA unset"
+fi
+
 # A Rust new enough for the lock files and blazesym.
-if ! sh "$here/rust.sh" find >/dev/null; then
+if ! sh "$here/toolchain.sh" rust find >/dev/null; then
 	case "$ID" in
 	debian)
 		# cargo-web replaces the distribution's cargo 0.66; its 1.88+ builds are in
@@ -97,7 +122,7 @@ if ! sh "$here/rust.sh" find >/dev/null; then
 		apt_install "$pkg" "rustc-${pkg#cargo-}"
 		;;
 	esac
-	sh "$here/rust.sh" find >/dev/null ||
+	sh "$here/toolchain.sh" rust find >/dev/null ||
 		die "the distribution's newest Rust is older than $RUST_MIN: install a newer one with rustup (https://rustup.rs), or enable ${VERSION_CODENAME:-its}-security"
 fi
-echo "deps/install.sh: done; cargo is $(sh "$here/rust.sh" find)"
+echo "deps/install.sh: done; cargo is $(sh "$here/toolchain.sh" rust find)"

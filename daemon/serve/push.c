@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 #include <curl/curl.h>
@@ -18,6 +19,7 @@
 #include "lib/clock.h"
 #include "lib/log.h"
 #include "serve/push.h"
+#include "parca.pb-c.h"
 
 /* a profile is sent at most this many times, PUSH_BACKOFF_MIN_MS apart and doubling */
 #define PUSH_MAX_ATTEMPTS 5
@@ -97,7 +99,8 @@ struct item {
 	struct item *next;
 	void *data;
 	size_t len;
-	char *body;		/* Parca's JSON around it, made at the first try and kept for the next */
+	void *body;		/* Parca's request around it, made at the first try and kept for the next */
+	size_t body_len;
 	uint64_t start_unix_ns, end_unix_ns;
 	uint32_t attempts;
 };
@@ -163,6 +166,8 @@ static bool stopping(const struct push *p)
 struct answer {
 	char text[PUSH_ANSWER_MAX];
 	size_t len;
+	long grpc_status;		/* -1: none seen */
+	char grpc_message[PUSH_ANSWER_MAX];
 };
 
 static size_t keep_answer(char *ptr, size_t size, size_t nmemb, void *arg)
@@ -199,63 +204,162 @@ static void label_safe(char *out, size_t len, const char *in)
 	out[i] = 0;
 }
 
-/* Parca: the gRPC gateway's WriteRaw, one series labelled by host, the profile in base64. */
-static char *parca_body(const struct push *p, const struct item *it)
-{
-	cJSON *req = cJSON_CreateObject(), *series, *s, *labels, *arr, *l, *samples, *sample;
-	char *b64 = export__base64(it->data, it->len), *body = NULL, name[96];
-	const char *pairs[][2] = { { "__name__", name }, { "host", p->host } };
-	size_t i;
+enum send_result { SENT, RETRY, REJECTED };
 
-	snprintf(name, sizeof(name), "%s", p->app);
-	if (!req || !b64)
-		goto out;
-	series = cJSON_AddArrayToObject(req, "series");
-	s = cJSON_CreateObject();
-	cJSON_AddItemToArray(series, s);
-	labels = cJSON_AddObjectToObject(s, "labels");
-	arr = cJSON_AddArrayToObject(labels, "labels");
-	for (i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
-		l = cJSON_CreateObject();
-		cJSON_AddStringToObject(l, "name", pairs[i][0]);
-		cJSON_AddStringToObject(l, "value", pairs[i][1]);
-		cJSON_AddItemToArray(arr, l);
-	}
-	samples = cJSON_AddArrayToObject(s, "samples");
-	sample = cJSON_CreateObject();
-	cJSON_AddStringToObject(sample, "rawProfile", b64);
-	cJSON_AddItemToArray(samples, sample);
+/*
+ * Parca: ProfileStoreService.WriteRaw as gRPC-web (HTTP/1.1, so any proxy in between
+ * passes it, and what Parca's own UI speaks): one series labelled by app and host, the
+ * profile inside as it is. A gRPC-web body is frames of a flag byte, a big-endian length
+ * and a message; the request is one data frame.
+ */
+#define GRPC_FRAME_HEADER 5
+#define GRPC_FRAME_TRAILERS 0x80
+#define PARCA_WRITE_RAW "/parca.profilestore.v1alpha1.ProfileStoreService/WriteRaw"
+
+static int parca_body(const struct push *p, struct item *it)
+{
+	Parca__Profilestore__V1alpha1__Label name = PARCA__PROFILESTORE__V1ALPHA1__LABEL__INIT;
+	Parca__Profilestore__V1alpha1__Label host = PARCA__PROFILESTORE__V1ALPHA1__LABEL__INIT;
+	Parca__Profilestore__V1alpha1__Label *labels[] = { &name, &host };
+	Parca__Profilestore__V1alpha1__LabelSet set = PARCA__PROFILESTORE__V1ALPHA1__LABEL_SET__INIT;
+	Parca__Profilestore__V1alpha1__RawSample sample = PARCA__PROFILESTORE__V1ALPHA1__RAW_SAMPLE__INIT;
+	Parca__Profilestore__V1alpha1__RawSample *samples[] = { &sample };
+	Parca__Profilestore__V1alpha1__RawProfileSeries series = PARCA__PROFILESTORE__V1ALPHA1__RAW_PROFILE_SERIES__INIT;
+	Parca__Profilestore__V1alpha1__RawProfileSeries *all[] = { &series };
+	Parca__Profilestore__V1alpha1__WriteRawRequest req = PARCA__PROFILESTORE__V1ALPHA1__WRITE_RAW_REQUEST__INIT;
+	size_t len;
+	uint8_t *body;
+
+	/* Parca names the profile type after __name__ and makes series of the other labels */
+	name.name = "__name__";
+	name.value = (char *)p->app;
+	host.name = "host";
+	host.value = (char *)p->host;
+	set.n_labels = sizeof(labels) / sizeof(labels[0]);
+	set.labels = labels;
+	sample.raw_profile.data = it->data;
+	sample.raw_profile.len = it->len;
+	series.labels = &set;
+	series.n_samples = 1;
+	series.samples = samples;
+	req.n_series = 1;
+	req.series = all;
 	/* our frames are symbolized and our addresses file offsets already */
-	cJSON_AddBoolToObject(req, "normalized", true);
-	body = cJSON_PrintUnformatted(req);
-out:
-	free(b64);
-	cJSON_Delete(req);
-	return body;
+	req.normalized = true;
+	len = parca__profilestore__v1alpha1__write_raw_request__get_packed_size(&req);
+	if (len > UINT32_MAX || !(body = malloc(GRPC_FRAME_HEADER + len)))
+		return -ENOMEM;
+	body[0] = 0;	/* a data frame, uncompressed (the profile inside is gzip'd already) */
+	body[1] = len >> 24;
+	body[2] = len >> 16;
+	body[3] = len >> 8;
+	body[4] = len;
+	parca__profilestore__v1alpha1__write_raw_request__pack(&req, body + GRPC_FRAME_HEADER);
+	it->body = body;
+	it->body_len = GRPC_FRAME_HEADER + len;
+	return 0;
 }
 
-enum send_result { SENT, RETRY, REJECTED };
+/*
+ * gRPC's status codes a retry may cure (the server busy, down, or out of time); the
+ * others (invalid argument, unauthenticated, unimplemented...) would fail again.
+ */
+static bool grpc_retryable(long status)
+{
+	enum { CANCELLED = 1, UNKNOWN = 2, DEADLINE_EXCEEDED = 4, RESOURCE_EXHAUSTED = 8,
+	       ABORTED = 10, INTERNAL = 13, UNAVAILABLE = 14 };
+
+	return status == CANCELLED || status == UNKNOWN || status == DEADLINE_EXCEEDED ||
+	       status == RESOURCE_EXHAUSTED || status == ABORTED || status == INTERNAL ||
+	       status == UNAVAILABLE;
+}
+
+/* One "grpc-status: N" or "grpc-message: M" line (a header or a trailer) into @a. */
+static void grpc_field(struct answer *a, const char *line, size_t n)
+{
+	static const char status[] = "grpc-status:", message[] = "grpc-message:";
+
+	if (n > sizeof(status) - 1 && !strncasecmp(line, status, sizeof(status) - 1)) {
+		a->grpc_status = strtol(line + sizeof(status) - 1, NULL, 10);
+	} else if (n > sizeof(message) - 1 && !strncasecmp(line, message, sizeof(message) - 1)) {
+		line += sizeof(message) - 1;
+		n -= sizeof(message) - 1;
+		while (n && *line == ' ')
+			line++, n--;
+		while (n && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+			n--;
+		snprintf(a->grpc_message, sizeof(a->grpc_message), "%.*s", (int)n, line);
+	}
+}
+
+/* curl's header callback: a trailers-only gRPC answer has its status among the headers */
+static size_t keep_grpc_header(char *line, size_t size, size_t nmemb, void *arg)
+{
+	grpc_field(arg, line, size * nmemb);
+	return size * nmemb;
+}
+
+/* The status in the trailer frame of a gRPC-web body (kept whole: WriteRaw answers little). */
+static void grpc_trailers(struct answer *a)
+{
+	size_t i = 0;
+
+	while (i + GRPC_FRAME_HEADER <= a->len) {
+		const uint8_t *f = (const uint8_t *)a->text + i;
+		size_t n = (size_t)f[1] << 24 | f[2] << 16 | f[3] << 8 | f[4], j;
+
+		i += GRPC_FRAME_HEADER;
+		if (n > a->len - i)
+			return;
+		/* "name: value\r\n" lines */
+		for (j = i; (f[0] & GRPC_FRAME_TRAILERS) && j < i + n;) {
+			const char *eol = memchr(a->text + j, '\n', i + n - j);
+			size_t line = eol ? (size_t)(eol - (a->text + j)) + 1 : i + n - j;
+
+			grpc_field(a, a->text + j, line);
+			j += line;
+		}
+		i += n;
+	}
+}
+
+/* A gRPC call answered HTTP 200: what its status says (none at all is no gRPC server). */
+static enum send_result grpc_result(struct answer *a, char *err, size_t err_len)
+{
+	grpc_trailers(a);
+	if (a->grpc_status == 0)
+		return SENT;
+	if (a->grpc_status < 0) {
+		snprintf(err, err_len, "no gRPC status in the answer: is this Parca's address?");
+		return REJECTED;
+	}
+	snprintf(err, err_len, "gRPC status %ld: %s", a->grpc_status, a->grpc_message);
+	return grpc_retryable(a->grpc_status) ? RETRY : REJECTED;
+}
 
 static enum send_result send_one(struct sink *s, CURL *c, struct item *it, char *err, size_t err_len)
 {
 	const struct push *p = s->p;
 	struct curl_slist *headers = NULL;
 	char url[1024], host[128];
-	struct answer answer = {};
+	struct answer answer = { .grpc_status = -1 };
 	enum send_result res = RETRY;
 	long code = 0;
 	CURLcode rc;
 
 	cu.easy_reset(c);
 	if (s->kind == PUSH_PARCA) {
-		snprintf(url, sizeof(url), "%s/api/profiles/writeraw", s->url);
-		if (!it->body && !(it->body = parca_body(p, it))) {
+		snprintf(url, sizeof(url), "%s" PARCA_WRITE_RAW, s->url);
+		if (!it->body && parca_body(p, it)) {
 			snprintf(err, err_len, "out of memory");
 			return RETRY;
 		}
-		headers = cu.slist_append(headers, "Content-Type: application/json");
+		headers = cu.slist_append(headers, "Content-Type: application/grpc-web+proto");
+		headers = cu.slist_append(headers, "X-Grpc-Web: 1");
 		cu.easy_setopt(c, CURLOPT_POSTFIELDS, it->body);
-		cu.easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(it->body));
+		cu.easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)it->body_len);
+		cu.easy_setopt(c, CURLOPT_HEADERFUNCTION, keep_grpc_header);
+		cu.easy_setopt(c, CURLOPT_HEADERDATA, &answer);
 	} else {
 		/* name=APP{host=H}, the interval in Unix seconds; the sample types name the series */
 		char name[256], *enc;
@@ -304,6 +408,8 @@ static enum send_result send_one(struct sink *s, CURL *c, struct item *it, char 
 			res = code == 429 || code >= 500 ? RETRY : REJECTED;
 		if (res != SENT)
 			snprintf(err, err_len, "HTTP %ld: %.*s", code, (int)strcspn(answer.text, "\r\n"), answer.text);
+		else if (s->kind == PUSH_PARCA)
+			res = grpc_result(&answer, err, err_len);
 	}
 	cu.slist_free_all(headers);
 	return res;

@@ -5,18 +5,17 @@ check the requests the way the backends read them:
   (name with the host label, from/until, format=pprof), the content type, and a body that
   `go tool pprof` reads as a contention profile, its samples labelled by unit, kind and
   type only (no pids, threads or addresses: a backend makes series of sample labels);
-- Parca's `POST /api/profiles/writeraw` (gRPC gateway JSON): the series' labels and the
-  base64 profile inside;
+- Parca's `ProfileStoreService/WriteRaw` as gRPC-web: the frame, the series' labels and the
+  profile inside, and what each gRPC status makes of the profile (test_parca.py pushes to a
+  real Parca);
 - a backend that is down: lockscoped keeps serving, counts every failed attempt and every
   profile it drops, and its queue stays at its bound.
 
 The seed-004 server runs in a cgroup of its own, so its samples are told apart by their unit
 label from the host's; their contentions, summed over every profile pushed, are the
 server's own as `top` counts them."""
-import base64
 import gzip
 import http.server
-import json
 import os
 import socket
 import subprocess
@@ -25,6 +24,7 @@ import threading
 import time
 import urllib.parse
 
+import grpcweb
 from conftest import LOCKSCOPED, Workload, require_bpf, require_tool, start_daemon, stop_daemon
 from test_cgroups import Cgroup
 
@@ -36,7 +36,8 @@ MIN_SLEEPS = 3000
 class Receiver:
     """An HTTP server on loopback keeping every request; answers @status."""
 
-    def __init__(self, status=200):
+    def __init__(self, status=200, answer=None):
+        """@answer(n), if given, makes the n-th answer (from 0): (status, headers, body)."""
         self.requests, self.status = [], status
         outer = self
 
@@ -45,9 +46,17 @@ class Receiver:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 outer.requests.append({"method": "POST", "path": self.path, "headers": dict(self.headers),
                                        "body": body})
-                self.send_response(outer.status)
+                if answer:
+                    status, headers, body = answer(len(outer.requests) - 1)
+                else:
+                    status, headers = outer.status, {}
+                    body = b"{}" if outer.status == 200 else b"bad request: no such tenant"
+                self.send_response(status)
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
-                self.wfile.write(b"{}" if outer.status == 200 else b"bad request: no such tenant")
+                self.wfile.write(body)
 
             def log_message(self, *args):
                 pass
@@ -136,28 +145,58 @@ def test_pyroscope_ingest_contract():
     assert abs(pushed - contended) <= max(5, 0.01 * contended), (pushed, contended)
 
 
-def test_parca_writeraw_contract():
-    recv = Receiver()
+def grpc_answer(n):
+    """Parca's answers, one kind each: unavailable (trailers-only, in the headers), OK (an
+    empty WriteRawResponse and the trailer frame), invalid argument (in the trailer frame),
+    then what a server that is not gRPC answers (200 and no status)."""
+    web = {"Content-Type": "application/grpc-web+proto"}
+    if n == 0:
+        return 200, {**web, "Grpc-Status": "14", "Grpc-Message": "not ready"}, b""
+    if n == 1:
+        return 200, web, grpcweb.frame(b"") + grpcweb.frame(b"grpc-status:0\r\n", grpcweb.TRAILERS)
+    if n == 2:
+        return 200, web, grpcweb.frame(b"grpc-status: 3\r\ngrpc-message: bad labels\r\n", grpcweb.TRAILERS)
+    return 200, {"Content-Type": "application/json"}, b"{}"
+
+
+def test_parca_grpc_web_request_and_status():
+    recv = Receiver(answer=grpc_answer)
     d = push_daemon(f"--push-parca={recv.url}/", "--push-host=node-7", "--push-app=locks")
     try:
         run_server_in_unit(d)
+        # every request answered is counted once: sent, failed (and tried again) or rejected;
+        # pushes go on meanwhile, so read the counters between two of them
+        for _ in range(50):
+            n = len(recv.requests)
+            st = d.call({"cmd": "status"})["push"]["parca"]
+            if n == len(recv.requests) == st["sent"] + st["attempts_failed"] + st["dropped_rejected"]:
+                break
+            time.sleep(0.05)
+        requests = recv.requests[:n]
     finally:
         rc, log = stop_daemon(d)
         recv.close()
     assert rc == 0, log
-    assert len(recv.requests) >= 3
-    units = set()
-    for r in recv.requests:
-        assert r["path"] == "/api/profiles/writeraw" and r["headers"]["Content-Type"] == "application/json"
-        req = json.loads(r["body"])
-        assert req["normalized"] is True and len(req["series"]) == 1
-        series = req["series"][0]
-        assert series["labels"]["labels"] == [{"name": "__name__", "value": "locks"}, {"name": "host", "value": "node-7"}]
-        assert len(series["samples"]) == 1
-        types, samples = pprof_raw(base64.b64decode(series["samples"][0]["rawProfile"]))
+    assert len(requests) >= 4
+    for r in requests:
+        assert r["path"] == "/parca.profilestore.v1alpha1.ProfileStoreService/WriteRaw"
+        assert r["headers"]["Content-Type"] == "application/grpc-web+proto" and r["headers"]["X-Grpc-Web"] == "1"
+        (flag, msg), = grpcweb.frames(r["body"])
+        assert flag == 0
+        req = grpcweb.parse(msg)  # WriteRawRequest: series = 2, normalized = 3
+        assert req[3] == [1] and len(req[2]) == 1
+        series = grpcweb.parse(req[2][0])  # labels = 1, samples = 2
+        labels = [grpcweb.parse(l) for l in grpcweb.parse(series[1][0])[1]]
+        assert [(l[1][0], l[2][0]) for l in labels] == [(b"__name__", b"locks"), (b"host", b"node-7")]
+        sample, = series[2]
+        types, _ = pprof_raw(grpcweb.parse(sample)[1][0])  # raw_profile = 1
         assert types == ["contentions/count", "delay/nanoseconds"]
-        units |= {labels.get("unit") for _, _, labels in samples}
-    assert UNIT in units
+    # unavailable: sent again, the same bytes; OK: sent; invalid argument and no status at
+    # all: dropped as rejected (sending them again would fail the same way)
+    assert requests[0]["body"] == requests[1]["body"]
+    assert st["attempts_failed"] == 1 and st["sent"] == 1, st
+    assert st["dropped_rejected"] == len(requests) - 2, st
+    assert st["last_error"] == "no gRPC status in the answer: is this Parca's address?", st
 
 
 def free_port():
