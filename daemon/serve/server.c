@@ -446,7 +446,8 @@ int server__set_group(struct server *s, const char *group)
 		return -ENOENT;
 	if (s->have_group && gr->gr_gid == s->gid)
 		return 0;
-	if (chown(s->path, 0, gr->gr_gid))
+	/* the owner stays whoever runs the daemon (root, or a user with capabilities only) */
+	if (chown(s->path, -1, gr->gr_gid))
 		return -errno;
 	s->gid = gr->gr_gid;
 	s->have_group = true;
@@ -460,6 +461,13 @@ static int set_owner(struct server *s)
 	if (err == -ENOENT)
 		pr_warn("no group %s: only root may query (create it: systemd-sysusers, or groupadd %s)\n",
 			s->opts.group, s->opts.group);
+	/*
+	 * Not root, not in the group and without CAP_CHOWN (a daemon given only the tracing
+	 * capabilities): it serves its own user and root; the group's members are refused.
+	 */
+	else if (err == -EPERM)
+		pr_warn("cannot give the socket to group %s (not a member, no CAP_CHOWN): only uid %u and root "
+			"may query\n", s->opts.group, geteuid());
 	else if (err)
 		return err;
 	return chmod(s->path, s->opts.mode) ? -errno : 0;

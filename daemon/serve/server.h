@@ -56,7 +56,10 @@ struct server_stats {
 /* Cuts off clients that read nothing of their response for too long; call from a timer. */
 void server__tick(struct server *s, uint64_t now_ns);
 void server__stats(const struct server *s, struct server_stats *out);
-/* Gives the socket to @group (a SIGHUP's new socket-group); -ENOENT if there is none. */
+/*
+ * Gives the socket to @group (a SIGHUP's new socket-group); -ENOENT if there is none,
+ * -EPERM if this process may not (not a member, no CAP_CHOWN).
+ */
 int server__set_group(struct server *s, const char *group);
 void server__free(struct server *s);
 

@@ -7,6 +7,7 @@ addresses and tracefs that a user holding only CAP_BPF and CAP_PERFMON cannot re
 kernel matrix (test_kernels.py) adds a kernel without bpf_task_from_pid.
 """
 import json
+import grp
 import os
 import subprocess
 import tempfile
@@ -123,3 +124,10 @@ def test_degraded_mode_with_tracing_capabilities_only():
     assert "kallsyms missing: /proc/kallsyms shows no addresses (kernel.kptr_restrict; CAP_SYSLOG); " \
            "off: kernel symbols" in out
     assert "syscall_tracepoints missing" in out
+    # the socket's group: none here, or one it may not give the socket to (not a member,
+    # no CAP_CHOWN); either way it says so and serves its own user
+    try:
+        grp.getgrnam("lockscope")
+        assert "cannot give the socket to group lockscope (not a member, no CAP_CHOWN): only uid 65534" in out, out
+    except KeyError:
+        assert "no group lockscope: only root may query" in out, out
