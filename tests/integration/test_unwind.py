@@ -110,11 +110,12 @@ def test_go_code_is_walked_by_frame_pointers(daemon, tmp_path):
     for r in go:
         print(r["contended"], r["unwind"], r["truncated"], syms(r["stack"]))
     assert go and all(r["unwind"] == "fp" for r in go)
-    # an M's stack starts at runtime.mstart (or the main thread's rt0_go); a parked one's
-    # walk goes from the futex through notesleep up to there
-    whole = [r for r in go if not r["truncated"]]
-    assert whole and all(re.match(r"runtime\.(mstart|rt0_go|mcall|goexit)", syms(r["stack"])[-1]) for r in whole), whole
-    assert any(index_of(syms(r["stack"]), r"^runtime\.notes?t?sleep") == 1 for r in whole)
+    # an M's stack starts at runtime.mstart (its scheduler's at mcall); a parked one's walk
+    # goes from the futex through notesleep up to there. Whether the walk can tell it is
+    # the end ("truncated" false) depends on the Go: 1.26 zeroes the outermost frame
+    # pointer, 1.19 (Debian 12's) leaves one pointing past the dump
+    whole = [r for r in go if re.match(r"runtime\.(mstart|rt0_go|mcall|goexit)$", syms(r["stack"])[-1])]
+    assert whole and all(index_of(syms(r["stack"]), r"^runtime\.notes?t?sleep") == 1 for r in whole), whole
     assert daemon.call({"cmd": "status"})["unwind"]["frame_pointers"] > 0
 
 
