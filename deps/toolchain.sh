@@ -6,15 +6,19 @@
 #   toolchain.sh go min      the oldest Go that builds the pinned Parca (tests/parca/go.mod)
 #   toolchain.sh go find     the first go at least that new: $GO, go on PATH, Debian's and
 #                            Ubuntu's /usr/lib/go-1.NN/bin/go
+#   toolchain.sh LANG code T T's version as MAJOR * 1000 + MINOR (1.23 -> 1023)
 # Versioned directories are tried newest first; `find` exits 1 when none is new enough.
 set -eu
 
 usage() {
-	echo "usage: $0 rust|go min|find" >&2
+	echo "usage: $0 rust|go min|find|code TOOL" >&2
 	exit 2
 }
 
-[ $# -eq 2 ] || usage
+case $#:${2:-} in
+2:min | 2:find | 3:code) ;;
+*) usage ;;
+esac
 case "$1" in
 rust)
 	MIN=1.88
@@ -42,6 +46,9 @@ code() {
 case "$2" in
 min)
 	echo "$MIN"
+	;;
+code)
+	"$3" $VERSION_ARGS 2>/dev/null | sed -n "$PATTERN" | head -1 | code
 	;;
 find)
 	min=$(echo "$MIN" | tr . ' ' | code)

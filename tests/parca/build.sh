@@ -21,8 +21,7 @@ go=$(sh "$here/../../deps/toolchain.sh" go find) ||
 # parquet-go's hash reaches into the runtime (runtime.aeskeysched) by go:linkname, which
 # Go 1.23's linker refuses unless told; the flag does not exist before 1.23
 ldflags=
-code=$("$go" version | sed -n 's/^go version go\([0-9]*\)\.\([0-9]*\).*/\1 \2/p' | { read -r a b && echo $((a * 1000 + b)); })
-[ "$code" -ge 1023 ] && ldflags=-checklinkname=0
+[ "$(sh "$here/../../deps/toolchain.sh" go code "$go")" -ge 1023 ] && ldflags=-checklinkname=0
 
 mkdir -p "$(dirname "$out")"
 echo "tests/parca/build.sh: building Parca $(sed -n 's/^require github.com\/parca-dev\/parca //p' "$here/go.mod") with $("$go" version)"
