@@ -45,9 +45,10 @@ static void usage(FILE *f)
 		"  -t, --threads              one row per thread\n"
 		"  -l, --locks                one row per lock address (names mmap_lock, kernel symbols)\n"
 		"      --by unit|cgroup|pod   top: one row per systemd unit, cgroup or Kubernetes pod\n"
-		"  -G, --cgroup CG            top, report, export, flamegraph: only processes in CG, a\n"
-		"                             cgroup path (and below: /system.slice), a unit\n"
-		"                             (nginx.service), a container id or a pod UID\n"
+		"  -G, --cgroup CG            top, threads, spin, report, export, flamegraph: only\n"
+		"                             processes in CG, a cgroup path (and below:\n"
+		"                             /system.slice), a unit (nginx.service), a container id\n"
+		"                             or a pod UID\n"
 		"  -Y, --type-filter TYPES    spinlock,rwlock,rwsem,mutex,rt-mutex,percpu-rwsem or rwsem:R...,\n"
 		"                             futex[:mutex|:pi|:waitv|:condvar]; default: all but\n"
 		"                             futex:condvar (idle waits for an event)\n"
@@ -217,7 +218,7 @@ static const struct {
 	{ 'p', "-p/--pid", CMD_ROWS | CMD_THREADS | CMD_SPIN | CMD_REPORTS },
 	{ 't', "-t/--threads", CMD_ROWS },
 	{ OPT_BY, "--by", CMD_TOP },
-	{ 'G', "-G/--cgroup", CMD_TOP | CMD_REPORTS },
+	{ 'G', "-G/--cgroup", CMD_TOP | CMD_THREADS | CMD_SPIN | CMD_REPORTS },
 	{ 'l', "-l/--locks", CMD_ROWS },
 	{ 'Y', "-Y/--type-filter", CMD_ROWS | CMD_REPORTS },
 	{ 'E', "-E/--entries", CMD_ROWS | CMD_THREADS },

@@ -309,22 +309,28 @@ static void write_textfile(struct daemon *d)
 	d->textfile_err = err;
 }
 
-/* Every push-interval seconds, the interval's profile to the push threads (never blocks). */
+/*
+ * Every push-interval seconds, the interval's profiles to the push threads (never blocks):
+ * the waits, and the spin samples when anything spun.
+ */
 static void push_profile(struct daemon *d)
 {
-	struct export_buf buf = {};
+	struct export_buf locks = {}, spin = {};
 	uint64_t now = ls_now_ns(), start, end;
 	int err;
 
 	if (!d->push || now - d->push_ns < (uint64_t)d->cfg.push_interval * NSEC_PER_SEC)
 		return;
 	d->push_ns = now;
-	err = engine__push_profile(d->engine, &buf, &start, &end);
+	err = engine__push_profile(d->engine, &locks, &spin, &start, &end);
 	if (!err)
-		err = push__submit(d->push, buf.data, buf.len, start, end);
+		err = push__submit(d->push, PUSH_LOCKS, locks.data, locks.len, start, end);
+	if (!err && spin.len)
+		err = push__submit(d->push, PUSH_SPIN, spin.data, spin.len, start, end);
 	if (err)
-		pr_warn("push: cannot make the interval's profile: %s\n", strerror(-err));
-	free(buf.data);
+		pr_warn("push: cannot make the interval's profiles: %s\n", strerror(-err));
+	free(locks.data);
+	free(spin.data);
 }
 
 static void on_tick(void *ctx, uint32_t events)

@@ -149,6 +149,33 @@ int query__uint_field(const cJSON *req, const char *field, uint64_t max, uint64_
 	return 0;
 }
 
+int query__cgroup_field(const cJSON *req, char *out, size_t len, char *err, size_t err_len)
+{
+	const cJSON *v = cJSON_GetObjectItemCaseSensitive(req, "cgroup");
+
+	if (!v)
+		return 0;
+	if (!cJSON_IsString(v) || strlen(v->valuestring) >= len) {
+		snprintf(err, err_len, "'cgroup' must be a cgroup path, unit, container id or pod UID (under %zu bytes)",
+			 len);
+		return -EINVAL;
+	}
+	strcpy(out, v->valuestring);
+	return 0;
+}
+
+struct proc_filter query__proc_filter(const struct query *q)
+{
+	return (struct proc_filter){ .pid = q->pid, .cgroup = q->cgroup, .cgroups = q->cgroups };
+}
+
+bool query__proc_wanted(const struct proc_filter *f, uint32_t pid)
+{
+	if (f->pid && pid != f->pid)
+		return false;
+	return !f->cgroup || !f->cgroup[0] || (f->cgroups && cgroups__matches(f->cgroups, pid, f->cgroup));
+}
+
 int query__bool_field(const cJSON *req, const char *field, bool *out, char *err, size_t err_len)
 {
 	const cJSON *v = cJSON_GetObjectItemCaseSensitive(req, field);
@@ -179,7 +206,6 @@ int query__from_json(const cJSON *req, struct query *q, char *err, size_t err_le
 	uint64_t pid = 0, tid = 0, limit = 0, max_stack = q->max_stack;
 	int window = q->window, group = q->group, sort = q->sort, kind = q->kind;
 	const cJSON *types = cJSON_GetObjectItemCaseSensitive(req, "types");
-	const cJSON *cgroup = cJSON_GetObjectItemCaseSensitive(req, "cgroup");
 	int err_ret;
 
 	if ((err_ret = enum_from_json(req, "window", windows, LS_WIN_MAX, &window, err, err_len)) ||
@@ -192,16 +218,9 @@ int query__from_json(const cJSON *req, struct query *q, char *err, size_t err_le
 	    (err_ret = query__uint_field(req, "max_stack", LS_MAX_STACK_DEPTH, &max_stack, err, err_len)) ||
 	    (err_ret = query__bool_field(req, "stacks", &q->stacks, err, err_len)) ||
 	    (err_ret = query__bool_field(req, "owners", &q->owners, err, err_len)) ||
-	    (err_ret = query__bool_field(req, "holders", &q->holders, err, err_len)))
+	    (err_ret = query__bool_field(req, "holders", &q->holders, err, err_len)) ||
+	    (err_ret = query__cgroup_field(req, q->cgroup, sizeof(q->cgroup), err, err_len)))
 		return err_ret;
-	if (cgroup) {
-		if (!cJSON_IsString(cgroup) || strlen(cgroup->valuestring) >= sizeof(q->cgroup)) {
-			snprintf(err, err_len, "'cgroup' must be a cgroup path, unit, container id or pod UID "
-				 "(under %zu bytes)", sizeof(q->cgroup));
-			return -EINVAL;
-		}
-		strcpy(q->cgroup, cgroup->valuestring);
-	}
 	if (types) {
 		if (!cJSON_IsString(types)) {
 			snprintf(err, err_len, "'types' must be a comma-separated string");

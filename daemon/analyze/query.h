@@ -44,6 +44,13 @@ struct query {
 	const struct cgroups *cgroups;
 };
 
+/* Which processes a view keeps (-p, -G): rows, threads and spin findings alike. */
+struct proc_filter {
+	uint32_t pid;			/* 0: every process */
+	const char *cgroup;		/* NULL or "": every cgroup; see ls_cgroup_matches() */
+	const struct cgroups *cgroups;	/* where @cgroup looks processes up */
+};
+
 struct query_ctx {
 	const struct stacks *stacks;
 	const struct ksyms *ksyms;	/* NULL: addresses only */
@@ -134,10 +141,17 @@ void query__add_cgroup(cJSON *o, const struct query_ctx *ctx, uint32_t pid, cons
 /* The lock of key @k: kernel address and name, or the user lock's mapping and offset. */
 cJSON *query__lock_json(const struct query_ctx *ctx, const struct agg_key *k);
 
+/* The processes @q keeps. */
+struct proc_filter query__proc_filter(const struct query *q);
+/* Whether @f keeps process @pid (with no cgroups table a -G filter keeps nothing). */
+bool query__proc_wanted(const struct proc_filter *f, uint32_t pid);
+
 /* Optional request fields: absent leaves *out; a wrong type or range is a one-line error. */
 int query__uint_field(const cJSON *req, const char *field, uint64_t max, uint64_t *out,
 		      char *err, size_t err_len);
 int query__bool_field(const cJSON *req, const char *field, bool *out, char *err, size_t err_len);
+/* The request's "cgroup" (-G) into @out (@len bytes); @out unchanged when it has none. */
+int query__cgroup_field(const cJSON *req, char *out, size_t len, char *err, size_t err_len);
 /* The request's "window" (10s, 1m, 5m, all) into @w; @w unchanged when it has none. */
 int query__window_field(const cJSON *req, enum ls_window *w, char *err, size_t err_len);
 

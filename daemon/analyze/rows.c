@@ -32,15 +32,13 @@ static bool key_wanted(const struct query *q, const struct agg_key *k)
 {
 	if (query_is_holder_event(k) || !kind_wanted(q, k))
 		return false;
-	if (q->pid && k->pid != q->pid)
-		return false;
+	struct proc_filter f = query__proc_filter(q);
+
 	if (q->tid && k->tid != q->tid)
 		return false;
 	if (q->type_mask && !(q->type_mask & (1U << query__type_index(k->flags))))
 		return false;
-	if (q->cgroup[0] && !(q->cgroups && cgroups__matches(q->cgroups, k->pid, q->cgroup)))
-		return false;
-	return true;
+	return query__proc_wanted(&f, k->pid);
 }
 
 /* The group the process of @k is in; processes in none (no unit, no pod) make one row. */

@@ -56,6 +56,26 @@ void spin__sample(struct spin *s, const struct sched_spin_rec *r, uint32_t stack
 /* @base_events in @base_ns: the thread's own rate before the stop (threads__baseline()). */
 void spin__resume(struct spin *s, const struct sched_resume_rec *r, uint32_t stack, uint64_t base_events,
 		  uint64_t base_ns);
+/* A push interval's spin samples of a process under a stack (export__spin_pprof's input). */
+struct spin_sample_key {
+	uint32_t pid;
+	uint32_t stack;
+	uint32_t poll;		/* a busy poll's samples (SCHED_RF_POLL), else a PAUSE loop's */
+};
+
+/* From now on also keep each push interval's stacked samples (the pushed spin profile). */
+int spin__keep_intervals(struct spin *s);
+/*
+ * The spin samples since the last call, exact: each thread's count (the BPF side's, from
+ * @thr, refreshed by the caller) shared among the stacks its samples in the interval
+ * carried (the stacks are sampled; a thread with none gives LS_STACK_MISSING), and @fn
+ * called once per (process, stack, loop) with its share. -ENOENT when intervals are not
+ * kept. *@dropped: stacked samples of the interval that found the table full.
+ */
+typedef int (*spin_interval_fn)(void *ctx, uint32_t pid, uint32_t stack, bool poll, double samples);
+int spin__take_interval(struct spin *s, const struct threads *thr, uint64_t now, spin_interval_fn fn, void *ctx,
+			uint64_t *dropped);
+
 /*
  * A precise scan of @pid ran @ns: futex waits that returned at once (EAGAIN) are counted
  * only then, and their rate is over that time.
@@ -63,7 +83,7 @@ void spin__resume(struct spin *s, const struct sched_resume_rec *r, uint32_t sta
 void spin__precise_ran(struct spin *s, uint32_t pid, uint64_t ns);
 
 /*
- * The findings for @pid (0: every process) into @o's "findings", worst first, from the
+ * The findings for the processes @f keeps into @o's "findings", worst first, from the
  * threads' figures in window @w (exited threads included; THREADS_LIVE: the running ones,
  * since each started); holder preemptions and futex waits that returned at once are read
  * from @tab, an aggregation table covering @secs seconds.
@@ -71,6 +91,7 @@ void spin__precise_ran(struct spin *s, uint32_t pid, uint64_t ns);
  */
 int spin__json(struct spin *s, const struct sched_source *src, const struct threads *thr, enum ls_window w,
 	       const struct agg_view *tab, double secs, const struct query_ctx *ctx,
-	       const struct spin_thresholds *th, uint32_t pid, int max_stack, cJSON *o, const char **err);
+	       const struct spin_thresholds *th, const struct proc_filter *f, int max_stack, cJSON *o,
+	       const char **err);
 
 #endif

@@ -93,7 +93,7 @@ void spin_yield_findings(struct spin *s, const struct snapshot *sn, const struct
 		double rate = secs > 0 ? st->storm_yields / secs : 0;
 		cJSON *f, *ev;
 
-		if ((sn->pid && st->tgid != sn->pid) || st->storm_yields < sn->th->yield_min ||
+		if (!query__proc_wanted(sn->f, st->tgid) || st->storm_yields < sn->th->yield_min ||
 		    rate < sn->th->yield_min_rate || st->last_yield_ns < sn->start)
 			continue;
 		f = spin_finding_new("yield_spin", st->tgid, t->tid, st->comm);
@@ -228,7 +228,7 @@ void spin_sample_findings(struct spin *s, const struct snapshot *sn, const struc
 		cJSON *f, *ev;
 		uint32_t top;
 
-		if ((sn->pid && st->tgid != sn->pid) || hits < sn->th->pause_min_samples ||
+		if (!query__proc_wanted(sn->f, st->tgid) || hits < sn->th->pause_min_samples ||
 		    share * 100 < sn->th->pause_min_share_pct)
 			continue;
 		f = spin_finding_new(poll ? "yield_spin" : "pause_spin", st->tgid, t->tid, st->comm);
@@ -272,7 +272,7 @@ void spin_burst_findings(struct spin *s, const struct snapshot *sn, const struct
 		double base = rs->base_ns ? (double)rs->base_events * SCHED_BURST_WINDOW_NS / rs->base_ns : 0;
 		cJSON *f, *ev;
 
-		if ((sn->pid && r->pid != sn->pid) || r->window_events < sn->th->burst_min_events ||
+		if (!query__proc_wanted(sn->f, r->pid) || r->window_events < sn->th->burst_min_events ||
 		    r->window_events < sn->th->burst_factor * (base > 1 ? base : 1))
 			continue;
 		f = spin_finding_new("burst", r->pid, r->tid, r->comm);

@@ -29,6 +29,17 @@ struct sample_key {
 	uint32_t poll;		/* a busy-poll sample (SCHED_RF_POLL), else a PAUSE loop's */
 };
 
+struct interval_key {
+	uint32_t pid, tid;
+	uint32_t stack;
+	uint32_t poll;
+};
+
+struct pushed_counts {
+	uint64_t counts[2];	/* spin_samples, poll_samples as last pushed */
+	uint64_t gen;
+};
+
 struct resume {
 	struct sched_resume_rec r;
 	uint32_t stack;
@@ -39,6 +50,11 @@ struct spin {
 	struct htab *sites;		/* tid -> struct yield_site, the latest */
 	struct htab *samples;		/* struct sample_key -> uint64_t spin samples with a stack */
 	struct htab *precise;		/* pid -> uint64_t ns its precise scans ran */
+	/* with a push (spin__keep_intervals); NULL: not kept */
+	struct htab *interval;		/* struct interval_key -> uint64_t stacked samples */
+	uint64_t interval_dropped;	/* of them, found the table full */
+	struct htab *pushed;		/* tid -> struct pushed_counts: the counts pushed so far */
+	uint64_t pushed_gen;		/* the take that last saw each thread */
 	struct resume resumes[SPIN_RESUMES_KEPT];	/* a ring, newest at head - 1 */
 	unsigned int head, nr_resumes;
 };
@@ -57,7 +73,7 @@ struct peer {
 
 /* Everything a query reads, once: the window's threads and the BPF side's yield peers. */
 struct snapshot {
-	uint32_t pid;
+	const struct proc_filter *f;	/* the processes whose findings are made */
 	uint64_t start;			/* the window's start (live: 0) */
 	const struct spin_thresholds *th;
 	struct thread *threads;

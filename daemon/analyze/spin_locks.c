@@ -50,7 +50,7 @@ int spin_futex_findings(struct spin *s, const struct agg_view *tab, const struct
 		struct futex_spin *fs;
 		int created = 0;
 
-		if (!(k->flags & LS_KIND_USER) || !av->nonblocking || (sn->pid && k->pid != sn->pid))
+		if (!(k->flags & LS_KIND_USER) || !av->nonblocking || !query__proc_wanted(sn->f, k->pid))
 			continue;
 		if (!(fs = htab__upsert(by, &k->tid, &created, NULL)))
 			continue;
@@ -136,7 +136,7 @@ int spin_preempt_findings(const struct agg_view *tab, double secs, const struct 
 		struct preempt_val *pv;
 		int created = 0;
 
-		if (!query__is_preempt(k->flags) || (sn->pid && k->pid != sn->pid))
+		if (!query__is_preempt(k->flags) || !query__proc_wanted(sn->f, k->pid))
 			continue;
 		if (!(pv = htab__upsert(by, &pk, &created, NULL)))
 			continue;

@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <cjson/cJSON.h>
+#include "analyze/query.h"
 #include "store/agg.h"
 
 struct sched_peer;
@@ -65,10 +66,11 @@ uint64_t threads__window_start(const struct threads *t, enum ls_window w, uint64
 typedef int (*threads_fn)(void *ctx, uint32_t tid, const struct sched_thread *st, uint64_t exited_ns);
 int threads__each(const struct threads *t, enum ls_window w, uint64_t now, threads_fn fn, void *ctx);
 /*
- * Adds to @o the rows of @pid (0: all) in window @w, sorted by switches per second, at most
- * @limit (0: all), and the host figures. -EOPNOTSUPP or -ENOMEM with *err set when it cannot.
+ * Adds to @o the rows of the processes @f keeps in window @w, sorted by switches per second,
+ * at most @limit (0: all), and the host figures. -EOPNOTSUPP or -ENOMEM with *err set when
+ * it cannot.
  */
-int threads__json(struct threads *t, const struct sched_source *src, uint32_t pid, uint32_t limit,
+int threads__json(struct threads *t, const struct sched_source *src, const struct proc_filter *f, uint32_t limit,
 		  enum ls_window w, uint64_t now, cJSON *o, const char **err);
 /* Exited processes whose summary found no room (max_exited_procs). */
 uint64_t threads__dropped(const struct threads *t);

@@ -21,7 +21,7 @@ struct rows {
 	const struct threads *t;
 	enum ls_window w;
 	uint64_t now;
-	uint32_t pid;
+	const struct proc_filter *f;
 	double secs;		/* what rates are over (live: since the tick before) */
 	struct row *v;
 	size_t n, cap;
@@ -32,7 +32,7 @@ static int collect(void *ctx, uint32_t tid, const struct sched_thread *st, uint6
 	struct rows *rs = ctx;
 	struct row *r;
 
-	if (rs->pid && st->tgid != rs->pid)
+	if (!query__proc_wanted(rs->f, st->tgid))
 		return 0;
 	if (ls_vec_reserve(&rs->v, &rs->cap, rs->n, sizeof(*rs->v)))
 		return -ENOMEM;
@@ -98,10 +98,10 @@ static cJSON *row_json(const struct threads *t, const struct row *r, uint64_t no
 	return o;
 }
 
-int threads__json(struct threads *t, const struct sched_source *src, uint32_t pid, uint32_t limit,
+int threads__json(struct threads *t, const struct sched_source *src, const struct proc_filter *f, uint32_t limit,
 		  enum ls_window w, uint64_t now, cJSON *o, const char **err)
 {
-	struct rows rs = { .t = t, .w = w, .pid = pid, .now = now };
+	struct rows rs = { .t = t, .w = w, .f = f, .now = now };
 	uint64_t base_ns, base_ctxt, start;
 	cJSON *arr;
 	size_t i;

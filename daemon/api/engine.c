@@ -249,6 +249,8 @@ int engine__new(const struct engine_opts *opts, engine_reply_fn reply, void *rep
 	if (err)
 		goto cleanup;
 	err = spin__new(&e->spin);
+	if (!err && opts->push)
+		err = spin__keep_intervals(e->spin);
 	if (err)
 		goto cleanup;
 	/* before anything is attached: the host's switch cost, not the traced one */

@@ -78,11 +78,14 @@ cJSON *engine__handle(struct engine *e, uint64_t client, const struct ls_peer *p
 cJSON *engine__status(struct engine *e);
 /*
  * The waits since the last call (or the start) as a gzip'd pprof profile for a fleet's
- * backend: waiters' stacks, labels unit, kind and type only; [*start, *end) in Unix ns.
- * With opts.push only (-ENOENT otherwise).
+ * backend into @locks (waiters' stacks, labels unit, kind and type only), and the spin
+ * samples of the same interval as a CPU profile into @spin (export__spin_pprof; empty,
+ * len 0, when nothing spun); [*start, *end) in Unix ns. With opts.push only (-ENOENT
+ * otherwise).
  */
 struct export_buf;
-int engine__push_profile(struct engine *e, struct export_buf *out, uint64_t *start_unix_ns, uint64_t *end_unix_ns);
+int engine__push_profile(struct engine *e, struct export_buf *locks, struct export_buf *spin,
+			 uint64_t *start_unix_ns, uint64_t *end_unix_ns);
 /* Adds the serving side's sections (clients, push) to every status response and the metrics. */
 typedef void (*engine_status_fn)(void *ctx, cJSON *status);
 void engine__set_status_extra(struct engine *e, engine_status_fn fn, void *ctx);

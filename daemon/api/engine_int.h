@@ -77,6 +77,7 @@ struct engine {
 	struct prom_series *prom_series;	/* the lock series /metrics labels, for the daemon's life */
 	struct agg *push_agg;		/* opts.push: the waits since the last push, no windows */
 	uint64_t push_start_unix_ns;	/* when push_agg began */
+	uint64_t push_spin_dropped;	/* spin samples an interval had no room for */
 	engine_status_fn status_extra;	/* the serving side's status sections */
 	void *status_extra_ctx;
 	struct unwind *unwind;

@@ -63,6 +63,15 @@ struct export_span {
  */
 int export__pprof(const struct agg_view *tab, const struct query *q, const struct query_ctx *ctx,
 		  enum ls_profile p, const struct export_span *span, struct export_buf *out);
+/*
+ * A push interval's spin samples (struct spin_sample_key -> double count, as
+ * spin__take_interval shares them) as a CPU profile for a fleet's backend: sample types samples/count and
+ * cpu/nanoseconds (@period_ns each), each under its stack, labels unit and kind
+ * (pause_spin, busy_poll).
+ */
+struct htab;
+int export__spin_pprof(const struct htab *samples, uint64_t period_ns, const struct query_ctx *ctx,
+		       const struct export_span *span, struct export_buf *out);
 
 /*
  * Replaces @path with @len bytes at once: written to a temporary file beside it, then

@@ -13,6 +13,7 @@
 #include <zlib.h>
 #include "api/export.h"
 #include "api/export_int.h"
+#include "analyze/spin.h"
 #include "decode/usyms.h"
 #include "lib/htab.h"
 #include "lib/vec.h"
@@ -37,6 +38,7 @@ struct pprof {
 	const struct query_ctx *ctx;
 	enum query_side side;
 	bool fleet;			/* export_span's: bounded labels only */
+	uint64_t spin_period_ns;	/* a spin profile's (samples of this many ns each); 0: waits */
 	char **strings;
 	size_t nr_strings, cap_strings;
 	struct htab *string_ids;	/* FNV-1a hash -> index (a collision only duplicates) */
@@ -223,6 +225,26 @@ static uint64_t pp_location(struct pprof *pp, const uint64_t *ips, uint32_t i, u
 	return *id = loc->id;
 }
 
+/*
+ * A fleet's sample (bounded labels): @sk with the unit of process @pid in it, one sample
+ * for every thread and lock of the unit; created with the unit's name.
+ */
+static struct sample_val *fleet_sample(struct pprof *pp, uint32_t pid, struct sample_key *sk)
+{
+	struct sample_val *sv;
+	int created;
+
+	if (pp->ctx->cgroups)
+		sk->unit = cgroups__group(pp->ctx->cgroups, pid, CGROUP_BY_UNIT);
+	sv = htab__upsert(pp->samples, sk, &created, NULL);
+	if (sv && created) {
+		const struct ls_cgroup *cg = sk->unit ? cgroups__of(pp->ctx->cgroups, pid) : NULL;
+
+		snprintf(sv->unit, sizeof(sv->unit), "%s", cg ? cg->unit : "");
+	}
+	return sv;
+}
+
 static int pp_add(void *arg, const struct agg_key *k, const struct agg_val *v, uint32_t stack,
 		  double fc, double fw)
 {
@@ -230,24 +252,18 @@ static int pp_add(void *arg, const struct agg_key *k, const struct agg_val *v, u
 	struct sample_key sk = { .lock = k->lock, .stack = stack, .flags = k->flags, .name = k->name,
 				 .object = k->object };
 	struct sample_val *sv;
-	int created;
+	int created = 0;
 
 	if (pp->fleet) {
-		/* the same stack and type in every thread and lock of a unit is one sample */
 		sk = (struct sample_key){ .stack = stack, .flags = k->flags };
-		if (pp->ctx->cgroups)
-			sk.unit = cgroups__group(pp->ctx->cgroups, k->pid, CGROUP_BY_UNIT);
+		sv = fleet_sample(pp, k->pid, &sk);
 	} else {
 		export_side_ids(k, pp->side, &sk.pid, &sk.tid);
+		sv = htab__upsert(pp->samples, &sk, &created, NULL);
 	}
-	sv = htab__upsert(pp->samples, &sk, &created, NULL);
 	if (!sv)
 		return -ENOMEM;
-	if (created && pp->fleet) {
-		const struct ls_cgroup *cg = sk.unit ? cgroups__of(pp->ctx->cgroups, k->pid) : NULL;
-
-		snprintf(sv->unit, sizeof(sv->unit), "%s", cg ? cg->unit : "");
-	} else if (created) {
+	if (created) {
 		cJSON *lock = query__lock_json(pp->ctx, k);
 		const char *name = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(lock, "name"));
 		const char *addr = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(lock, "addr"));
@@ -300,6 +316,12 @@ static pb_sample *pp_sample(struct pprof *pp, const struct sample_key *sk, const
 	s->value[0] = llround(sv->count);
 	s->value[1] = llround(sv->delay_ns);
 	s->n_value = 2;
+	if (pp->spin_period_ns) {	/* kind: the loop the samples landed in */
+		if (sv->unit[0])
+			s->label[s->n_label++] = pp_label(pp, LBL_UNIT, sv->unit, 0);
+		s->label[s->n_label++] = pp_label(pp, LBL_KIND, sk->flags ? "busy_poll" : "pause_spin", 0);
+		return s;
+	}
 	if (pp->fleet) {
 		if (sv->unit[0])
 			s->label[s->n_label++] = pp_label(pp, LBL_UNIT, sv->unit, 0);
@@ -422,60 +444,64 @@ static void main_mapping_first(struct pprof *pp, uint32_t pid)
 	}
 }
 
-int export__pprof(const struct agg_view *tab, const struct query *q, const struct query_ctx *ctx,
-		  enum ls_profile p, const struct export_span *span, struct export_buf *out)
+/* The tables a profile is built in, and the labels' names. */
+static int pp_begin(struct pprof *pp)
 {
-	struct pprof pp = { .ctx = ctx, .side = export_side_of(p), .fleet = span->fleet };
+	int i;
+
+	pp->string_ids = htab__new(sizeof(uint64_t), sizeof(uint32_t), SIZE_MAX);
+	pp->func_ids = htab__new(sizeof(int64_t), sizeof(uint64_t), SIZE_MAX);
+	pp->map_ids = htab__new(sizeof(int64_t), sizeof(uint64_t), SIZE_MAX);
+	pp->loc_ids = htab__new(sizeof(struct loc_key), sizeof(uint64_t), SIZE_MAX);
+	pp->samples = htab__new(sizeof(struct sample_key), sizeof(struct sample_val), SIZE_MAX);
+	if (!pp->string_ids || !pp->func_ids || !pp->map_ids || !pp->loc_ids || !pp->samples ||
+	    pp_str(pp, "") != 0)	/* index 0 is always the empty string */
+		return -ENOMEM;
+	for (i = 0; i < LBL_MAX; i++)
+		pp->label_key[i] = pp_str(pp, label_keys[i]);
+	return 0;
+}
+
+/*
+ * The samples gathered in @pp as a gzip'd profile into @out, with sample types @types
+ * ({type, unit} twice), the first the period's, every @period; frees @pp's tables.
+ */
+static int pp_encode(struct pprof *pp, const char *const types[2][2], int64_t period,
+		     const struct export_span *span, uint32_t main_pid, struct export_buf *out)
+{
 	pb_profile prof = PERFTOOLS__PROFILES__PROFILE__INIT;
 	size_t iter = 0, n = 0, len;
-	const void *kp;
 	uint8_t *packed = NULL;
+	const void *kp;
+	int err = -ENOMEM;
 	void *vp;
-	int err = -ENOMEM, i;
 
-	out->data = NULL;
-	out->len = 0;
-	pp.string_ids = htab__new(sizeof(uint64_t), sizeof(uint32_t), SIZE_MAX);
-	pp.func_ids = htab__new(sizeof(int64_t), sizeof(uint64_t), SIZE_MAX);
-	pp.map_ids = htab__new(sizeof(int64_t), sizeof(uint64_t), SIZE_MAX);
-	pp.loc_ids = htab__new(sizeof(struct loc_key), sizeof(uint64_t), SIZE_MAX);
-	pp.samples = htab__new(sizeof(struct sample_key), sizeof(struct sample_val), SIZE_MAX);
-	if (!pp.string_ids || !pp.func_ids || !pp.map_ids || !pp.loc_ids || !pp.samples ||
-	    pp_str(&pp, "") != 0)	/* index 0 is always the empty string */
-		goto cleanup;
-	for (i = 0; i < LBL_MAX; i++)
-		pp.label_key[i] = pp_str(&pp, label_keys[i]);
-	err = query__for_each_wait(tab, q, pp.side, true, pp_add, &pp);
-	if (err)
-		goto cleanup;
-	err = -ENOMEM;
-	/* Go's contention profiles: [contentions/count, delay/nanoseconds], every event counted */
 	prof.sample_type = calloc(2, sizeof(*prof.sample_type));
-	prof.period_type = pp_value_type(&pp, "contentions", "count");
+	prof.period_type = pp_value_type(pp, types[0][0], types[0][1]);
 	if (!prof.sample_type || !prof.period_type)
 		goto cleanup;
-	prof.sample_type[prof.n_sample_type++] = pp_value_type(&pp, "contentions", "count");
-	prof.sample_type[prof.n_sample_type++] = pp_value_type(&pp, "delay", "nanoseconds");
-	prof.period = 1;
+	prof.sample_type[prof.n_sample_type++] = pp_value_type(pp, types[0][0], types[0][1]);
+	prof.sample_type[prof.n_sample_type++] = pp_value_type(pp, types[1][0], types[1][1]);
+	prof.period = period;
 	prof.time_nanos = span->start_unix_ns;
 	prof.duration_nanos = span->duration_ns;
-	prof.sample = calloc(htab__count(pp.samples) + 1, sizeof(*prof.sample));
+	prof.sample = calloc(htab__count(pp->samples) + 1, sizeof(*prof.sample));
 	if (!prof.sample)
 		goto cleanup;
-	while (!htab__next(pp.samples, &iter, &kp, &vp)) {
-		if (!(prof.sample[n] = pp_sample(&pp, kp, vp)))
+	while (!htab__next(pp->samples, &iter, &kp, &vp)) {
+		if (!(prof.sample[n] = pp_sample(pp, kp, vp)))
 			goto cleanup;
 		prof.n_sample = ++n;
 	}
-	main_mapping_first(&pp, q->pid);
-	prof.location = pp.locs;
-	prof.n_location = pp.nr_locs;
-	prof.function = pp.funcs;
-	prof.n_function = pp.nr_funcs;
-	prof.mapping = pp.maps;
-	prof.n_mapping = pp.nr_maps;
-	prof.string_table = pp.strings;
-	prof.n_string_table = pp.nr_strings;
+	main_mapping_first(pp, main_pid);
+	prof.location = pp->locs;
+	prof.n_location = pp->nr_locs;
+	prof.function = pp->funcs;
+	prof.n_function = pp->nr_funcs;
+	prof.mapping = pp->maps;
+	prof.n_mapping = pp->nr_maps;
+	prof.string_table = pp->strings;
+	prof.n_string_table = pp->nr_strings;
 	len = perftools__profiles__profile__get_packed_size(&prof);
 	packed = malloc(len ? len : 1);
 	if (!packed)
@@ -484,6 +510,59 @@ int export__pprof(const struct agg_view *tab, const struct query *q, const struc
 	err = gzip_buf(packed, len, out);
 cleanup:
 	free(packed);
-	pp_free(&pp, &prof);
+	pp_free(pp, &prof);
+	return err;
+}
+
+int export__pprof(const struct agg_view *tab, const struct query *q, const struct query_ctx *ctx,
+		  enum ls_profile p, const struct export_span *span, struct export_buf *out)
+{
+	/* Go's contention profiles: [contentions/count, delay/nanoseconds], every event counted */
+	static const char *const types[2][2] = { { "contentions", "count" }, { "delay", "nanoseconds" } };
+	struct pprof pp = { .ctx = ctx, .side = export_side_of(p), .fleet = span->fleet };
+	pb_profile none = PERFTOOLS__PROFILES__PROFILE__INIT;
+	int err;
+
+	out->data = NULL;
+	out->len = 0;
+	if ((err = pp_begin(&pp)) || (err = query__for_each_wait(tab, q, pp.side, true, pp_add, &pp))) {
+		pp_free(&pp, &none);
+		return err;
+	}
+	return pp_encode(&pp, types, 1, span, q->pid, out);
+}
+
+int export__spin_pprof(const struct htab *samples, uint64_t period_ns, const struct query_ctx *ctx,
+		       const struct export_span *span, struct export_buf *out)
+{
+	/* as a CPU profile: samples, and the CPU time they stand for */
+	static const char *const types[2][2] = { { "samples", "count" }, { "cpu", "nanoseconds" } };
+	struct pprof pp = { .ctx = ctx, .fleet = true, .spin_period_ns = period_ns };
+	pb_profile none = PERFTOOLS__PROFILES__PROFILE__INIT;
+	size_t iter = 0;
+	const void *kp;
+	void *vp;
+	int err;
+
+	out->data = NULL;
+	out->len = 0;
+	if ((err = pp_begin(&pp)))
+		goto fail;
+	while (!htab__next(samples, &iter, &kp, &vp)) {
+		const struct spin_sample_key *k = kp;
+		/* one sample per stack, loop and unit */
+		struct sample_key sk = { .stack = k->stack, .flags = k->poll };
+		struct sample_val *sv = fleet_sample(&pp, k->pid, &sk);
+
+		if (!sv) {
+			err = -ENOMEM;
+			goto fail;
+		}
+		sv->count += *(const double *)vp;
+		sv->delay_ns += *(const double *)vp * period_ns;
+	}
+	return pp_encode(&pp, types, period_ns, span, 0, out);
+fail:
+	pp_free(&pp, &none);
 	return err;
 }

@@ -12,6 +12,7 @@
 #include "api/engine_int.h"
 #include "api/prom.h"
 #include "lib/clock.h"
+#include "lib/htab.h"
 #include "store/agg.h"
 
 cJSON *report_rows_response(struct engine *e, const char *cmd, struct agg *agg, const struct query *q,
@@ -60,6 +61,8 @@ cJSON *report_threads(struct engine *e, const cJSON *req)
 	struct query_ctx qc = engine_query_ctx(e, false);
 	enum ls_window w = THREADS_LIVE;
 	uint64_t pid = 0, limit = 0, now;
+	char cgroup[LS_CGROUP_PATH_MAX] = "";
+	struct proc_filter f = { .cgroup = cgroup, .cgroups = qc.cgroups };
 	const char *why = NULL;
 	bool measure = false;
 	char err[256];
@@ -69,8 +72,10 @@ cJSON *report_threads(struct engine *e, const cJSON *req)
 	if (query__uint_field(req, "pid", INT32_MAX, &pid, err, sizeof(err)) ||
 	    query__uint_field(req, "limit", 1000000, &limit, err, sizeof(err)) ||
 	    query__bool_field(req, "measure", &measure, err, sizeof(err)) ||
+	    query__cgroup_field(req, cgroup, sizeof(cgroup), err, sizeof(err)) ||
 	    query__window_field(req, &w, err, sizeof(err)))
 		return engine__error("%s", err);
+	f.pid = pid;
 	/* on demand, with tracing on: what a switch costs now, tracer included */
 	if (measure && (ret = threads__measure_switch_cost(e->threads, THREADS_SWITCH_ROUNDS)))
 		return engine__error("cannot measure the switch cost: %s", strerror(-ret));
@@ -80,7 +85,7 @@ cJSON *report_threads(struct engine *e, const cJSON *req)
 	if (w != THREADS_LIVE)
 		cJSON_AddItemToObject(o, "window", engine_window_json(ls_window_name(w), threads__window_start(e->threads, w, now),
 							       now));
-	if (threads__json(e->threads, &e->sched, pid, limit, w, now, o, &why)) {
+	if (threads__json(e->threads, &e->sched, &f, limit, w, now, o, &why)) {
 		cJSON_Delete(o);
 		return engine__error("%s", why);
 	}
@@ -94,6 +99,8 @@ cJSON *report_spin(struct engine *e, const struct ls_peer *peer, const cJSON *re
 	struct query_ctx qc = engine_query_ctx(e, engine_kernel_addrs_allowed(e, peer));
 	uint64_t pid = 0, max_stack = LS_QUERY_DEF_MAX_STACK, now, start;
 	enum ls_window w = LS_WIN_ALL;	/* since the daemon started, exited threads included */
+	char cgroup[LS_CGROUP_PATH_MAX] = "";
+	struct proc_filter f = { .cgroup = cgroup, .cgroups = qc.cgroups };
 	const char *why = NULL;
 	struct agg_view *t;
 	char err[256];
@@ -102,8 +109,10 @@ cJSON *report_spin(struct engine *e, const struct ls_peer *peer, const cJSON *re
 
 	if (query__uint_field(req, "pid", INT32_MAX, &pid, err, sizeof(err)) ||
 	    query__uint_field(req, "max_stack", LS_MAX_STACK_DEPTH, &max_stack, err, sizeof(err)) ||
+	    query__cgroup_field(req, cgroup, sizeof(cgroup), err, sizeof(err)) ||
 	    query__window_field(req, &w, err, sizeof(err)))
 		return engine__error("%s", err);
+	f.pid = pid;
 	engine_catch_up(e);
 	now = ls_now_ns();
 	threads__refresh(e->threads, &e->sched, now);
@@ -114,7 +123,7 @@ cJSON *report_spin(struct engine *e, const struct ls_peer *peer, const cJSON *re
 	o = engine_response("spin");
 	cJSON_AddItemToObject(o, "window", engine_window_json(ls_window_name(w), start, now));
 	ret = spin__json(e->spin, &e->sched, e->threads, w, t, (double)(now - start) / NSEC_PER_SEC, &qc, &e->opts.spin,
-			 pid, max_stack, o, &why);
+			 &f, max_stack, o, &why);
 	agg_view__free(t);
 	if (ret) {
 		cJSON_Delete(o);
@@ -236,6 +245,7 @@ static cJSON *report_json(struct engine *e, const char *cmd, const struct agg_vi
 			  uint64_t start, uint64_t now, const uint64_t *counters0, bool kernel_addrs)
 {
 	struct query_ctx qc = engine_query_ctx(e, kernel_addrs);
+	struct proc_filter procs = query__proc_filter(q);
 	uint64_t span = now > start ? now - start : 1, age;
 	struct diag_input in = { .th = &e->opts.diag };
 	cJSON *o = engine_response(cmd), *locks, *callers, *futex_callers, *part;
@@ -258,14 +268,14 @@ static cJSON *report_json(struct engine *e, const char *cmd, const struct agg_vi
 	cJSON_AddItemToObject(o, "callers", callers);
 	part = cJSON_AddObjectToObject(o, "threads");
 	threads__refresh(e->threads, &e->sched, now);
-	if (threads__json(e->threads, &e->sched, q->pid, REPORT_THREADS, q->window, now, part, &why)) {
+	if (threads__json(e->threads, &e->sched, &procs, REPORT_THREADS, q->window, now, part, &why)) {
 		cJSON_AddStringToObject(part, "error", why);
 		why = NULL;
 	}
 	add_cgroups(e, &qc, cJSON_GetObjectItemCaseSensitive(part, "rows"));
 	part = cJSON_AddObjectToObject(o, "spin");
 	if (spin__json(e->spin, &e->sched, e->threads, q->window, t, (double)span / NSEC_PER_SEC, &qc, &e->opts.spin,
-		       q->pid, REPORT_MAX_STACK, part, &why))
+		       &procs, REPORT_MAX_STACK, part, &why))
 		cJSON_AddStringToObject(part, "error", why);
 	add_cgroups(e, &qc, cJSON_GetObjectItemCaseSensitive(part, "findings"));
 	cJSON_AddItemToObject(o, "dropped", status_dropped_json(e, counters0));
@@ -389,17 +399,35 @@ cJSON *report_export_response(struct engine *e, const char *cmd, struct agg *agg
 	return o;
 }
 
-int engine__push_profile(struct engine *e, struct export_buf *out, uint64_t *start_unix_ns, uint64_t *end_unix_ns)
+static int add_spin_sample(void *ctx, uint32_t pid, uint32_t stack, bool poll, double samples)
+{
+	struct spin_sample_key k = { .pid = pid, .stack = stack, .poll = poll };
+	double *v = htab__upsert(ctx, &k, NULL, NULL);
+
+	if (!v)
+		return -ENOMEM;
+	*v += samples;
+	return 0;
+}
+
+int engine__push_profile(struct engine *e, struct export_buf *locks, struct export_buf *spin,
+			 uint64_t *start_unix_ns, uint64_t *end_unix_ns)
 {
 	struct query_ctx qc = engine_query_ctx(e, false);
 	uint64_t now_unix = ls_clock_ns(CLOCK_REALTIME), start;
 	struct agg_opts ao = { .max_keys = e->opts.max_keys, .start_ns = ls_now_ns() };
 	struct export_span span = { .start_unix_ns = e->push_start_unix_ns, .fleet = true };
+	uint32_t freq = e->opts.collector.spin_freq;
+	uint64_t dropped = 0;
+	struct htab *samples;
+	int ret = 0;
 	struct agg_view *v;
 	struct agg *next;
 	struct query q;
 	int err;
 
+	spin->data = NULL;
+	spin->len = 0;
 	if (!e->push_agg)
 		return -ENOENT;
 	engine_catch_up(e);	/* every wait ended by now is in the interval */
@@ -409,11 +437,22 @@ int engine__push_profile(struct engine *e, struct export_buf *out, uint64_t *sta
 		agg__free(next);
 		return -ENOMEM;
 	}
-	err = export__pprof(v, &q, &qc, LS_PROFILE_BLOCK, &span, out);
+	err = export__pprof(v, &q, &qc, LS_PROFILE_BLOCK, &span, locks);
 	agg_view__free(v);
 	/* the next interval starts now, whether this one was encoded or not */
 	agg__free(e->push_agg);
 	e->push_agg = next;
+	/* the spin samples of the same interval: none (no profile) when nothing spun */
+	threads__refresh(e->threads, &e->sched, ls_now_ns());
+	if (!(samples = htab__new(sizeof(struct spin_sample_key), sizeof(double), SIZE_MAX)))
+		err = err ? err : -ENOMEM;
+	else if (!(ret = spin__take_interval(e->spin, e->threads, ls_now_ns(), add_spin_sample, samples, &dropped)) &&
+		 !err && htab__count(samples) && freq)
+		err = export__spin_pprof(samples, NSEC_PER_SEC / freq, &qc, &span, spin);
+	else if (ret && !err)
+		err = ret;
+	e->push_spin_dropped += dropped;
+	htab__free(samples);
 	*start_unix_ns = e->push_start_unix_ns;
 	*end_unix_ns = e->push_start_unix_ns = now_unix;
 	return err;

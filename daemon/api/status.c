@@ -70,6 +70,8 @@ cJSON *status_dropped_json(struct engine *e, const uint64_t *base)
 	/* an exited process whose threads aged out of the windows, with no room for its summary */
 	cJSON_AddNumberToObject(d, "exited_summary_full", threads__dropped(e->threads));
 	cJSON_AddNumberToObject(d, "exited_threads_folded", threads__folded_early(e->threads));
+	/* with a push: spin samples of an interval that found its table full */
+	cJSON_AddNumberToObject(d, "push_spin_interval_full", e->push_spin_dropped);
 	return d;
 }
 

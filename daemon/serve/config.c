@@ -109,7 +109,7 @@ const struct ls_setting ls_settings[] = {
 	U32("report-work-min", ENG(diag.work_min_pct), 1, 100, LS_SET_RELOAD, "thresholds",
 	    "report: a kind of holder work (I/O, allocation, formatting...) named at this % of samples"),
 	STR("push-parca", CFG(push_parca), LS_SET_EMPTY | LS_SET_URL, "push",
-	    "push each interval's profile to this Parca (http[s]://HOST:7070; POST /api/profiles/writeraw); empty: off"),
+	    "push each interval's profiles to this Parca (http[s]://HOST:7070: its WriteRaw call, as gRPC-web); empty: off"),
 	STR("push-pyroscope", CFG(push_pyroscope), LS_SET_EMPTY | LS_SET_URL, "push",
 	    "push each interval's profile to this Pyroscope (http[s]://HOST:4040; POST /ingest); empty: off"),
 	U32("push-interval", CFG(push_interval), 1, 3600, 0, "push", "seconds each pushed profile covers"),
@@ -122,7 +122,7 @@ const struct ls_setting ls_settings[] = {
 	    "a file whose first line is USER:PASSWORD for basic auth; empty: none"),
 	STR("push-ca-file", CFG(push_ca_file), LS_SET_EMPTY | LS_SET_ABSPATH, "push",
 	    "the CA certificates (PEM) the backends' TLS certificates are checked against; empty: the system's"),
-	STR("push-app", CFG(push_app), 0, "push", "Pyroscope's application name and Parca's __name__ label"),
+	STR("push-app", CFG(push_app), 0, "push", "Pyroscope's application name and Parca's __name__ label (the spin profile's: this and _spin)"),
 	STR("push-host", CFG(push_host), LS_SET_EMPTY, "push", "the host label of the pushed profiles; empty: the host name"),
 };
 const int ls_nr_settings = sizeof(ls_settings) / sizeof(ls_settings[0]);

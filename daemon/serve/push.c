@@ -99,6 +99,7 @@ struct item {
 	struct item *next;
 	void *data;
 	size_t len;
+	enum push_profile kind;
 	void *body;		/* Parca's request around it, made at the first try and kept for the next */
 	size_t body_len;
 	uint64_t start_unix_ns, end_unix_ns;
@@ -128,6 +129,8 @@ struct push {
 };
 
 static const char *const sink_names[PUSH_SINKS] = { "parca", "pyroscope" };
+/* appended to push-app: each kind of profile is a profile type (Parca), an application (Pyroscope) */
+static const char *const profile_suffix[] = { [PUSH_LOCKS] = "", [PUSH_SPIN] = "_spin" };
 
 /* The first line of @path into @buf; -errno. Credentials live in files, not in the config. */
 static int read_secret(const char *path, char *buf, size_t len)
@@ -227,12 +230,14 @@ static int parca_body(const struct push *p, struct item *it)
 	Parca__Profilestore__V1alpha1__RawProfileSeries series = PARCA__PROFILESTORE__V1ALPHA1__RAW_PROFILE_SERIES__INIT;
 	Parca__Profilestore__V1alpha1__RawProfileSeries *all[] = { &series };
 	Parca__Profilestore__V1alpha1__WriteRawRequest req = PARCA__PROFILESTORE__V1ALPHA1__WRITE_RAW_REQUEST__INIT;
+	char app[sizeof(p->app) + 8];
 	size_t len;
 	uint8_t *body;
 
 	/* Parca names the profile type after __name__ and makes series of the other labels */
+	snprintf(app, sizeof(app), "%s%s", p->app, profile_suffix[it->kind]);
 	name.name = "__name__";
-	name.value = (char *)p->app;
+	name.value = app;
 	host.name = "host";
 	host.value = (char *)p->host;
 	set.n_labels = sizeof(labels) / sizeof(labels[0]);
@@ -365,7 +370,7 @@ static enum send_result send_one(struct sink *s, CURL *c, struct item *it, char 
 		char name[256], *enc;
 
 		label_safe(host, sizeof(host), p->host);
-		snprintf(name, sizeof(name), "%s{host=%s}", p->app, host);
+		snprintf(name, sizeof(name), "%s%s{host=%s}", p->app, profile_suffix[it->kind], host);
 		enc = cu.easy_escape(c, name, 0);
 		snprintf(url, sizeof(url), "%s/ingest?name=%s&from=%llu&until=%llu&format=pprof&spyName=lockscope",
 			 s->url, enc ? enc : "", (unsigned long long)(it->start_unix_ns / NSEC_PER_SEC),
@@ -627,7 +632,8 @@ void push__free(struct push *p)
 	free(p);
 }
 
-int push__submit(struct push *p, const void *data, size_t len, uint64_t start_unix_ns, uint64_t end_unix_ns)
+int push__submit(struct push *p, enum push_profile kind, const void *data, size_t len, uint64_t start_unix_ns,
+		 uint64_t end_unix_ns)
 {
 	int i, err = 0;
 
@@ -648,6 +654,7 @@ int push__submit(struct push *p, const void *data, size_t len, uint64_t start_un
 		}
 		memcpy(it->data, data, len);
 		it->len = len;
+		it->kind = kind;
 		it->start_unix_ns = start_unix_ns;
 		it->end_unix_ns = end_unix_ns;
 		pthread_mutex_lock(&s->mu);

@@ -37,11 +37,14 @@ struct push;
 int push__new(const struct push_opts *opts, struct push **out, char *err, size_t err_len);
 /* Stops the threads (a request in flight is aborted) and frees what is queued. */
 void push__free(struct push *p);
+/* What a pushed profile is: its name at the backend is push-app, or push-app + "_spin". */
+enum push_profile { PUSH_LOCKS, PUSH_SPIN };
 /*
- * Queues a gzip'd pprof profile covering [start, end) (Unix ns) for every backend; copies
- * @data. Never blocks on the network.
+ * Queues a gzip'd pprof profile of kind @kind covering [start, end) (Unix ns) for every
+ * backend; copies @data. Never blocks on the network.
  */
-int push__submit(struct push *p, const void *data, size_t len, uint64_t start_unix_ns, uint64_t end_unix_ns);
+int push__submit(struct push *p, enum push_profile kind, const void *data, size_t len, uint64_t start_unix_ns,
+		 uint64_t end_unix_ns);
 /* The "push" object of `status`: each configured backend's counters (sent, queued, failed
  * attempts, dropped by reason, the last error). */
 cJSON *push__json(struct push *p);

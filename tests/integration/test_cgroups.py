@@ -1,6 +1,6 @@
 """Cgroup attribution end to end: seed 004's server run inside a cgroup of its own, found
-there by `top --by unit|cgroup`, `-G`, the JSON rows, threads and the Prometheus export, on
-both cgroup layouts (pure v2, and hybrid with v2 at /sys/fs/cgroup/unified)."""
+there by `top --by unit|cgroup`, `-G` (top, threads, spin, report), the JSON rows, threads
+and the Prometheus export, on both cgroup layouts (pure v2, and hybrid with v2 at /sys/fs/cgroup/unified)."""
 import os
 import re
 import time
@@ -117,6 +117,16 @@ def test_workloads_in_cgroups_are_found_there(layout_daemon):
         # threads and the Prometheus export carry it too
         threads = d.cli_json("threads", "-p", str(wa.pid), "-w", "all")["rows"]
         assert threads and all(t["cgroup"]["unit"] == "seed004-a.service" for t in threads)
+        # -G keeps threads, spin findings and every part of the report to what it names
+        for g, pids in (("seed004-a.service", {wa.pid}), ("lockscope-test.slice", {wa.pid, wb.pid}),
+                        ("no-such.service", set())):
+            threads = d.cli_json("threads", "-w", "all", "-G", g)["rows"]
+            assert {t["pid"] for t in threads} == pids, (g, threads)
+            report = d.cli_json("report", "-w", "all", "-G", g)
+            assert {t["pid"] for t in report["threads"]["rows"]} == pids, (g, report["threads"])
+            assert {r["pid"] for r in report["callers"] if r.get("pid")} <= pids
+            for findings in (report["spin"]["findings"], d.cli_json("spin", "-w", "all", "-G", g)["findings"]):
+                assert all(f["pid"] in pids for f in findings), (g, findings)
         prom = d.cli("export", "-F", "prometheus", "-w", "all").stdout
         line = [ln for ln in prom.splitlines() if ln.startswith("lockscope_contentions_total{")
                 and 'type="futex:mutex"' in ln and 'unit="seed004-b.scope"' in ln]

@@ -1,6 +1,7 @@
 """End to end with a real Parca: lockscoped pushes a profile a second while the seed-004
 server runs in a unit of its own; Parca's own query API then gives back the server's
-contentions, under the labels we sent, with the waits' stacks.
+contentions, under the labels we sent, with the waits' stacks, and TTAS spinners' CPU
+samples in the spin profile.
 
 Parca is the version tests/parca/go.mod pins, built from the Go module proxy by
 `make parca` (~6 minutes the first time; `make test` builds it when LOCKSCOPE_TEST_PARCA=1
@@ -11,13 +12,14 @@ import time
 
 import grpcweb
 from conftest import ROOT, require_tool, skip_or_fail, stop_daemon
-from test_push import UNIT, free_port, push_daemon, run_server_in_unit
+from test_push import SPIN_UNIT, UNIT, free_port, push_daemon, run_server_in_unit, run_spinners_in_unit
 
 PARCA = os.environ.get("LOCKSCOPE_PARCA", os.path.join(ROOT, "build", "parca", "parca"))
 QUERY = "parca.query.v1alpha1.QueryService"
 HOST = "node-7"
 # Parca names a profile type NAME:SAMPLE_TYPE:SAMPLE_UNIT:PERIOD_TYPE:PERIOD_UNIT[:delta]
 CONTENTIONS = "lockscope:contentions:count:contentions:count:delta"
+SPIN = "lockscope_spin:samples:count:samples:count:delta"
 # the query's REPORT_TYPE_PPROF and MODE_MERGE (parca/query/v1alpha1/query.proto)
 REPORT_PPROF, MODE_MERGE = 1, 2
 
@@ -83,13 +85,14 @@ def go_pprof(path, *args):
                           check=True).stdout
 
 
-def contentions(parca, selector, start, end, path):
-    """The contentions Parca holds for @selector: its merged profile's samples summed (a
-    merge has one value per sample and no labels: the selector chose them)."""
-    path.write_bytes(merged_pprof(parca, f"{CONTENTIONS}{selector}", start, end))
+def contentions(parca, selector, start, end, path, profile=CONTENTIONS):
+    """The first values (contentions; samples) Parca holds for @selector: its merged
+    profile's samples summed (a merge has one value per sample and no labels: the selector
+    chose them)."""
+    path.write_bytes(merged_pprof(parca, f"{profile}{selector}", start, end))
     raw = go_pprof(path, "-raw")
     lines = raw[raw.index("Samples:"):raw.index("Locations")].splitlines()
-    assert lines[1].split() == ["contentions/count"], lines[:2]
+    assert lines[1].split() == [profile.split(":")[1] + "/" + profile.split(":")[2]], lines[:2]
     return sum(int(line.split(":")[0]) for line in lines[2:] if ":" in line)
 
 
@@ -101,7 +104,10 @@ def test_parca_end_to_end(tmp_path):
         d = push_daemon(f"--push-parca={parca.url}", f"--push-host={HOST}")
         try:
             contended = run_server_in_unit(d)
-            st = d.call({"cmd": "status"})["push"]["parca"]
+            spun = run_spinners_in_unit(d)
+            status = d.call({"cmd": "status"})
+            st = status["push"]["parca"]
+            period_ns = 10**9 // status["config"]["settings"]["spin-freq"]  # each spin sample's CPU time
         finally:
             rc, log = stop_daemon(d)
         end = time.time() + 5
@@ -132,5 +138,16 @@ def test_parca_end_to_end(tmp_path):
         assert stacked >= 50, top
         for frame in ("lock_counted", "___pthread_mutex_lock"):
             assert cum.get(frame, 0) >= 0.9 * stacked, (frame, top)
+
+        # the spin profile: the spinners' samples, as many as the daemon counted, in their
+        # loop. Parca answers a samples/count type as samples times the period (CPU time,
+        # as for its own agent's CPU profiles)
+        assert {SPIN, "lockscope_spin:cpu:nanoseconds:samples:count:delta"} <= profile_types(parca)
+        path = tmp_path / "spin.pb.gz"
+        samples = contentions(parca, f'{{host="{HOST}",unit="{SPIN_UNIT}",kind="pause_spin"}}', start, end, path,
+                              profile=SPIN) / period_ns
+        print(f"Parca holds {samples} spin samples of {SPIN_UNIT}; the daemon counted {spun}")
+        assert abs(samples - spun) <= max(5, 0.01 * spun), (samples, spun)
+        assert "ttas_spin" in go_pprof(path, "-top"), go_pprof(path, "-top")
     finally:
         parca.close()

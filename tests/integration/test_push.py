@@ -110,23 +110,63 @@ def run_server_in_unit(d):
         cg.remove()
 
 
+SPIN_UNIT = "spinners-push.service"
+
+
+def run_spinners_in_unit(d):
+    """TTAS spinners in a unit of their own; their spin samples as the daemon counted them
+    (every sample, the BPF side's count per thread: the stacks are a sample of those)."""
+    cg = Cgroup(f"/lockscope-test.slice/{SPIN_UNIT}")
+    try:
+        w = Workload("spin_locks", "--lock", "ttas", "--threads", "3", "--seconds", "3", cgroup=cg.dir)
+        try:
+            w.go()
+            w.proc.stdout.readline()  # done: its threads are parked from here on
+            time.sleep(3)  # the last interval pushed
+            found = [f for f in d.cli_json("spin", "-w", "all", "-p", str(w.pid))["findings"]
+                     if f["kind"] == "pause_spin"]
+        finally:
+            w.proc.stdin.close()
+            w.proc.wait(timeout=30)
+        assert len(found) == 3, found
+        return sum(f["evidence"]["spin_samples"] for f in found)
+    finally:
+        cg.remove()
+
+
+def pprof_top(data):
+    """`go tool pprof -top` of a gzip'd profile."""
+    with tempfile.NamedTemporaryFile(suffix=".pb.gz", delete=False) as f:
+        f.write(data)
+    try:
+        return subprocess.run(["go", "tool", "pprof", "-top", f.name], capture_output=True, text=True,
+                              timeout=120, check=True).stdout
+    finally:
+        os.unlink(f.name)
+
+
 def test_pyroscope_ingest_contract():
     recv = Receiver()
     d = push_daemon(f"--push-pyroscope={recv.url}", "--push-host=node-7")
     try:
         contended = run_server_in_unit(d)
+        spun = run_spinners_in_unit(d)
         st = d.call({"cmd": "status"})["push"]["pyroscope"]
     finally:
         rc, log = stop_daemon(d)
         recv.close()
     assert rc == 0, log
     assert st["sent"] == len(recv.requests) >= 3 and st["last_error"] is None, st
-    pushed, until = 0, None
+    pushed, until, spin = 0, None, []
     for r in recv.requests:
         url = urllib.parse.urlsplit(r["path"])
         q = urllib.parse.parse_qs(url.query, strict_parsing=True)
         assert url.path == "/ingest" and r["method"] == "POST"
-        assert q["name"] == ["lockscope{host=node-7}"] and q["format"] == ["pprof"] and q["spyName"] == ["lockscope"]
+        assert q["format"] == ["pprof"] and q["spyName"] == ["lockscope"]
+        if q["name"] == ["lockscope_spin{host=node-7}"]:  # the spin profile, checked below
+            spin.append(r)
+            continue
+        assert q["name"] == ["lockscope{host=node-7}"], q
         start, end = int(q["from"][0]), int(q["until"][0])
         assert 0 <= end - start <= 3, (start, end)  # an interval of 1 s, taken at 1-s ticks
         assert until is None or start == until, "intervals follow each other without a gap"
@@ -143,6 +183,23 @@ def test_pyroscope_ingest_contract():
     print(f"pushed {pushed} contentions of {UNIT}; top counted {contended}")
     # per-caller samples are the exact figures shared among sampled stacks, each rounded
     assert abs(pushed - contended) <= max(5, 0.01 * contended), (pushed, contended)
+
+    # the spin profile, pushed only for intervals something spun in: CPU samples of the
+    # spin loops, each thread's exact count shared among its sampled stacks
+    assert spin, "no spin profile pushed"
+    samples, stacked = 0, 0
+    for r in spin:
+        types, got = pprof_raw(r["body"])
+        assert types == ["samples/count", "cpu/nanoseconds"]
+        for count, cpu_ns, labels in got:
+            assert set(labels) <= {"unit", "kind"}, labels
+            if labels.get("unit") == SPIN_UNIT:
+                assert labels["kind"] == "pause_spin" and cpu_ns > 0
+                samples += count
+        stacked += "ttas_spin" in pprof_top(r["body"])
+    print(f"pushed {samples} spin samples of {SPIN_UNIT}; the daemon counted {spun}")
+    assert abs(samples - spun) <= max(5, 0.01 * spun), (samples, spun)
+    assert stacked, "the spinners' stacks name their loop"
 
 
 def grpc_answer(n):
