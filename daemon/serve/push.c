@@ -304,7 +304,7 @@ static size_t keep_grpc_header(char *line, size_t size, size_t nmemb, void *arg)
 	return size * nmemb;
 }
 
-/* The status in the trailer frame of a gRPC-web body (kept whole: WriteRaw answers little). */
+/* The status in the trailer frame of a gRPC-web body (of its first PUSH_ANSWER_MAX bytes). */
 static void grpc_trailers(struct answer *a)
 {
 	size_t i = 0;
@@ -314,8 +314,12 @@ static void grpc_trailers(struct answer *a)
 		size_t n = (size_t)f[1] << 24 | f[2] << 16 | f[3] << 8 | f[4], j;
 
 		i += GRPC_FRAME_HEADER;
+		/*
+		 * Only the answer's first PUSH_ANSWER_MAX bytes are kept: a long grpc-message
+		 * cuts the trailer frame, whose grpc-status line comes first
+		 */
 		if (n > a->len - i)
-			return;
+			n = a->len - i;
 		/* "name: value\r\n" lines */
 		for (j = i; (f[0] & GRPC_FRAME_TRAILERS) && j < i + n;) {
 			const char *eol = memchr(a->text + j, '\n', i + n - j);

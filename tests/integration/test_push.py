@@ -211,8 +211,9 @@ def grpc_answer(n):
         return 200, {**web, "Grpc-Status": "14", "Grpc-Message": "not ready"}, b""
     if n == 1:
         return 200, web, grpcweb.frame(b"") + grpcweb.frame(b"grpc-status:0\r\n", grpcweb.TRAILERS)
-    if n == 2:
-        return 200, web, grpcweb.frame(b"grpc-status: 3\r\ngrpc-message: bad labels\r\n", grpcweb.TRAILERS)
+    if n == 2:  # a message longer than the answer lockscoped keeps: the frame comes cut
+        return 200, web, grpcweb.frame(b"grpc-status: 3\r\ngrpc-message: bad labels" + b" x" * 200 + b"\r\n",
+                                       grpcweb.TRAILERS)
     return 200, {"Content-Type": "application/json"}, b"{}"
 
 
@@ -220,6 +221,14 @@ def test_parca_grpc_web_request_and_status():
     recv = Receiver(answer=grpc_answer)
     d = push_daemon(f"--push-parca={recv.url}/", "--push-host=node-7", "--push-app=locks")
     try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            rejected = d.call({"cmd": "status"})["push"]["parca"]
+            if rejected["dropped_rejected"]:
+                break
+            time.sleep(0.05)
+        # the third answer's status, read from its cut trailer frame
+        assert rejected["dropped_rejected"] == 1 and rejected["last_error"].startswith("gRPC status 3: bad labels x x")
         run_server_in_unit(d)
         # every request answered is counted once: sent, failed (and tried again) or rejected;
         # pushes go on meanwhile, so read the counters between two of them
