@@ -68,7 +68,8 @@ struct sample_key {
 };
 
 struct sample_val {
-	double count, delay_ns;
+	double count;
+	double value;		/* the second sample type's: delay ns (waits), CPU ns (spin) */
 	char comm[LS_COMM_LEN];
 	char lock_name[160];
 	char unit[256];		/* fleet: the unit's name, "" none */
@@ -273,7 +274,7 @@ static int pp_add(void *arg, const struct agg_key *k, const struct agg_val *v, u
 		cJSON_Delete(lock);
 	}
 	sv->count += v->st.count * fc;
-	sv->delay_ns += v->st.total_ns * fw;
+	sv->value += v->st.total_ns * fw;
 	return 0;
 }
 
@@ -314,7 +315,7 @@ static pb_sample *pp_sample(struct pprof *pp, const struct sample_key *sk, const
 	if (!nr)
 		s->location_id[s->n_location_id++] = pp_location(pp, NULL, 0, sk->stack);
 	s->value[0] = llround(sv->count);
-	s->value[1] = llround(sv->delay_ns);
+	s->value[1] = llround(sv->value);
 	s->n_value = 2;
 	if (pp->spin_period_ns) {	/* kind: the loop the samples landed in */
 		if (sv->unit[0])
@@ -559,7 +560,7 @@ int export__spin_pprof(const struct htab *samples, uint64_t period_ns, const str
 			goto fail;
 		}
 		sv->count += *(const double *)vp;
-		sv->delay_ns += *(const double *)vp * period_ns;
+		sv->value += *(const double *)vp * period_ns;
 	}
 	return pp_encode(&pp, types, period_ns, span, 0, out);
 fail:

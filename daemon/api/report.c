@@ -443,10 +443,10 @@ int engine__push_profile(struct engine *e, struct export_buf *locks, struct expo
 	agg__free(e->push_agg);
 	e->push_agg = next;
 	/* the spin samples of the same interval: none (no profile) when nothing spun */
-	threads__refresh(e->threads, &e->sched, ls_now_ns());
+	threads__refresh(e->threads, &e->sched, ao.start_ns);
 	if (!(samples = htab__new(sizeof(struct spin_sample_key), sizeof(double), SIZE_MAX)))
 		err = err ? err : -ENOMEM;
-	else if (!(ret = spin__take_interval(e->spin, e->threads, ls_now_ns(), add_spin_sample, samples, &dropped)) &&
+	else if (!(ret = spin__take_interval(e->spin, e->threads, ao.start_ns, add_spin_sample, samples, &dropped)) &&
 		 !err && htab__count(samples) && freq)
 		err = export__spin_pprof(samples, NSEC_PER_SEC / freq, &qc, &span, spin);
 	else if (ret && !err)

@@ -249,14 +249,14 @@ int unwind__stack(struct unwind *u, const struct ls_ustack_rec *r, size_t size, 
 	if (size < sizeof(*r) || r->stack_bytes > size - sizeof(*r) ||
 	    (r->nregs != DW_NREGS && r->nregs != DW_NREGS + 1) || max <= 0)
 		return -EINVAL;
+	/* the maps must be the process's: see them (once, cached) before it can exit */
+	usyms__see(u->usyms, r->pid);
 	if (usyms__go_code(u->usyms, r->pid, r->regs[r->nregs - 1])) {
 		w.n = fp_walk(r, ips, max, truncated, &used);
 		window = *truncated && used + 2 * sizeof(uint64_t) > r->stack_bytes;
 		u->st.frame_pointers++;
 	} else {
 		*by_cfi = true;
-		/* the session's maps must be the process's: see them before it can exit */
-		usyms__see(u->usyms, r->pid);
 		w.p = proc_get(u, r->pid);
 		if (!w.p) {
 			u->st.failed++;

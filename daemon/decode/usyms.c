@@ -336,7 +336,6 @@ bool usyms__go_code(struct usyms *u, uint32_t pid, uint64_t pc)
 {
 	const struct uvma *v;
 
-	usyms__see(u, pid);
 	if (!(v = usyms_lookup(u, pid, pc)) || !v->exec)
 		return false;
 	usyms_read_elf(u, &u->mods[v->mod]);

@@ -66,7 +66,10 @@ int usyms__shared_key(struct usyms *u, uint32_t pid, uint64_t uaddr, uint32_t *o
 int usyms__data(struct usyms *u, uint32_t pid, uint64_t uaddr, const char **module, uint64_t *vaddr);
 /* The module an object id names (shared futexes), or NULL. */
 const char *usyms__object_path(const struct usyms *u, uint32_t object);
-/* Whether the code at @pc of @pid is in a binary Go built (it keeps frame pointers). */
+/*
+ * Whether the code at @pc of @pid is in a binary Go built (it keeps frame pointers), by
+ * the maps as cached: usyms__see() the process first.
+ */
 bool usyms__go_code(struct usyms *u, uint32_t pid, uint64_t pc);
 /* Called for each executable module of a process with its load bias; nonzero stops. */
 typedef int (*usyms_module_fn)(void *ctx, const char *path, uint64_t bias);
