@@ -3,7 +3,6 @@
  * The push threads: one per backend, each with its queue, its libcurl handle and its
  * backoff. The event loop only ever takes a queue's mutex for a list operation.
  */
-#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -13,11 +12,11 @@
 #include <strings.h>
 #include <time.h>
 #include <unistd.h>
-#include <curl/curl.h>
 #include "api/engine.h"
 #include "api/export.h"
 #include "lib/clock.h"
 #include "lib/log.h"
+#include "serve/http.h"
 #include "serve/push.h"
 #include "parca.pb-c.h"
 
@@ -27,62 +26,6 @@
 #define PUSH_BACKOFF_MAX_MS 60000
 /* a backend's answer kept for the error message */
 #define PUSH_ANSWER_MAX 120
-/* the connection's share of a request's time */
-#define PUSH_CONNECT_TIMEOUT_S 5
-/*
- * Opened only when a push is configured: libcurl's dependencies (OpenSSL, GnuTLS,
- * Kerberos, LDAP, nghttp2...) are 5.5 MB of every daemon's RSS once linked, push or not.
- */
-#define LIBCURL "libcurl.so.4"
-
-static struct {
-	CURLcode (*global_init)(long);
-	CURL *(*easy_init)(void);
-	void (*easy_reset)(CURL *);
-	CURLcode (*easy_setopt)(CURL *, CURLoption, ...);
-	CURLcode (*easy_perform)(CURL *);
-	CURLcode (*easy_getinfo)(CURL *, CURLINFO, ...);
-	void (*easy_cleanup)(CURL *);
-	const char *(*easy_strerror)(CURLcode);
-	char *(*easy_escape)(CURL *, const char *, int);
-	void (*free)(void *);
-	struct curl_slist *(*slist_append)(struct curl_slist *, const char *);
-	void (*slist_free_all)(struct curl_slist *);
-} cu;
-
-/* libcurl's functions into cu, once: -ENOENT when it is not installed (libcurl4). */
-static int open_libcurl(char *err, size_t err_len)
-{
-	void *h;
-
-	if (cu.global_init)
-		return 0;
-	if (!(h = dlopen(LIBCURL, RTLD_NOW | RTLD_LOCAL))) {
-		snprintf(err, err_len, "pushing needs libcurl: %s (install libcurl4)", dlerror());
-		return -ENOENT;
-	}
-	cu.easy_init = dlsym(h, "curl_easy_init");
-	cu.easy_reset = dlsym(h, "curl_easy_reset");
-	cu.easy_setopt = dlsym(h, "curl_easy_setopt");
-	cu.easy_perform = dlsym(h, "curl_easy_perform");
-	cu.easy_getinfo = dlsym(h, "curl_easy_getinfo");
-	cu.easy_cleanup = dlsym(h, "curl_easy_cleanup");
-	cu.easy_strerror = dlsym(h, "curl_easy_strerror");
-	cu.easy_escape = dlsym(h, "curl_easy_escape");
-	cu.free = dlsym(h, "curl_free");
-	cu.slist_append = dlsym(h, "curl_slist_append");
-	cu.slist_free_all = dlsym(h, "curl_slist_free_all");
-	cu.global_init = dlsym(h, "curl_global_init");
-	if (!cu.easy_init || !cu.easy_reset || !cu.easy_setopt || !cu.easy_perform || !cu.easy_getinfo ||
-	    !cu.easy_cleanup || !cu.easy_strerror || !cu.easy_escape || !cu.free || !cu.slist_append ||
-	    !cu.slist_free_all || !cu.global_init) {
-		snprintf(err, err_len, "%s lacks a function lockscoped calls (libcurl 7.85 or newer)", LIBCURL);
-		cu.global_init = NULL;
-		dlclose(h);
-		return -ENOSYS;
-	}
-	return 0;	/* kept open for the process's life */
-}
 
 /* What became of the profiles handed to one backend. */
 struct push_stats {
@@ -119,10 +62,8 @@ struct sink {
 };
 
 struct push {
-	uint32_t queue, timeout_s;
-	char auth_header[512];		/* "Authorization: Bearer ..."; "" none */
-	char userpwd[384];		/* basic auth; "" none */
-	char ca_file[PUSH_STR_MAX];
+	uint32_t queue;
+	struct http_conn conn;		/* timeout, credentials, CA: the same for both backends */
 	char host[128], app[64];
 	bool stop;			/* under every sink's mutex; read unlocked by curl's progress check */
 	struct sink sinks[PUSH_SINKS];
@@ -131,24 +72,6 @@ struct push {
 static const char *const sink_names[PUSH_SINKS] = { "parca", "pyroscope" };
 /* appended to push-app: each kind of profile is a profile type (Parca), an application (Pyroscope) */
 static const char *const profile_suffix[] = { [PUSH_LOCKS] = "", [PUSH_SPIN] = "_spin" };
-
-/* The first line of @path into @buf; -errno. Credentials live in files, not in the config. */
-static int read_secret(const char *path, char *buf, size_t len)
-{
-	FILE *f = fopen(path, "re");
-	size_t n;
-
-	if (!f)
-		return -errno;
-	if (!fgets(buf, len, f)) {
-		fclose(f);
-		return -ENODATA;
-	}
-	fclose(f);
-	n = strcspn(buf, "\r\n");
-	buf[n] = 0;
-	return n ? 0 : -ENODATA;
-}
 
 static void item_free(struct item *it)
 {
@@ -166,32 +89,12 @@ static bool stopping(const struct push *p)
 
 /* ---- one request ---- */
 
+/* What a backend answered: its body's start for the message, and a gRPC status */
 struct answer {
-	char text[PUSH_ANSWER_MAX];
-	size_t len;
+	struct http_answer http;
 	long grpc_status;		/* -1: none seen */
 	char grpc_message[PUSH_ANSWER_MAX];
 };
-
-static size_t keep_answer(char *ptr, size_t size, size_t nmemb, void *arg)
-{
-	struct answer *a = arg;
-	size_t n = size * nmemb, room = sizeof(a->text) - 1 - a->len;
-
-	memcpy(a->text + a->len, ptr, n < room ? n : room);
-	a->len += n < room ? n : room;
-	a->text[a->len] = 0;
-	return n;
-}
-
-/* curl's progress callback: a request in flight ends when the daemon stops */
-static int abort_on_stop(void *arg, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal, curl_off_t ulnow)
-{
-	const struct push *p = arg;
-
-	(void)dltotal, (void)dlnow, (void)ultotal, (void)ulnow;
-	return stopping(p);
-}
 
 /* Pyroscope's label values: letters, digits, '.', '-' and '_' (anything else '_'). */
 static void label_safe(char *out, size_t len, const char *in)
@@ -297,20 +200,20 @@ static void grpc_field(struct answer *a, const char *line, size_t n)
 	}
 }
 
-/* curl's header callback: a trailers-only gRPC answer has its status among the headers */
-static size_t keep_grpc_header(char *line, size_t size, size_t nmemb, void *arg)
+/* each header line: a trailers-only gRPC answer has its status among the headers */
+static void keep_grpc_header(void *arg, const char *line, size_t len)
 {
-	grpc_field(arg, line, size * nmemb);
-	return size * nmemb;
+	grpc_field(arg, line, len);
 }
 
 /* The status in the trailer frame of a gRPC-web body (of its first PUSH_ANSWER_MAX bytes). */
 static void grpc_trailers(struct answer *a)
 {
-	size_t i = 0;
+	const char *text = a->http.body;
+	size_t i = 0, len = a->http.len;
 
-	while (i + GRPC_FRAME_HEADER <= a->len) {
-		const uint8_t *f = (const uint8_t *)a->text + i;
+	while (i + GRPC_FRAME_HEADER <= len) {
+		const uint8_t *f = (const uint8_t *)text + i;
 		size_t n = (size_t)f[1] << 24 | f[2] << 16 | f[3] << 8 | f[4], j;
 
 		i += GRPC_FRAME_HEADER;
@@ -318,14 +221,14 @@ static void grpc_trailers(struct answer *a)
 		 * Only the answer's first PUSH_ANSWER_MAX bytes are kept: a long grpc-message
 		 * cuts the trailer frame, whose grpc-status line comes first
 		 */
-		if (n > a->len - i)
-			n = a->len - i;
+		if (n > len - i)
+			n = len - i;
 		/* "name: value\r\n" lines */
 		for (j = i; (f[0] & GRPC_FRAME_TRAILERS) && j < i + n;) {
-			const char *eol = memchr(a->text + j, '\n', i + n - j);
-			size_t line = eol ? (size_t)(eol - (a->text + j)) + 1 : i + n - j;
+			const char *eol = memchr(text + j, '\n', i + n - j);
+			size_t line = eol ? (size_t)(eol - (text + j)) + 1 : i + n - j;
 
-			grpc_field(a, a->text + j, line);
+			grpc_field(a, text + j, line);
 			j += line;
 		}
 		i += n;
@@ -346,81 +249,55 @@ static enum send_result grpc_result(struct answer *a, char *err, size_t err_len)
 	return grpc_retryable(a->grpc_status) ? RETRY : REJECTED;
 }
 
-static enum send_result send_one(struct sink *s, CURL *c, struct item *it, char *err, size_t err_len)
+static enum send_result send_one(struct sink *s, struct http_client *c, struct item *it, char *err,
+				 size_t err_len)
 {
+	static const char *const parca_headers[] = { "Content-Type: application/grpc-web+proto", "X-Grpc-Web: 1", NULL };
+	static const char *const pyroscope_headers[] = { "Content-Type: application/octet-stream", NULL };
 	const struct push *p = s->p;
-	struct curl_slist *headers = NULL;
-	char url[1024], host[128];
-	struct answer answer = { .grpc_status = -1 };
-	enum send_result res = RETRY;
-	long code = 0;
-	CURLcode rc;
+	struct answer answer = { .http.keep = PUSH_ANSWER_MAX, .grpc_status = -1 };
+	struct http_req req = {};
+	enum send_result res;
+	char url[1024];
 
-	cu.easy_reset(c);
 	if (s->kind == PUSH_PARCA) {
 		snprintf(url, sizeof(url), "%s" PARCA_WRITE_RAW, s->url);
 		if (!it->body && parca_body(p, it)) {
 			snprintf(err, err_len, "out of memory");
 			return RETRY;
 		}
-		headers = cu.slist_append(headers, "Content-Type: application/grpc-web+proto");
-		headers = cu.slist_append(headers, "X-Grpc-Web: 1");
-		cu.easy_setopt(c, CURLOPT_POSTFIELDS, it->body);
-		cu.easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)it->body_len);
-		cu.easy_setopt(c, CURLOPT_HEADERFUNCTION, keep_grpc_header);
-		cu.easy_setopt(c, CURLOPT_HEADERDATA, &answer);
+		req.headers = parca_headers;
+		req.body = it->body;
+		req.body_len = it->body_len;
+		req.on_header = keep_grpc_header;
+		req.header_arg = &answer;
 	} else {
 		/* name=APP{host=H}, the interval in Unix seconds; the sample types name the series */
-		char name[256], *enc;
+		char host[128], name[256], enc[3 * sizeof(name)];
 
 		label_safe(host, sizeof(host), p->host);
 		snprintf(name, sizeof(name), "%s%s{host=%s}", p->app, profile_suffix[it->kind], host);
-		enc = cu.easy_escape(c, name, 0);
+		http__escape(enc, sizeof(enc), name);
 		snprintf(url, sizeof(url), "%s/ingest?name=%s&from=%llu&until=%llu&format=pprof&spyName=lockscope",
-			 s->url, enc ? enc : "", (unsigned long long)(it->start_unix_ns / NSEC_PER_SEC),
+			 s->url, enc, (unsigned long long)(it->start_unix_ns / NSEC_PER_SEC),
 			 (unsigned long long)(it->end_unix_ns / NSEC_PER_SEC));
-		cu.free(enc);
-		headers = cu.slist_append(headers, "Content-Type: application/octet-stream");
-		cu.easy_setopt(c, CURLOPT_POSTFIELDS, it->data);
-		cu.easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)it->len);
+		req.headers = pyroscope_headers;
+		req.body = it->data;
+		req.body_len = it->len;
 	}
-	if (p->auth_header[0])
-		headers = cu.slist_append(headers, p->auth_header);
-	cu.easy_setopt(c, CURLOPT_URL, url);
-	cu.easy_setopt(c, CURLOPT_HTTPHEADER, headers);
-	cu.easy_setopt(c, CURLOPT_USERAGENT, "lockscoped/" LS_VERSION);
-	cu.easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-	cu.easy_setopt(c, CURLOPT_TIMEOUT, (long)p->timeout_s);
-	cu.easy_setopt(c, CURLOPT_CONNECTTIMEOUT, (long)(p->timeout_s < PUSH_CONNECT_TIMEOUT_S ?
-								p->timeout_s : PUSH_CONNECT_TIMEOUT_S));
-	cu.easy_setopt(c, CURLOPT_WRITEFUNCTION, keep_answer);
-	cu.easy_setopt(c, CURLOPT_WRITEDATA, &answer);
-	cu.easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
-	cu.easy_setopt(c, CURLOPT_XFERINFOFUNCTION, abort_on_stop);
-	cu.easy_setopt(c, CURLOPT_XFERINFODATA, (void *)p);
-	cu.easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-	if (p->userpwd[0]) {
-		cu.easy_setopt(c, CURLOPT_HTTPAUTH, (long)CURLAUTH_BASIC);
-		cu.easy_setopt(c, CURLOPT_USERPWD, p->userpwd);
-	}
-	if (p->ca_file[0])
-		cu.easy_setopt(c, CURLOPT_CAINFO, p->ca_file);
-	rc = cu.easy_perform(c);
-	if (rc != CURLE_OK) {
-		snprintf(err, err_len, "%s", cu.easy_strerror(rc));
+	req.url = url;
+	if (http__perform(c, &p->conn, &req, &answer.http, err, err_len)) {
+		res = RETRY;
+	} else if (answer.http.code < 200 || answer.http.code >= 300) {
+		const char *text = answer.http.body ? answer.http.body : "";
+
+		/* too many requests and server errors pass; other refusals would repeat */
+		res = answer.http.code == 429 || answer.http.code >= 500 ? RETRY : REJECTED;
+		snprintf(err, err_len, "HTTP %ld: %.*s", answer.http.code, (int)strcspn(text, "\r\n"), text);
 	} else {
-		cu.easy_getinfo(c, CURLINFO_RESPONSE_CODE, &code);
-		if (code >= 200 && code < 300)
-			res = SENT;
-		else
-			/* too many requests and server errors pass; other refusals would repeat */
-			res = code == 429 || code >= 500 ? RETRY : REJECTED;
-		if (res != SENT)
-			snprintf(err, err_len, "HTTP %ld: %.*s", code, (int)strcspn(answer.text, "\r\n"), answer.text);
-		else if (s->kind == PUSH_PARCA)
-			res = grpc_result(&answer, err, err_len);
+		res = s->kind == PUSH_PARCA ? grpc_result(&answer, err, err_len) : SENT;
 	}
-	cu.slist_free_all(headers);
+	http__answer_free(&answer.http);
 	return res;
 }
 
@@ -472,7 +349,7 @@ static void *sink_main(void *arg)
 	struct sink *s = arg;
 	struct push *p = s->p;
 	uint64_t backoff_ms = 0;
-	CURL *c = cu.easy_init();
+	struct http_client *c = http__client_new();
 	char err[sizeof(s->st.last_error)];
 
 	pthread_mutex_lock(&s->mu);
@@ -485,9 +362,7 @@ static void *sink_main(void *arg)
 			continue;
 		}
 		pthread_mutex_unlock(&s->mu);
-		res = c ? send_one(s, c, it, err, sizeof(err)) : RETRY;
-		if (!c)
-			snprintf(err, sizeof(err), "libcurl could not start");
+		res = send_one(s, c, it, err, sizeof(err));
 		pthread_mutex_lock(&s->mu);
 		if (res == SENT) {
 			s->st.sent++;
@@ -526,7 +401,7 @@ static void *sink_main(void *arg)
 		}
 	}
 	pthread_mutex_unlock(&s->mu);
-	cu.easy_cleanup(c);
+	http__client_free(c);
 	return NULL;
 }
 
@@ -542,40 +417,35 @@ int push__new(const struct push_opts *opts, struct push **out, char *err, size_t
 	if (!p)
 		return -ENOMEM;
 	p->queue = opts->queue;
-	p->timeout_s = opts->timeout_s;
+	p->conn.timeout_s = opts->timeout_s;
+	p->conn.stop = &p->stop;
 	snprintf(p->app, sizeof(p->app), "%s", opts->app && *opts->app ? opts->app : "lockscope");
 	if (opts->host && *opts->host)
 		snprintf(p->host, sizeof(p->host), "%s", opts->host);
 	else if (gethostname(p->host, sizeof(p->host) - 1))
 		snprintf(p->host, sizeof(p->host), "unknown");
 	if (opts->ca_file)
-		snprintf(p->ca_file, sizeof(p->ca_file), "%s", opts->ca_file);
+		snprintf(p->conn.ca_file, sizeof(p->conn.ca_file), "%s", opts->ca_file);
 	if (opts->bearer_token_file && *opts->bearer_token_file) {
-		if ((ret = read_secret(opts->bearer_token_file, secret, sizeof(secret)))) {
+		if ((ret = http__read_secret(opts->bearer_token_file, secret, sizeof(secret)))) {
 			snprintf(err, err_len, "push-bearer-token-file %s: %s (one line: the token)",
 				 opts->bearer_token_file, strerror(-ret));
 			goto fail;
 		}
-		snprintf(p->auth_header, sizeof(p->auth_header), "Authorization: Bearer %s", secret);
+		snprintf(p->conn.auth_header, sizeof(p->conn.auth_header), "Authorization: Bearer %s", secret);
 	}
 	if (opts->basic_auth_file && *opts->basic_auth_file) {
-		if ((ret = read_secret(opts->basic_auth_file, secret, sizeof(secret))) || !strchr(secret, ':')) {
+		if ((ret = http__read_secret(opts->basic_auth_file, secret, sizeof(secret))) || !strchr(secret, ':')) {
 			snprintf(err, err_len, "push-basic-auth-file %s: %s (one line: user:password)",
 				 opts->basic_auth_file, ret ? strerror(-ret) : "no ':'");
 			ret = ret ? ret : -EINVAL;
 			goto fail;
 		}
-		snprintf(p->userpwd, sizeof(p->userpwd), "%s", secret);
+		snprintf(p->conn.userpwd, sizeof(p->conn.userpwd), "%s", secret);
 	}
 	explicit_bzero(secret, sizeof(secret));
-	if ((ret = open_libcurl(err, err_len)))
+	if ((ret = http__init(err, err_len)))
 		goto fail;
-	/* before any thread: curl's global set-up is not thread-safe */
-	if (cu.global_init(CURL_GLOBAL_DEFAULT)) {
-		snprintf(err, err_len, "libcurl could not start");
-		ret = -ENOMEM;
-		goto fail;
-	}
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	for (i = 0; i < PUSH_SINKS; i++) {
@@ -631,8 +501,7 @@ void push__free(struct push *p)
 		pthread_mutex_destroy(&s->mu);
 		pthread_cond_destroy(&s->cv);
 	}
-	explicit_bzero(p->auth_header, sizeof(p->auth_header));
-	explicit_bzero(p->userpwd, sizeof(p->userpwd));
+	explicit_bzero(&p->conn, sizeof(p->conn));
 	free(p);
 }
 

@@ -2,8 +2,8 @@
 /*
  * Continuous profiles pushed to a fleet's backends: every push-interval the event loop
  * hands over the interval's profile (push__submit, which never blocks), and one thread per
- * backend sends it with libcurl: Parca (POST /api/profiles/writeraw, the profile base64 in
- * JSON) and Pyroscope (POST /ingest?format=pprof, the profile as the body). A backend that
+ * backend sends it (serve/http.h): Parca (its WriteRaw call as gRPC-web, the profile
+ * inside) and Pyroscope (POST /ingest?format=pprof, the profile as the body). A backend that
  * is down never slows the loop: each has a bounded queue (the oldest profile goes when it
  * is full), retries with exponential backoff, and every profile it could not deliver is
  * counted by why.
@@ -14,11 +14,12 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cjson/cJSON.h>
+#include "serve/http.h"
 
 enum push_sink { PUSH_PARCA, PUSH_PYROSCOPE, PUSH_SINKS };
 
 /* Room for a URL or a file path setting */
-#define PUSH_STR_MAX 108
+#define PUSH_STR_MAX HTTP_STR_MAX
 
 struct push_opts {
 	const char *url[PUSH_SINKS];	/* base http[s] URL ("http://parca:7070", checked by the config); "" or NULL: off */
