@@ -44,11 +44,12 @@ static void usage(FILE *f)
 		"  -p, --pid PID              only this process\n"
 		"  -t, --threads              one row per thread\n"
 		"  -l, --locks                one row per lock address (names mmap_lock, kernel symbols)\n"
-		"      --by unit|cgroup|pod   top: one row per systemd unit, cgroup or Kubernetes pod\n"
+		"      --by unit|cgroup|pod   top, threads: one row per systemd unit, cgroup or\n"
+		"                             Kubernetes pod (NAMESPACE/NAME when lockscoped names pods)\n"
 		"  -G, --cgroup CG            top, threads, spin, report, export, flamegraph: only\n"
 		"                             processes in CG, a cgroup path (and below:\n"
 		"                             /system.slice), a unit (nginx.service), a container id\n"
-		"                             or a pod UID\n"
+		"                             or a pod (UID, or NAMESPACE/NAME when named)\n"
 		"  -Y, --type-filter TYPES    spinlock,rwlock,rwsem,mutex,rt-mutex,percpu-rwsem or rwsem:R...,\n"
 		"                             futex[:mutex|:pi|:waitv|:condvar]; default: all but\n"
 		"                             futex:condvar (idle waits for an event)\n"
@@ -217,7 +218,7 @@ static const struct {
 } options[] = {
 	{ 'p', "-p/--pid", CMD_ROWS | CMD_THREADS | CMD_SPIN | CMD_REPORTS },
 	{ 't', "-t/--threads", CMD_ROWS },
-	{ OPT_BY, "--by", CMD_TOP },
+	{ OPT_BY, "--by", CMD_TOP | CMD_THREADS },
 	{ 'G', "-G/--cgroup", CMD_TOP | CMD_THREADS | CMD_SPIN | CMD_REPORTS },
 	{ 'l', "-l/--locks", CMD_ROWS },
 	{ 'Y', "-Y/--type-filter", CMD_ROWS | CMD_REPORTS },

@@ -65,6 +65,22 @@ static void lock_text(const cJSON *row, char *buf, size_t len)
 	snprintf(buf, len, "%18s  %s", addr_text(lock), ls_json_str_or(lock, "name", ""));
 }
 
+/*
+ * A row's group of kind @by: the unit, the cgroup path, or the pod (NAMESPACE/NAME when the
+ * daemon names pods, else its UID); "-" for the processes in none.
+ */
+static const char *group_text(const cJSON *row, const char *by, char *buf, size_t len)
+{
+	const cJSON *cg = cJSON_GetObjectItemCaseSensitive(row, "cgroup");
+	const char *ns = ls_json_str_or(cg, "namespace", NULL), *name = ls_json_str_or(cg, "pod_name", NULL);
+
+	if (!strcmp(by, "pod") && ns && name) {
+		snprintf(buf, len, "%s/%s", ns, name);
+		return buf;
+	}
+	return ls_json_str_or(cg, strcmp(by, "cgroup") ? by : "path", "-");
+}
+
 static void party_text(const cJSON *row, const char *role, char *buf, size_t len)
 {
 	const cJSON *o = cJSON_GetObjectItemCaseSensitive(row, role);
@@ -151,10 +167,9 @@ static void print_row(FILE *f, const cJSON *row, const struct render_opts *o)
 		lock_text(row, text, sizeof(text));
 		fprintf(f, " %s", text);
 	} else if (o->by) {
-		/* the unit, cgroup path or pod UID; "-" for the processes in none */
-		const cJSON *cg = cJSON_GetObjectItemCaseSensitive(row, "cgroup");
+		char where[320];
 
-		fprintf(f, "   %s", ls_json_str_or(cg, strcmp(o->by, "cgroup") ? o->by : "path", "-"));
+		fprintf(f, "   %s", group_text(row, o->by, where, sizeof(where)));
 	} else {
 		fprintf(f, "   %s%s", ls_json_str_or(row, "caller", "?"),
 			cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(row, "estimated")) ? " (est.)" : "");
@@ -357,20 +372,25 @@ void render_status(FILE *f, const cJSON *resp)
 	fputc('\n', f);
 }
 
-/* Like pidstat -w (cswch/s, nvcswch/s), plus where the time off CPU went and what switching cost. */
-void render_threads(FILE *f, const cJSON *resp)
-{
-	const cJSON *rows = cJSON_GetObjectItemCaseSensitive(resp, "rows"), *r;
-	char cost[16], on[16], blocked[16], runq[16], lost[16];
+/* A threads row's times, formatted */
+struct thread_times {
+	char on[16], blocked[16], runq[16], lost[16];
+};
 
-	ls_fmt_ns(cost, sizeof(cost), ls_json_num(resp, "switch_cost_ns_per_switch"));
-	fprintf(f, "host: %.0f switches/s; one switch costs %s (measured)\n",
-		ls_json_num(resp, "system_switches_per_s"), cost);
-	if (cJSON_GetObjectItemCaseSensitive(resp, "window"))
-		fprintf(f, "window %s: figures and rates over the last %.1f s, exited threads included\n",
-			ls_json_str_or(cJSON_GetObjectItemCaseSensitive(resp, "window"), "name", "?"),
-			ls_json_num(resp, "rate_window_s"));
-	fputc('\n', f);
+static void thread_times(const cJSON *r, struct thread_times *t)
+{
+	ls_fmt_ns(t->on, sizeof(t->on), ls_json_num(r, "oncpu_ns"));
+	ls_fmt_ns(t->blocked, sizeof(t->blocked), ls_json_num(r, "offcpu_blocked_ns"));
+	ls_fmt_ns(t->runq, sizeof(t->runq), ls_json_num(r, "runqueue_wait_ns"));
+	ls_fmt_ns(t->lost, sizeof(t->lost), ls_json_num(r, "switch_cost_ns"));
+}
+
+/* one line per thread */
+static void render_thread_rows(FILE *f, const cJSON *rows)
+{
+	struct thread_times t;
+	const cJSON *r;
+
 	fprintf(f, "%8s %8s  %-16s %9s %9s %10s %10s %11s %11s %11s %11s\n", "PID", "TID", "COMM",
 		"cswch/s", "nvcswch/s", "voluntary", "involuntary", "on-CPU", "blocked", "runq wait",
 		"switching");
@@ -378,10 +398,7 @@ void render_threads(FILE *f, const cJSON *resp)
 		const cJSON *exited = cJSON_GetObjectItemCaseSensitive(r, "exited_ago_s");
 		char tid[16], gone[32] = "";
 
-		ls_fmt_ns(on, sizeof(on), ls_json_num(r, "oncpu_ns"));
-		ls_fmt_ns(blocked, sizeof(blocked), ls_json_num(r, "offcpu_blocked_ns"));
-		ls_fmt_ns(runq, sizeof(runq), ls_json_num(r, "runqueue_wait_ns"));
-		ls_fmt_ns(lost, sizeof(lost), ls_json_num(r, "switch_cost_ns"));
+		thread_times(r, &t);
 		/* tid 0: what is left of an exited process's threads */
 		if (ls_json_num(r, "tid"))
 			snprintf(tid, sizeof(tid), "%.0f", ls_json_num(r, "tid"));
@@ -391,9 +408,47 @@ void render_threads(FILE *f, const cJSON *resp)
 			snprintf(gone, sizeof(gone), "  exited %.0f s ago", exited->valuedouble);
 		fprintf(f, "%8.0f %8s  %-16s %9.1f %9.1f %10.0f %10.0f %11s %11s %11s %11s%s\n",
 			ls_json_num(r, "pid"), tid, ls_json_str_or(r, "comm", "?"), ls_json_num(r, "voluntary_per_s"),
-			ls_json_num(r, "involuntary_per_s"), ls_json_num(r, "voluntary"), ls_json_num(r, "involuntary"), on,
-			blocked, runq, lost, gone);
+			ls_json_num(r, "involuntary_per_s"), ls_json_num(r, "voluntary"), ls_json_num(r, "involuntary"), t.on,
+			t.blocked, t.runq, t.lost, gone);
 	}
+}
+
+/* threads --by: one line per unit, cgroup or pod, its threads added up */
+static void render_thread_groups(FILE *f, const cJSON *rows, const char *by)
+{
+	struct thread_times t;
+	char where[320];
+	const cJSON *r;
+
+	fprintf(f, "%8s %9s %9s %10s %10s %11s %11s %11s %11s   %s\n", "THREADS", "cswch/s", "nvcswch/s", "voluntary",
+		"involuntary", "on-CPU", "blocked", "runq wait", "switching", !strcmp(by, "pod") ? "POD" :
+		!strcmp(by, "unit") ? "UNIT" : "CGROUP");
+	cJSON_ArrayForEach(r, rows) {
+		thread_times(r, &t);
+		fprintf(f, "%8.0f %9.1f %9.1f %10.0f %10.0f %11s %11s %11s %11s   %s\n", ls_json_num(r, "threads"),
+			ls_json_num(r, "voluntary_per_s"), ls_json_num(r, "involuntary_per_s"), ls_json_num(r, "voluntary"),
+			ls_json_num(r, "involuntary"), t.on, t.blocked, t.runq, t.lost, group_text(r, by, where, sizeof(where)));
+	}
+}
+
+/* Like pidstat -w (cswch/s, nvcswch/s), plus where the time off CPU went and what switching cost. */
+void render_threads(FILE *f, const cJSON *resp, const char *by)
+{
+	const cJSON *rows = cJSON_GetObjectItemCaseSensitive(resp, "rows");
+	char cost[16];
+
+	ls_fmt_ns(cost, sizeof(cost), ls_json_num(resp, "switch_cost_ns_per_switch"));
+	fprintf(f, "host: %.0f switches/s; one switch costs %s (measured)\n",
+		ls_json_num(resp, "system_switches_per_s"), cost);
+	if (cJSON_GetObjectItemCaseSensitive(resp, "window"))
+		fprintf(f, "window %s: figures and rates over the last %.1f s, exited threads included\n",
+			ls_json_str_or(cJSON_GetObjectItemCaseSensitive(resp, "window"), "name", "?"),
+			ls_json_num(resp, "rate_window_s"));
+	fputc('\n', f);
+	if (by)
+		render_thread_groups(f, rows, by);
+	else
+		render_thread_rows(f, rows);
 	if (!cJSON_GetArraySize(rows))
 		fprintf(f, "\n (no threads seen)\n");
 }
@@ -560,7 +615,7 @@ void render_response(FILE *f, const char *cmd, const cJSON *resp, const struct r
 	if (!strcmp(cmd, "status"))
 		render_status(f, resp);
 	else if (!strcmp(cmd, "threads"))
-		render_threads(f, resp);
+		render_threads(f, resp, o->by);
 	else if (!strcmp(cmd, "spin"))
 		render_spin(f, resp);
 	else if (!strcmp(cmd, "report"))

@@ -21,7 +21,8 @@ struct render_opts {
 void ls_fmt_ns(char *buf, size_t len, double ns);
 void render_rows(FILE *f, const cJSON *resp, const struct render_opts *o);
 void render_status(FILE *f, const cJSON *resp);
-void render_threads(FILE *f, const cJSON *resp);
+/* @by: unit, cgroup or pod when the rows are grouped (--by); NULL: one per thread */
+void render_threads(FILE *f, const cJSON *resp, const char *by);
 void render_spin(FILE *f, const cJSON *resp);
 /* `lockscope report`: the findings, most wasted time first, with evidence and fix. */
 void render_report(FILE *f, const cJSON *resp);

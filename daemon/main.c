@@ -20,6 +20,7 @@
 #include "serve/loop.h"
 #include "serve/metrics.h"
 #include "serve/notify.h"
+#include "serve/kube.h"
 #include "serve/push.h"
 #include "serve/server.h"
 
@@ -34,6 +35,7 @@ struct daemon {
 	uint64_t textfile_ns;		/* the metrics textfile's last write */
 	int textfile_err;		/* and its error, logged once */
 	struct push *push;		/* profiles to Parca and Pyroscope; NULL: off */
+	struct kube *kube;		/* Kubernetes pods' names; NULL: off */
 	uint64_t push_ns;		/* the last push */
 	struct loop *loop;
 	struct engine *engine;
@@ -120,7 +122,7 @@ static int add_override(struct daemon *d, const char *key, const char *value)
 
 static int parse_args(int argc, char **argv, struct daemon *d)
 {
-	struct option longopts[64] = {
+	static const struct option fixed[] = {
 		{ "config", required_argument, NULL, 'c' },
 		{ "force-tp", no_argument, NULL, OPT_FORCE_TP },
 		{ "no-owner-stack", no_argument, NULL, OPT_NO_OWNER_STACK },
@@ -131,15 +133,21 @@ static int parse_args(int argc, char **argv, struct daemon *d)
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, OPT_VERSION },
 	};
-	int nfixed = 9, i, c, idx;
+	const int nfixed = sizeof(fixed) / sizeof(fixed[0]);
+	/* the fixed options, one per setting, and the zeroed end */
+	struct option *longopts = calloc(nfixed + ls_nr_settings + 1, sizeof(*longopts));
+	int i, c, idx, ret = -EINVAL;
 
+	if (!longopts)
+		return -ENOMEM;
+	memcpy(longopts, fixed, sizeof(fixed));
 	for (i = 0; i < ls_nr_settings; i++)
 		longopts[nfixed + i] = (struct option){ ls_settings[i].key, required_argument, NULL, OPT_SETTING };
 	while ((c = getopt_long(argc, argv, "s:c:vh", longopts, &idx)) != -1) {
 		switch (c) {
 		case 's':
 			if (add_override(d, "socket", optarg))
-				return -EINVAL;
+				goto out;
 			break;
 		case 'c': d->config_path = optarg; break;
 		case OPT_FORCE_TP: d->base.engine.collector.force_tp = true; break;
@@ -151,18 +159,24 @@ static int parse_args(int argc, char **argv, struct daemon *d)
 		case 'h': usage(stdout); exit(0);
 		case OPT_VERSION: printf("lockscoped %s\n", LS_VERSION); exit(0);
 		case OPT_SETTING:
+			/* the name is the setting's key, which outlives longopts */
 			if (add_override(d, longopts[idx].name, optarg))
-				return -EINVAL;
+				goto out;
 			break;
 		default:
 			fprintf(stderr, "lockscoped: see --help for the options\n");
-			return -EINVAL;
+			goto out;
 		}
 	}
 	if (optind < argc) {
 		fprintf(stderr, "lockscoped: unexpected argument '%s'; see --help\n", argv[optind]);
-		return -EINVAL;
+		goto out;
 	}
+	ret = 0;
+out:
+	free(longopts);
+	if (ret)
+		return ret;
 	if (!d->config_path && !access(LS_DEFAULT_CONFIG, F_OK))
 		d->config_path = LS_DEFAULT_CONFIG;
 	return 0;
@@ -343,6 +357,14 @@ static void on_tick(void *ctx, uint32_t events)
 	server__tick(d->server, ls_now_ns());
 	write_textfile(d);
 	push_profile(d);
+	if (d->kube) {
+		struct pods *pods = kube__take(d->kube);
+
+		if (pods)
+			engine__set_pods(d->engine, pods);
+		if (engine__pods_wanted(d->engine))
+			kube__kick(d->kube);
+	}
 }
 
 static void on_rings(void *ctx, uint32_t events)
@@ -365,6 +387,8 @@ static void add_status_extra(void *ctx, cJSON *status)
 
 	if (d->push)
 		cJSON_AddItemToObject(status, "push", push__json(d->push));
+	if (d->kube)
+		cJSON_AddItemToObject(status, "kubernetes", kube__json(d->kube));
 	if (!d->server)
 		return;
 	o = cJSON_AddObjectToObject(status, "clients");
@@ -526,6 +550,15 @@ int main(int argc, char **argv)
 		err = -ENOTSUP;
 		goto cleanup;
 	}
+	if (d.cfg.kube_pods_url[0] &&
+	    (err = kube__new(&(struct kube_opts){ .pods_url = d.cfg.kube_pods_url, .node = d.cfg.kube_node,
+						  .token_file = d.cfg.kube_token_file, .ca_file = d.cfg.kube_ca_file,
+						  .insecure_tls = d.cfg.kube_insecure_tls,
+						  .interval_s = d.cfg.kube_pods_interval,
+						  .timeout_s = LS_DEF_KUBE_TIMEOUT }, &d.kube, msg, sizeof(msg)))) {
+		pr_err("cannot name Kubernetes pods: %s\n", msg);
+		goto cleanup;
+	}
 	engine__set_status_extra(d.engine, add_status_extra, &d);
 	d.push_ns = ls_now_ns();
 	err = server__new(&so, d.loop, &d.server);
@@ -569,6 +602,7 @@ cleanup:
 	metrics__free(d.metrics);
 	server__free(d.server);
 	push__free(d.push);
+	kube__free(d.kube);
 	engine__free(d.engine);
 	loop__free(d.loop);
 	if (d.timerfd >= 0)

@@ -11,6 +11,7 @@
 #include "analyze/query.h"
 #include "analyze/query_int.h"
 #include "decode/ksyms.h"
+#include "decode/pods.h"
 #include "decode/usyms.h"
 #include "store/stacks.h"
 
@@ -286,6 +287,7 @@ void query__add_cgroup(cJSON *o, const struct query_ctx *ctx, uint32_t pid, cons
 {
 	const struct ls_cgroup *c = ctx->cgroups ? cgroups__of(ctx->cgroups, pid) : NULL;
 	bool by_cgroup = many && many[CGROUP_BY_CGROUP];
+	const struct ls_pod *pod;
 	cJSON *g;
 
 	if (!c) {
@@ -302,6 +304,27 @@ void query__add_cgroup(cJSON *o, const struct query_ctx *ctx, uint32_t pid, cons
 	add_str_or_null(g, "unit", known(c->unit, many && many[CGROUP_BY_UNIT]));
 	add_str_or_null(g, "container", known(c->container, by_cgroup));
 	add_str_or_null(g, "pod", known(c->pod, many && many[CGROUP_BY_POD]));
+	/* the pod's names, when the daemon fetches the pod list and it has this one */
+	pod = many && many[CGROUP_BY_POD] ? NULL : cgroups__pod(ctx->cgroups, c);
+	add_str_or_null(g, "namespace", pod ? pod->ns : NULL);
+	add_str_or_null(g, "pod_name", pod ? pod->name : NULL);
+}
+
+void query__cgroup_mix(const struct cgroups *cg, uint32_t pid, struct cgroup_mix *m)
+{
+	static const uint32_t none[CGROUP_BY_MAX];
+	const uint32_t *g = cg ? cgroups__groups(cg, pid) : NULL;
+	int by;
+
+	if (!g)
+		g = none;
+	for (by = 0; by < CGROUP_BY_MAX; by++) {
+		if (!m->has)
+			m->first[by] = g[by];
+		else if (m->first[by] != g[by])
+			m->many[by] = true;
+	}
+	m->has = true;
 }
 
 cJSON *query__lock_json(const struct query_ctx *ctx, const struct agg_key *k)

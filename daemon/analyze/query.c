@@ -201,6 +201,18 @@ int query__window_field(const cJSON *req, enum ls_window *w, char *err, size_t e
 	return ret;
 }
 
+int query__by_field(const cJSON *req, enum cgroup_by *by, char *err, size_t err_len)
+{
+	/* by thread (the rows as they are), or folded by where the process runs */
+	static const char *const names[] = { "thread", "unit", "cgroup", "pod" };
+	static const enum cgroup_by kinds[] = { CGROUP_BY_MAX, CGROUP_BY_UNIT, CGROUP_BY_CGROUP, CGROUP_BY_POD };
+	int v = 0, ret = enum_from_json(req, "group", names, sizeof(names) / sizeof(names[0]), &v, err, err_len);
+
+	if (!ret)
+		*by = kinds[v];
+	return ret;
+}
+
 int query__from_json(const cJSON *req, struct query *q, char *err, size_t err_len)
 {
 	uint64_t pid = 0, tid = 0, limit = 0, max_stack = q->max_stack;

@@ -138,6 +138,14 @@ void query__add_stack(cJSON *o, const struct query_ctx *ctx, uint32_t id, int ma
  * @many[by] says the row's processes differ in it), or null when it is not known.
  */
 void query__add_cgroup(cJSON *o, const struct query_ctx *ctx, uint32_t pid, const bool many[CGROUP_BY_MAX]);
+/* What the processes of a row of several have in common: each group kind's first, and whether they differ. */
+struct cgroup_mix {
+	bool has;
+	uint32_t first[CGROUP_BY_MAX];
+	bool many[CGROUP_BY_MAX];
+};
+/* @pid's groups into @m (a process in none, or not known, counts as group 0). */
+void query__cgroup_mix(const struct cgroups *cg, uint32_t pid, struct cgroup_mix *m);
 /* The lock of key @k: kernel address and name, or the user lock's mapping and offset. */
 cJSON *query__lock_json(const struct query_ctx *ctx, const struct agg_key *k);
 
@@ -152,6 +160,8 @@ int query__uint_field(const cJSON *req, const char *field, uint64_t max, uint64_
 int query__bool_field(const cJSON *req, const char *field, bool *out, char *err, size_t err_len);
 /* The request's "cgroup" (-G) into @out (@len bytes); @out unchanged when it has none. */
 int query__cgroup_field(const cJSON *req, char *out, size_t len, char *err, size_t err_len);
+/* threads: the request's "group" (thread, unit, cgroup, pod) into @by; thread: CGROUP_BY_MAX */
+int query__by_field(const cJSON *req, enum cgroup_by *by, char *err, size_t err_len);
 /* The request's "window" (10s, 1m, 5m, all) into @w; @w unchanged when it has none. */
 int query__window_field(const cJSON *req, enum ls_window *w, char *err, size_t err_len);
 

@@ -56,9 +56,7 @@ struct row_detail {
 	double type_total[LS_MAX_LOCK_TYPES];
 	struct party owner, releaser;
 	/* the groups (cgroups__group) of the row's first key, and which the others differ in */
-	uint32_t cgroup[CGROUP_BY_MAX];
-	bool many_cgroups[CGROUP_BY_MAX];
-	bool has_cgroup;
+	struct cgroup_mix cgroups;	/* what its processes' cgroups have in common */
 };
 
 enum party_role { PARTY_OWNER, PARTY_RELEASER };

@@ -330,21 +330,8 @@ static int fill_detail(void *arg, size_t pos, const struct agg_key *k, const str
 	struct row_detail *d = &rs->details[di];
 
 	(void)stack;
-	if (rs->q->cgroups) {
-		static const uint32_t none[CGROUP_BY_MAX];
-		const uint32_t *g = cgroups__groups(rs->q->cgroups, k->pid);
-		int by;
-
-		for (by = 0; by < CGROUP_BY_MAX; by++) {
-			uint32_t gb = g ? g[by] : none[by];
-
-			if (!d->has_cgroup)
-				d->cgroup[by] = gb;
-			else if (d->cgroup[by] != gb)
-				d->many_cgroups[by] = true;
-		}
-		d->has_cgroup = true;
-	}
+	if (rs->q->cgroups)
+		query__cgroup_mix(rs->q->cgroups, k->pid, &d->cgroups);
 	agg_hist_add(d->hist, v, fc);
 	d->type_total[query__type_index(k->flags)] += v->st.total_ns * fw;
 	if (k->owner_tid)

@@ -184,7 +184,7 @@ static cJSON *row_json(const struct query_ctx *ctx, const struct query *q, const
 		}
 	}
 	if (ctx->cgroups)
-		query__add_cgroup(o, ctx, r->rep->pid, d->many_cgroups);
+		query__add_cgroup(o, ctx, r->rep->pid, d->cgroups.many);
 	cJSON_AddNumberToObject(o, "contended", count);
 	cJSON_AddNumberToObject(o, "total_wait_ns", total);
 	cJSON_AddNumberToObject(o, "max_wait_ns", r->max_ns);

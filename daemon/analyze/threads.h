@@ -67,11 +67,12 @@ typedef int (*threads_fn)(void *ctx, uint32_t tid, const struct sched_thread *st
 int threads__each(const struct threads *t, enum ls_window w, uint64_t now, threads_fn fn, void *ctx);
 /*
  * Adds to @o the rows of the processes @f keeps in window @w, sorted by switches per second,
- * at most @limit (0: all), and the host figures. -EOPNOTSUPP or -ENOMEM with *err set when
- * it cannot.
+ * at most @limit (0: all), and the host figures; with @by a group kind (not CGROUP_BY_MAX),
+ * one row per unit, cgroup or pod, its threads added up. -EOPNOTSUPP or -ENOMEM with *err
+ * set when it cannot.
  */
-int threads__json(struct threads *t, const struct sched_source *src, const struct proc_filter *f, uint32_t limit,
-		  enum ls_window w, uint64_t now, cJSON *o, const char **err);
+int threads__json(struct threads *t, const struct sched_source *src, const struct proc_filter *f, enum cgroup_by by,
+		  uint32_t limit, enum ls_window w, uint64_t now, cJSON *o, const char **err);
 /* Exited processes whose summary found no room (max_exited_procs). */
 uint64_t threads__dropped(const struct threads *t);
 /* Exited threads summarized early for want of room: the windows lost their own rows. */

@@ -98,8 +98,82 @@ static cJSON *row_json(const struct threads *t, const struct row *r, uint64_t no
 	return o;
 }
 
-int threads__json(struct threads *t, const struct sched_source *src, const struct proc_filter *f, uint32_t limit,
-		  enum ls_window w, uint64_t now, cJSON *o, const char **err)
+/* ---- threads: rows grouped by unit, cgroup or pod ---- */
+
+struct group {
+	struct row sum;			/* the group's threads added up (sum.st.tgid: one of them) */
+	uint32_t threads;
+	bool many_pids;
+	struct cgroup_mix cgroups;
+};
+
+/* @rs's rows folded into one per group of kind @by, sorted as the threads are; -ENOMEM. */
+static int group_rows(const struct rows *rs, enum cgroup_by by, struct group **out, size_t *nr)
+{
+	struct htab *index = htab__new(sizeof(uint32_t), sizeof(uint32_t), SIZE_MAX);
+	struct group *v = NULL;
+	size_t n = 0, cap = 0, i;
+
+	if (!index)
+		return -ENOMEM;
+	for (i = 0; i < rs->n; i++) {
+		const struct row *r = &rs->v[i];
+		uint32_t key = cgroups__group(rs->f->cgroups, r->st.tgid, by), *at;
+		int created = 0;
+		struct group *g;
+
+		if (!(at = htab__upsert(index, &key, &created, NULL)) ||
+		    (created && ls_vec_reserve(&v, &cap, n, sizeof(*v)))) {
+			htab__free(index);
+			free(v);
+			return -ENOMEM;
+		}
+		if (created) {
+			*at = n++;
+			v[*at] = (struct group){ .sum = { .st = { .tgid = r->st.tgid } } };
+		}
+		g = &v[*at];
+		g->threads++;
+		g->many_pids |= g->sum.st.tgid != r->st.tgid;
+		query__cgroup_mix(rs->f->cgroups, r->st.tgid, &g->cgroups);
+		g->sum.st.voluntary += r->st.voluntary;
+		g->sum.st.involuntary += r->st.involuntary;
+		g->sum.st.oncpu_ns += r->st.oncpu_ns;
+		g->sum.st.blocked_ns += r->st.blocked_ns;
+		g->sum.st.runq_ns += r->st.runq_ns;
+		g->sum.vol_per_s += r->vol_per_s;
+		g->sum.invol_per_s += r->invol_per_s;
+	}
+	htab__free(index);
+	ls_sort(v, n, sizeof(*v), by_rate);	/* struct row first: compared as the threads */
+	*out = v;
+	*nr = n;
+	return 0;
+}
+
+static cJSON *group_json(const struct threads *t, const struct group *g, const struct proc_filter *f)
+{
+	struct query_ctx ctx = { .cgroups = f->cgroups };
+	cJSON *o = cJSON_CreateObject();
+
+	cJSON_AddNumberToObject(o, "threads", g->threads);
+	if (!g->many_pids)
+		cJSON_AddNumberToObject(o, "pid", g->sum.st.tgid);
+	cJSON_AddNumberToObject(o, "voluntary", g->sum.st.voluntary);
+	cJSON_AddNumberToObject(o, "involuntary", g->sum.st.involuntary);
+	cJSON_AddNumberToObject(o, "voluntary_per_s", g->sum.vol_per_s);
+	cJSON_AddNumberToObject(o, "involuntary_per_s", g->sum.invol_per_s);
+	cJSON_AddNumberToObject(o, "oncpu_ns", g->sum.st.oncpu_ns);
+	cJSON_AddNumberToObject(o, "offcpu_blocked_ns", g->sum.st.blocked_ns);
+	cJSON_AddNumberToObject(o, "runqueue_wait_ns", g->sum.st.runq_ns);
+	cJSON_AddNumberToObject(o, "switch_cost_ns",
+				(g->sum.st.voluntary + g->sum.st.involuntary) * t->switch_cost_ns);
+	query__add_cgroup(o, &ctx, g->sum.st.tgid, g->cgroups.many);
+	return o;
+}
+
+int threads__json(struct threads *t, const struct sched_source *src, const struct proc_filter *f, enum cgroup_by by,
+		  uint32_t limit, enum ls_window w, uint64_t now, cJSON *o, const char **err)
 {
 	struct rows rs = { .t = t, .w = w, .f = f, .now = now };
 	uint64_t base_ns, base_ctxt, start;
@@ -132,8 +206,22 @@ int threads__json(struct threads *t, const struct sched_source *src, const struc
 				base_ns && now > base_ns ? (threads__host_switches() - base_ctxt) / ((double)(now - base_ns) / NSEC_PER_SEC) : 0);
 	cJSON_AddNumberToObject(o, "rate_window_s", rs.secs);
 	arr = cJSON_AddArrayToObject(o, "rows");
-	for (i = 0; i < rs.n && (!limit || i < limit); i++)
-		cJSON_AddItemToArray(arr, row_json(t, &rs.v[i], now));
+	if (by < CGROUP_BY_MAX && f->cgroups) {
+		struct group *groups;
+		size_t n;
+
+		if (group_rows(&rs, by, &groups, &n)) {
+			free(rs.v);
+			*err = "out of memory";
+			return -ENOMEM;
+		}
+		for (i = 0; i < n && (!limit || i < limit); i++)
+			cJSON_AddItemToArray(arr, group_json(t, &groups[i], f));
+		free(groups);
+	} else {
+		for (i = 0; i < rs.n && (!limit || i < limit); i++)
+			cJSON_AddItemToArray(arr, row_json(t, &rs.v[i], now));
+	}
 	free(rs.v);
 	return 0;
 }

@@ -21,6 +21,7 @@
 #include "decode/records.h"
 #include "decode/unwind.h"
 #include "decode/cgroups.h"
+#include "decode/pods.h"
 #include "decode/usyms.h"
 #include "lib/clock.h"
 #include "lib/log.h"
@@ -559,6 +560,30 @@ static void per_second(struct engine *e, uint64_t now)
 	collector__name_releasers(e->coll, on_demand_tick(&e->releasers, decoder__stats(e->dec).futex_waits,
 							  e->opts.collector.waker_min_rate, now, elapsed,
 							  WAKER_QUIET_NS));
+}
+
+void engine__set_pods(struct engine *e, struct pods *pods)
+{
+	cgroups__set_pods(e->cgroups, pods);
+}
+
+int engine__parse_pods(const char *json, size_t len, struct pods **out, size_t *count, size_t *skipped,
+		       char *err, size_t err_len)
+{
+	int ret = pods__parse(json, len, out, skipped, err, err_len);
+
+	*count = ret ? 0 : pods__count(*out);
+	return ret;
+}
+
+void engine__free_pods(struct pods *pods)
+{
+	pods__free(pods);
+}
+
+bool engine__pods_wanted(struct engine *e)
+{
+	return cgroups__pods_wanted(e->cgroups);
 }
 
 void engine__tick(struct engine *e)

@@ -86,6 +86,20 @@ cJSON *engine__status(struct engine *e);
 struct export_buf;
 int engine__push_profile(struct engine *e, struct export_buf *locks, struct export_buf *spin,
 			 uint64_t *start_unix_ns, uint64_t *end_unix_ns);
+/*
+ * Kubernetes pods' names from now on (a fetched pod list, decode/pods.h; owned by @e).
+ * engine__pods_wanted: whether a pod the list lacks was seen since the last call.
+ */
+struct pods;
+void engine__set_pods(struct engine *e, struct pods *pods);
+bool engine__pods_wanted(struct engine *e);
+/*
+ * A fetched PodList's JSON read into @out, @count pods named and @skipped items without
+ * names (decode/pods.h: pure, any thread may call it); -EINVAL with @err when not a PodList.
+ */
+int engine__parse_pods(const char *json, size_t len, struct pods **out, size_t *count, size_t *skipped,
+		       char *err, size_t err_len);
+void engine__free_pods(struct pods *pods);
 /* Adds the serving side's sections (clients, push) to every status response and the metrics. */
 typedef void (*engine_status_fn)(void *ctx, cJSON *status);
 void engine__set_status_extra(struct engine *e, engine_status_fn fn, void *ctx);

@@ -14,6 +14,7 @@
 #include "api/export.h"
 #include "api/export_int.h"
 #include "analyze/spin.h"
+#include "decode/pods.h"
 #include "decode/usyms.h"
 #include "lib/htab.h"
 #include "lib/vec.h"
@@ -29,9 +30,10 @@ typedef Perftools__Profiles__Function pb_function;
 typedef Perftools__Profiles__Mapping pb_mapping;
 typedef Perftools__Profiles__ValueType pb_value_type;
 
-enum pprof_label { LBL_PID, LBL_TID, LBL_COMM, LBL_KIND, LBL_TYPE, LBL_LOCK, LBL_UNIT, LBL_MAX };
+enum pprof_label { LBL_PID, LBL_TID, LBL_COMM, LBL_KIND, LBL_TYPE, LBL_LOCK, LBL_UNIT, LBL_NAMESPACE, LBL_POD, LBL_MAX };
 
-static const char *const label_keys[LBL_MAX] = { "pid", "tid", "comm", "kind", "type", "lock", "unit" };
+static const char *const label_keys[LBL_MAX] = { "pid", "tid", "comm", "kind", "type", "lock", "unit",
+							       "namespace", "pod" };
 
 /* A profile being built: the string table and one id space per message kind. */
 struct pprof {
@@ -65,6 +67,7 @@ struct sample_key {
 	uint64_t lock;
 	uint32_t stack, pid, tid, flags, name, object;
 	uint32_t unit;		/* fleet: cgroups__group(CGROUP_BY_UNIT), in place of the rest */
+	uint32_t pod;		/* fleet: cgroups__group(CGROUP_BY_POD) (cgroupfs pods have no unit) */
 };
 
 struct sample_val {
@@ -73,6 +76,7 @@ struct sample_val {
 	char comm[LS_COMM_LEN];
 	char lock_name[160];
 	char unit[256];		/* fleet: the unit's name, "" none */
+	const struct ls_pod *pod;	/* fleet: its Kubernetes pod, when named; NULL none */
 };
 
 static uint64_t fnv1a(const char *s)
@@ -227,21 +231,26 @@ static uint64_t pp_location(struct pprof *pp, const uint64_t *ips, uint32_t i, u
 }
 
 /*
- * A fleet's sample (bounded labels): @sk with the unit of process @pid in it, one sample
- * for every thread and lock of the unit; created with the unit's name.
+ * A fleet's sample (bounded labels): @sk with the unit and pod of process @pid in it, one
+ * sample for every thread and lock of the unit; created with the unit's and pod's names
+ * (the pods' are kept by the cgroups table while the profile is made).
  */
 static struct sample_val *fleet_sample(struct pprof *pp, uint32_t pid, struct sample_key *sk)
 {
+	const uint32_t *groups = pp->ctx->cgroups ? cgroups__groups(pp->ctx->cgroups, pid) : NULL;
 	struct sample_val *sv;
 	int created;
 
-	if (pp->ctx->cgroups)
-		sk->unit = cgroups__group(pp->ctx->cgroups, pid, CGROUP_BY_UNIT);
+	if (groups) {
+		sk->unit = groups[CGROUP_BY_UNIT];
+		sk->pod = groups[CGROUP_BY_POD];
+	}
 	sv = htab__upsert(pp->samples, sk, &created, NULL);
 	if (sv && created) {
-		const struct ls_cgroup *cg = sk->unit ? cgroups__of(pp->ctx->cgroups, pid) : NULL;
+		const struct ls_cgroup *cg = sk->unit || sk->pod ? cgroups__of(pp->ctx->cgroups, pid) : NULL;
 
-		snprintf(sv->unit, sizeof(sv->unit), "%s", cg ? cg->unit : "");
+		snprintf(sv->unit, sizeof(sv->unit), "%s", cg && sk->unit ? cg->unit : "");
+		sv->pod = cg && sk->pod ? cgroups__pod(pp->ctx->cgroups, cg) : NULL;
 	}
 	return sv;
 }
@@ -293,6 +302,17 @@ static pb_label *pp_label(struct pprof *pp, enum pprof_label key, const char *st
 	return l;
 }
 
+/* A fleet sample's place: its unit, and its pod's namespace and name when known. */
+static void fleet_labels(struct pprof *pp, const struct sample_val *sv, pb_sample *s)
+{
+	if (sv->unit[0])
+		s->label[s->n_label++] = pp_label(pp, LBL_UNIT, sv->unit, 0);
+	if (sv->pod) {
+		s->label[s->n_label++] = pp_label(pp, LBL_NAMESPACE, sv->pod->ns, 0);
+		s->label[s->n_label++] = pp_label(pp, LBL_POD, sv->pod->name, 0);
+	}
+}
+
 static pb_sample *pp_sample(struct pprof *pp, const struct sample_key *sk, const struct sample_val *sv)
 {
 	pb_sample *s = calloc(1, sizeof(*s));
@@ -318,14 +338,12 @@ static pb_sample *pp_sample(struct pprof *pp, const struct sample_key *sk, const
 	s->value[1] = llround(sv->value);
 	s->n_value = 2;
 	if (pp->spin_period_ns) {	/* kind: the loop the samples landed in */
-		if (sv->unit[0])
-			s->label[s->n_label++] = pp_label(pp, LBL_UNIT, sv->unit, 0);
+		fleet_labels(pp, sv, s);
 		s->label[s->n_label++] = pp_label(pp, LBL_KIND, sk->flags ? "busy_poll" : "pause_spin", 0);
 		return s;
 	}
 	if (pp->fleet) {
-		if (sv->unit[0])
-			s->label[s->n_label++] = pp_label(pp, LBL_UNIT, sv->unit, 0);
+		fleet_labels(pp, sv, s);
 	} else {
 		s->label[s->n_label++] = pp_label(pp, LBL_PID, NULL, sk->pid);
 		s->label[s->n_label++] = pp_label(pp, LBL_TID, NULL, sk->tid);

@@ -8,6 +8,7 @@
 #include <string.h>
 #include "analyze/query.h"
 #include "api/prom.h"
+#include "decode/pods.h"
 #include "lib/htab.h"
 #include "lib/jsonget.h"
 #include "lib/vec.h"
@@ -172,6 +173,7 @@ void prom_write_status(FILE *f, const cJSON *st)
 struct series_key {
 	uint32_t kind_user, type;
 	uint32_t unit;		/* cgroups__group(CGROUP_BY_UNIT): 0, none */
+	uint32_t pod;		/* cgroups__group(CGROUP_BY_POD): labelled when the pod is named */
 	char comm[LS_COMM_LEN];
 };
 
@@ -275,6 +277,7 @@ static struct htab *admit(struct prom_series *ps, struct htab *all)
 
 		if (!htab__find(ps->admitted, &k)) {
 			k.unit = PROM_OTHER_UNIT;
+			k.pod = 0;
 			snprintf(k.comm, sizeof(k.comm), "%s", PROM_OTHER_LABEL);
 			ps->folded++;
 		}
@@ -301,8 +304,12 @@ static int series_add(void *arg, const struct agg_key *k, const struct agg_val *
 	struct series *s;
 
 	(void)stack;
-	if (set->cgroups)
-		sk.unit = cgroups__group(set->cgroups, k->pid, CGROUP_BY_UNIT);
+	const uint32_t *groups = set->cgroups ? cgroups__groups(set->cgroups, k->pid) : NULL;
+
+	if (groups) {
+		sk.unit = groups[CGROUP_BY_UNIT];
+		sk.pod = groups[CGROUP_BY_POD];
+	}
 	snprintf(sk.comm, sizeof(sk.comm), "%s", v->comm);
 	s = htab__upsert(set->series, &sk, NULL, NULL);
 	if (!s)
@@ -366,25 +373,29 @@ int prom_write_locks(FILE *f, const struct agg_view *tab, const struct query *q,
 		const struct series_key *sk = kp;
 		const struct series *sv = vp;
 		bool other = sk->unit == PROM_OTHER_UNIT;
-		const struct ls_cgroup *cg = sk->unit && !other ? cgroups__of(q->cgroups, sv->pid) : NULL;
-		char comm[LS_COMM_LEN * 2 + 1], unit[sizeof(cg->unit) * 2 + 1];
+		const struct ls_cgroup *cg = (sk->unit || sk->pod) && !other ? cgroups__of(q->cgroups, sv->pid) : NULL;
+		const struct ls_pod *pod = cg && sk->pod ? cgroups__pod(q->cgroups, cg) : NULL;
+		char comm[LS_COMM_LEN * 2 + 1], unit[sizeof(cg->unit) * 2 + 1], where[sizeof(pod->name) * 2 + 64] = "";
 
 		if (ls_vec_reserve(&refs, &cap, nr, sizeof(*refs))) {
 			err = -ENOMEM;
 			break;
 		}
 		label_value(comm, sizeof(comm), sk->comm);
-		label_value(unit, sizeof(unit), other ? PROM_OTHER_LABEL : cg ? cg->unit : "");
+		label_value(unit, sizeof(unit), other ? PROM_OTHER_LABEL : cg && sk->unit ? cg->unit : "");
+		/* a named pod's (Kubernetes names are label-safe already) */
+		if (pod)
+			snprintf(where, sizeof(where), ",namespace=\"%s\",pod=\"%s\"", pod->ns, pod->name);
 		refs[nr].key = sk;
 		refs[nr].val = vp;
-		snprintf(refs[nr++].labels, sizeof(refs->labels), "kind=\"%s\",type=\"%s\",comm=\"%s\",unit=\"%s\"",
-			 sk->kind_user ? "user" : "kernel", ls_lock_types[sk->type].name, comm, unit);
+		snprintf(refs[nr++].labels, sizeof(refs->labels), "kind=\"%s\",type=\"%s\",comm=\"%s\",unit=\"%s\"%s",
+			 sk->kind_user ? "user" : "kernel", ls_lock_types[sk->type].name, comm, unit, where);
 	}
 	if (err)
 		goto cleanup;
 	ls_sort(refs, nr, sizeof(*refs), cmp_series);	/* a stable order scrape after scrape */
 	head(f, "lockscope_contentions_total", "counter",
-	     "waits for a contended lock (kernel lock slow paths, futex sleeps), by kind, type, waiting thread and its systemd unit");
+	     "waits for a contended lock (kernel lock slow paths, futex sleeps), by kind, type, waiting thread, its systemd unit and Kubernetes pod");
 	for (i = 0; i < nr; i++)
 		fprintf(f, "lockscope_contentions_total{%s} %" PRIu64 "\n", refs[i].labels,
 			(uint64_t)llround(refs[i].val->count));

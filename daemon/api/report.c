@@ -55,6 +55,13 @@ static void add_cgroups(struct engine *e, const struct query_ctx *qc, const cJSO
 	}
 }
 
+static int see_cgroup(void *ctx, uint32_t tid, const struct sched_thread *st, uint64_t exited_ns)
+{
+	(void)tid, (void)exited_ns;
+	cgroups__see(ctx, st->tgid);
+	return 0;
+}
+
 /* `lockscope threads`: per-thread switches and times, like pidstat -w with the cost added. */
 cJSON *report_threads(struct engine *e, const cJSON *req)
 {
@@ -63,6 +70,7 @@ cJSON *report_threads(struct engine *e, const cJSON *req)
 	uint64_t pid = 0, limit = 0, now;
 	char cgroup[LS_CGROUP_PATH_MAX] = "";
 	struct proc_filter f = { .cgroup = cgroup, .cgroups = qc.cgroups };
+	enum cgroup_by by = CGROUP_BY_MAX;
 	const char *why = NULL;
 	bool measure = false;
 	char err[256];
@@ -73,6 +81,7 @@ cJSON *report_threads(struct engine *e, const cJSON *req)
 	    query__uint_field(req, "limit", 1000000, &limit, err, sizeof(err)) ||
 	    query__bool_field(req, "measure", &measure, err, sizeof(err)) ||
 	    query__cgroup_field(req, cgroup, sizeof(cgroup), err, sizeof(err)) ||
+	    query__by_field(req, &by, err, sizeof(err)) ||
 	    query__window_field(req, &w, err, sizeof(err)))
 		return engine__error("%s", err);
 	f.pid = pid;
@@ -85,7 +94,12 @@ cJSON *report_threads(struct engine *e, const cJSON *req)
 	if (w != THREADS_LIVE)
 		cJSON_AddItemToObject(o, "window", engine_window_json(ls_window_name(w), threads__window_start(e->threads, w, now),
 							       now));
-	if (threads__json(e->threads, &e->sched, &f, limit, w, now, o, &why)) {
+	/* -G and --by look every thread's process up, not only those that waited on a lock */
+	if ((cgroup[0] || by < CGROUP_BY_MAX) && threads__each(e->threads, w, now, see_cgroup, e->cgroups)) {
+		cJSON_Delete(o);
+		return engine__error("out of memory");
+	}
+	if (threads__json(e->threads, &e->sched, &f, by, limit, w, now, o, &why)) {
 		cJSON_Delete(o);
 		return engine__error("%s", why);
 	}
@@ -268,7 +282,7 @@ static cJSON *report_json(struct engine *e, const char *cmd, const struct agg_vi
 	cJSON_AddItemToObject(o, "callers", callers);
 	part = cJSON_AddObjectToObject(o, "threads");
 	threads__refresh(e->threads, &e->sched, now);
-	if (threads__json(e->threads, &e->sched, &procs, REPORT_THREADS, q->window, now, part, &why)) {
+	if (threads__json(e->threads, &e->sched, &procs, CGROUP_BY_MAX, REPORT_THREADS, q->window, now, part, &why)) {
 		cJSON_AddStringToObject(part, "error", why);
 		why = NULL;
 	}

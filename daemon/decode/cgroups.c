@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include "decode/cgroups.h"
+#include "decode/pods.h"
 #include "lib/htab.h"
 #include "lib/log.h"
 
@@ -33,6 +34,8 @@ struct cgroups {
 	uint32_t tick;
 	uint32_t last_pid;	/* the last pid seen, fresh: waits come in runs of one process */
 	uint64_t unresolved, cleared;
+	struct pods *pods;	/* the Kubernetes pods' names, when a pod list is fetched */
+	bool pods_wanted;	/* a cgroup of a pod the list lacks was seen since the last ask */
 };
 
 /*
@@ -204,7 +207,8 @@ static bool container_in(const char *s, size_t n, char *out)
 
 /*
  * A pod UID in one component: the cgroupfs driver's "pod<uid>", the systemd driver's
- * "kubepods-<qos>-pod<uid with '_' for '-'>.slice".
+ * "kubepods-<qos>-pod<uid with '_' for '-'>.slice". A static pod's UID is the hash of its
+ * manifest the kubelet made, 32 hex digits without dashes.
  */
 static bool pod_in(const char *s, size_t n, char *out)
 {
@@ -219,7 +223,7 @@ static bool pod_in(const char *s, size_t n, char *out)
 	m = n - (p - s);
 	if (ends_with(p, m, ".slice"))
 		m -= strlen(".slice");
-	if (m != LS_POD_UID_LEN)
+	if (m != LS_POD_UID_LEN && m != LS_POD_HASH_LEN)
 		return false;
 	for (i = 0; i < m; i++) {
 		char c = p[i] == '_' ? '-' : p[i];
@@ -357,6 +361,7 @@ void cgroups__free(struct cgroups *cg)
 		return;
 	htab__free(cg->procs);
 	htab__free(cg->paths);
+	pods__free(cg->pods);
 	free(cg);
 }
 
@@ -410,6 +415,8 @@ static uint32_t entry_of(struct cgroups *cg, const char *path)
 		e->cg.id = st.st_ino;	/* kernfs: a cgroup directory's inode is its id */
 	for (by = 0; by < CGROUP_BY_MAX; by++)
 		e->group[by] = first_sharing(cg, e, index, by);
+	if (e->cg.pod[0] && !pods__find(cg->pods, e->cg.pod))
+		cg->pods_wanted = true;
 	return index;
 }
 
@@ -498,8 +505,35 @@ uint32_t cgroups__group(const struct cgroups *cg, uint32_t pid, enum cgroup_by b
 bool cgroups__matches(const struct cgroups *cg, uint32_t pid, const char *filter)
 {
 	const struct cg_entry *e = entry_of_pid(cg, pid);
+	const struct ls_pod *pod;
+	size_t n;
 
-	return e && ls_cgroup_matches(&e->cg, filter);
+	if (!e)
+		return false;
+	/* "NAMESPACE/NAME" names a pod before it names a path */
+	if ((pod = pods__find(cg->pods, e->cg.pod)) && (n = strlen(pod->ns)) && !strncmp(filter, pod->ns, n) &&
+	    filter[n] == '/' && !strcmp(filter + n + 1, pod->name))
+		return true;
+	return ls_cgroup_matches(&e->cg, filter);
+}
+
+void cgroups__set_pods(struct cgroups *cg, struct pods *pods)
+{
+	pods__free(cg->pods);
+	cg->pods = pods;
+}
+
+const struct ls_pod *cgroups__pod(const struct cgroups *cg, const struct ls_cgroup *c)
+{
+	return c ? pods__find(cg->pods, c->pod) : NULL;
+}
+
+bool cgroups__pods_wanted(struct cgroups *cg)
+{
+	bool want = cg->pods_wanted;
+
+	cg->pods_wanted = false;
+	return want;
 }
 
 void cgroups__stats(const struct cgroups *cg, struct cgroups_stats *st)

@@ -25,6 +25,8 @@
 #define LS_CONTAINER_ID_LEN 64
 /* a Kubernetes UID: 8-4-4-4-12 hex digits */
 #define LS_POD_UID_LEN 36
+/* a static pod's UID: the MD5 of its manifest, 32 hex digits */
+#define LS_POD_HASH_LEN 32
 
 /* What a cgroup's path says; "" where it says nothing. */
 struct ls_cgroup {
@@ -71,8 +73,25 @@ const struct ls_cgroup *cgroups__of(const struct cgroups *cg, uint32_t pid);
 uint32_t cgroups__group(const struct cgroups *cg, uint32_t pid, enum cgroup_by by);
 /* All of @pid's groups at once, indexed by enum cgroup_by (one lookup); NULL: not known. */
 const uint32_t *cgroups__groups(const struct cgroups *cg, uint32_t pid);
-/* Whether @pid is in what -G @filter names (see ls_cgroup_matches). */
+/*
+ * Whether @pid is in what -G @filter names: see ls_cgroup_matches, and a pod's
+ * "NAMESPACE/NAME" when the pods' names are known.
+ */
 bool cgroups__matches(const struct cgroups *cg, uint32_t pid, const char *filter);
+
+/* ---- Kubernetes pods' names (decode/pods.h), when the daemon fetches a pod list ---- */
+
+struct pods;
+struct ls_pod;
+/* The pods' names from now on: @pods is owned by @cg (the list before is freed). */
+void cgroups__set_pods(struct cgroups *cg, struct pods *pods);
+/* The pod @c is part of, by its UID; NULL when it is none or the list lacks it. */
+const struct ls_pod *cgroups__pod(const struct cgroups *cg, const struct ls_cgroup *c);
+/*
+ * Whether a cgroup of a pod the list lacks was seen since the last call (a pod started
+ * since the list was fetched): the list is fetched again sooner than its interval.
+ */
+bool cgroups__pods_wanted(struct cgroups *cg);
 void cgroups__stats(const struct cgroups *cg, struct cgroups_stats *st);
 
 /* ---- the parsing, pure (unit-tested without /proc) ---- */

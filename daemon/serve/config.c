@@ -124,6 +124,18 @@ const struct ls_setting ls_settings[] = {
 	    "the CA certificates (PEM) the backends' TLS certificates are checked against; empty: the system's"),
 	STR("push-app", CFG(push_app), 0, "push", "Pyroscope's application name and Parca's __name__ label (the spin profile's: this and _spin)"),
 	STR("push-host", CFG(push_host), LS_SET_EMPTY, "push", "the host label of the pushed profiles; empty: the host name"),
+	STR("kube-pods-url", CFG(kube_pods_url), LS_SET_EMPTY | LS_SET_URL, "kubernetes",
+	    "name pods: the kubelet's https://NODE:10250/pods or the API server's https://HOST/api/v1/pods; empty: off"),
+	STR("kube-node", CFG(kube_node), LS_SET_EMPTY, "kubernetes",
+	    "with the API server: list this node's pods only (the DaemonSet passes spec.nodeName); empty: all"),
+	STR("kube-token-file", CFG(kube_token_file), LS_SET_EMPTY | LS_SET_ABSPATH, "kubernetes",
+	    "the service account token sent as a bearer token, read at each fetch; empty: none"),
+	STR("kube-ca-file", CFG(kube_ca_file), LS_SET_EMPTY | LS_SET_ABSPATH, "kubernetes",
+	    "the CA certificates (PEM) the server's certificate is checked against; empty: the system's"),
+	U32("kube-insecure-tls", CFG(kube_insecure_tls), 0, 1, 0, "kubernetes",
+	    "1: do not check the server's certificate (a kubelet's self-signed one)"),
+	U32("kube-pods-interval", CFG(kube_pods_interval), 5, 3600, 0, "kubernetes",
+	    "seconds between fetches of the pod list (and 5 s after a pod it lacks is seen)"),
 };
 const int ls_nr_settings = sizeof(ls_settings) / sizeof(ls_settings[0]);
 
@@ -138,6 +150,7 @@ void ls_config__init(struct ls_config *c)
 	c->push_queue = LS_DEF_PUSH_QUEUE;
 	c->push_timeout = LS_DEF_PUSH_TIMEOUT;
 	snprintf(c->push_app, sizeof(c->push_app), "%s", LS_DEF_PUSH_APP);
+	c->kube_pods_interval = LS_DEF_KUBE_INTERVAL;
 }
 
 const struct ls_setting *ls_setting_find(const char *key)

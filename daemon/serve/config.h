@@ -35,6 +35,13 @@ struct ls_config {
 	char push_ca_file[LS_CONFIG_STR_MAX];
 	char push_app[LS_CONFIG_STR_MAX];	/* Pyroscope's application name, Parca's __name__ */
 	char push_host[LS_CONFIG_STR_MAX];	/* the host label; "": the host name */
+	/* Kubernetes pods' names (serve/kube.h) */
+	char kube_pods_url[LS_CONFIG_STR_MAX];	/* the kubelet's /pods or the API's /api/v1/pods; "": off */
+	char kube_node[LS_CONFIG_STR_MAX];	/* the API server's list: this node's pods */
+	char kube_token_file[LS_CONFIG_STR_MAX];
+	char kube_ca_file[LS_CONFIG_STR_MAX];
+	uint32_t kube_insecure_tls;
+	uint32_t kube_pods_interval;		/* seconds between fetches */
 };
 
 #define LS_DEF_TEXTFILE_INTERVAL 15	/* node_exporter's usual scrape interval */
@@ -43,6 +50,9 @@ struct ls_config {
 #define LS_DEF_PUSH_QUEUE 16
 #define LS_DEF_PUSH_TIMEOUT 10
 #define LS_DEF_PUSH_APP "lockscope"
+/* the pod list every 30 s, and 5 s after a pod it lacks is seen; 10 s for one fetch */
+#define LS_DEF_KUBE_INTERVAL 30
+#define LS_DEF_KUBE_TIMEOUT 10
 
 enum ls_setting_type {
 	LS_SET_U32,

@@ -20,6 +20,8 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BUILD = os.path.abspath(os.environ.get("OUTPUT", os.path.join(ROOT, "build")))
 LOCKSCOPED = os.path.join(BUILD, "lockscoped")
+# recorded answers and fixtures the tests read (tests/data)
+DATA_DIR = os.path.join(ROOT, "tests", "data")
 LOCKSCOPE = os.path.join(BUILD, "lockscope")
 WORKLOADS = os.path.join(BUILD, "workloads")
 TRACEFS = "/sys/kernel/tracing"

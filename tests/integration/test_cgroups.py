@@ -89,7 +89,8 @@ def test_workloads_in_cgroups_are_found_there(layout_daemon):
         for w, cg, unit in ((wa, a, "seed004-a.service"), (wb, b, "seed004-b.scope")):
             rows = user_rows(d, "-p", str(w.pid), "-t")
             assert rows and all(r["cgroup"] == {"id": os.stat(cg.dir).st_ino, "path": cg.rel, "unit": unit,
-                                                "container": None, "pod": None} for r in rows), rows
+                                                "container": None, "pod": None, "namespace": None,
+                                                "pod_name": None} for r in rows), rows
         per_pid = {w.pid: sum(r["contended"] for r in user_rows(d, "-p", str(w.pid), "-t")) for w in (wa, wb)}
         print(per_pid, ra["sleeps"], rb["sleeps"])
         assert min(per_pid.values()) >= MIN_SLEEPS * 0.9
@@ -142,7 +143,9 @@ def test_bad_cgroup_flags_say_what_to_do(daemon):
                       (("-t", "--by", "unit"), "-t, -l and --by group rows differently; use one")):
         p = daemon.cli("top", *args, check=False)
         assert p.returncode != 0 and msg in p.stderr, (args, p.stderr)
-    p = daemon.cli("threads", "--by", "unit", check=False)
-    assert p.returncode != 0 and "--by does not apply to threads (only top takes it)" in p.stderr, p.stderr
+    p = daemon.cli("spin", "--by", "unit", check=False)
+    assert p.returncode != 0 and "--by does not apply to spin (top, threads take it)" in p.stderr, p.stderr
+    err = daemon.call({"cmd": "threads", "group": "lock"}, check=False)
+    assert "'group' must be one of: thread unit cgroup pod" in err["error"], err
     err = daemon.call({"cmd": "top", "cgroup": 7}, check=False)
     assert "'cgroup' must be a cgroup path" in err["error"]

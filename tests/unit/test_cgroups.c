@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include <cmocka.h>
 #include "decode/cgroups.h"
+#include "decode/pods.h"
 #include "fake_proc.h"
 
 #define CID "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
@@ -113,6 +114,9 @@ static void test_units_containers_and_pods(void **state)
 		/* seen from a pod's own cgroup namespace */
 		{ "/../../kubepods-besteffort-pod" UID_ ".slice/cri-containerd-" CID ".scope", "cri-containerd-" CID ".scope",
 		  CID, UID },
+		/* a static pod: its manifest's hash for a UID */
+		{ "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod5e1a7f3c9b2d4e6f8a0b1c2d3e4f5a6b.slice",
+		  "kubepods-besteffort-pod5e1a7f3c9b2d4e6f8a0b1c2d3e4f5a6b.slice", "", "5e1a7f3c9b2d4e6f8a0b1c2d3e4f5a6b" },
 		/* not quite: a short id, a "pod" inside a word */
 		{ "/system.slice/docker-0123.scope", "docker-0123.scope", "", "" },
 		{ "/ipod" UID, "", "", "" },
@@ -211,6 +215,115 @@ static void test_table_groups_and_keeps_exited(void **state)
 	fake_proc_remove(root);
 }
 
+static char *read_file(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "re");
+	char *text = NULL;
+	size_t cap = 0;
+	ssize_t n;
+
+	assert_non_null(f);
+	n = getdelim(&text, &cap, 0, f);
+	fclose(f);
+	assert_true(n > 0);
+	*len = n;
+	return text;
+}
+
+#define STATIC_HASH "5e1a7f3c9b2d4e6f8a0b1c2d3e4f5a6b"
+
+/* The kubelet's /pods and the API server's /api/v1/pods of one node (tests/data, checked
+ * against the upstream API types by tests/k8s): the same pods, a static one named both ways. */
+static void test_pod_lists(void **state)
+{
+	static const char *const files[] = { "tests/data/kubelet-pods.json", "tests/data/apiserver-pods.json" };
+	char err[160];
+	size_t i, len, skipped;
+
+	(void)state;
+	for (i = 0; i < 2; i++) {
+		char *text = read_file(files[i], &len);
+		struct pods *p = NULL;
+		const struct ls_pod *pod;
+
+		assert_int_equal(pods__parse(text, len, &p, &skipped, err, sizeof(err)), 0);
+		assert_int_equal(pods__count(p), 3);
+		assert_int_equal(skipped, 0);
+		assert_non_null(pod = pods__find(p, UID));
+		assert_string_equal(pod->ns, "shop");
+		assert_string_equal(pod->name, "checkout-7d9f8b6c4d-x2x8q");
+		/* the static pod by the hash its cgroup carries, in both lists */
+		assert_non_null(pod = pods__find(p, STATIC_HASH));
+		assert_string_equal(pod->name, "etcd-node-1");
+		assert_null(pods__find(p, "d2c4e6f8-0a1b-4c3d-8e5f-6a7b8c9d0e1f"));
+		assert_null(pods__find(p, ""));
+		pods__free(p);
+		free(text);
+	}
+	/* not a list, not JSON, items lacking what names them */
+	{
+		static const char pod[] = "{\"kind\":\"Pod\",\"apiVersion\":\"v1\",\"metadata\":{}}";
+		static const char status[] = "{\"kind\":\"Status\",\"items\":[],\"message\":\"Unauthorized\"}";
+		static const char some[] = "{\"items\":[{\"metadata\":{\"uid\":\"" UID "\",\"name\":\"a\",\"namespace\":\"b\"}},"
+					   "{\"metadata\":{\"uid\":\"" UID "\",\"name\":\"a\"}},{\"metadata\":7},{}]}";
+		struct pods *p = NULL;
+
+		assert_int_equal(pods__parse(pod, strlen(pod), &p, &skipped, err, sizeof(err)), -EINVAL);
+		assert_non_null(strstr(err, "not a PodList"));
+		assert_int_equal(pods__parse(status, strlen(status), &p, &skipped, err, sizeof(err)), -EINVAL);
+		assert_int_equal(pods__parse("<html>", 6, &p, &skipped, err, sizeof(err)), -EINVAL);
+		assert_non_null(strstr(err, "not JSON"));
+		assert_int_equal(pods__parse(some, strlen(some), &p, &skipped, err, sizeof(err)), 0);
+		assert_int_equal(pods__count(p), 1);
+		assert_int_equal(skipped, 3);
+		pods__free(p);
+	}
+}
+
+/* A table given a pod list names its processes' pods, and -G takes NAMESPACE/NAME. */
+static void test_table_names_pods(void **state)
+{
+	char root[] = "/tmp/test_cgroups.XXXXXX", err[160];
+	struct pods *p = NULL;
+	struct cgroups *cg;
+	size_t len, skipped;
+	char *text;
+
+	(void)state;
+	assert_non_null(mkdtemp(root));
+	fake_proc_cgroup(root, 20, "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" UID_
+				   ".slice/cri-containerd-" CID ".scope");
+	fake_proc_cgroup(root, 21, "/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod" STATIC_HASH
+				   ".slice/cri-containerd-00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff.scope");
+	fake_proc_cgroup(root, 22, "/system.slice/kubelet.service");
+	assert_int_equal(cgroups__new(&(struct cgroups_opts){ .max_procs = 8, .max_cgroups = 8, .proc = root,
+							      .mountinfo = hybrid_mountinfo }, &cg), 0);
+	cgroups__see(cg, 20);
+	/* a pod before any list: the list is wanted, once */
+	assert_true(cgroups__pods_wanted(cg));
+	assert_false(cgroups__pods_wanted(cg));
+	assert_null(cgroups__pod(cg, cgroups__of(cg, 20)));
+	text = read_file("tests/data/kubelet-pods.json", &len);
+	assert_int_equal(pods__parse(text, len, &p, &skipped, err, sizeof(err)), 0);
+	free(text);
+	cgroups__set_pods(cg, p);
+	cgroups__see(cg, 21);
+	cgroups__see(cg, 22);
+	assert_false(cgroups__pods_wanted(cg));	/* both known, or no pod at all */
+	assert_string_equal(cgroups__pod(cg, cgroups__of(cg, 20))->name, "checkout-7d9f8b6c4d-x2x8q");
+	assert_string_equal(cgroups__pod(cg, cgroups__of(cg, 21))->ns, "kube-system");
+	assert_null(cgroups__pod(cg, cgroups__of(cg, 22)));
+	assert_string_equal(cgroups__of(cg, 21)->pod, STATIC_HASH);
+	assert_true(cgroups__matches(cg, 20, "shop/checkout-7d9f8b6c4d-x2x8q"));
+	assert_false(cgroups__matches(cg, 21, "shop/checkout-7d9f8b6c4d-x2x8q"));
+	assert_false(cgroups__matches(cg, 20, "shop/checkout"));
+	assert_true(cgroups__matches(cg, 21, "kube-system/etcd-node-1"));
+	/* a path still reads as one */
+	assert_true(cgroups__matches(cg, 20, "/kubepods.slice"));
+	cgroups__free(cg);
+	fake_proc_remove(root);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -219,6 +332,8 @@ int main(void)
 		cmocka_unit_test(test_units_containers_and_pods),
 		cmocka_unit_test(test_filters),
 		cmocka_unit_test(test_table_groups_and_keeps_exited),
+		cmocka_unit_test(test_pod_lists),
+		cmocka_unit_test(test_table_names_pods),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
