@@ -15,6 +15,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 )
@@ -22,9 +23,12 @@ import (
 const manifest = "../../deploy/kubernetes/lockscoped.yaml"
 
 type objects struct {
-	ns *corev1.Namespace
-	cm *corev1.ConfigMap
-	ds *appsv1.DaemonSet
+	ns   *corev1.Namespace
+	cm   *corev1.ConfigMap
+	ds   *appsv1.DaemonSet
+	sa   *corev1.ServiceAccount
+	role *rbacv1.ClusterRole
+	bind *rbacv1.ClusterRoleBinding
 }
 
 // strict decodes @doc into @out as the API server does: field names match case-sensitively
@@ -70,6 +74,15 @@ func load(t *testing.T) objects {
 		case "apps/v1 DaemonSet":
 			o.ds = &appsv1.DaemonSet{}
 			target = o.ds
+		case "v1 ServiceAccount":
+			o.sa = &corev1.ServiceAccount{}
+			target = o.sa
+		case "rbac.authorization.k8s.io/v1 ClusterRole":
+			o.role = &rbacv1.ClusterRole{}
+			target = o.role
+		case "rbac.authorization.k8s.io/v1 ClusterRoleBinding":
+			o.bind = &rbacv1.ClusterRoleBinding{}
+			target = o.bind
 		default:
 			t.Fatalf("document %d: unexpected %s %s", i, meta.APIVersion, meta.Kind)
 		}
@@ -77,8 +90,8 @@ func load(t *testing.T) objects {
 			t.Fatalf("document %d (%s): %v", i, meta.Kind, err)
 		}
 	}
-	if o.ns == nil || o.cm == nil || o.ds == nil {
-		t.Fatal("want a Namespace, a ConfigMap and a DaemonSet")
+	if o.ns == nil || o.cm == nil || o.ds == nil || o.sa == nil || o.role == nil || o.bind == nil {
+		t.Fatal("want a Namespace, a ConfigMap, a DaemonSet, its ServiceAccount, ClusterRole and binding")
 	}
 	return o
 }
@@ -244,5 +257,56 @@ func checkArgs(t *testing.T, o objects, c corev1.Container) {
 	}
 	if !strings.Contains(string(out), "metrics-listen = 0.0.0.0:9464") {
 		t.Errorf("the daemon did not take --metrics-listen:\n%s", out)
+	}
+}
+
+// Naming pods (kube-pods-url, off by default): the pod's service account may list this
+// node's pods and nothing else, and the daemon is told the node's name.
+func TestPodNamesAccess(t *testing.T) {
+	o := load(t)
+	pod := o.ds.Spec.Template.Spec
+	if pod.ServiceAccountName != o.sa.Name || o.sa.Namespace != o.ns.Name {
+		t.Errorf("the pod runs as %q, not the service account %s/%s", pod.ServiceAccountName, o.sa.Namespace, o.sa.Name)
+	}
+	if len(o.role.Rules) != 1 {
+		t.Fatalf("want one rule, have %+v", o.role.Rules)
+	}
+	r := o.role.Rules[0]
+	if fmt.Sprint(r.APIGroups) != "[]" || fmt.Sprint(r.Resources) != "[pods]" || fmt.Sprint(r.Verbs) != "[get list]" {
+		t.Errorf("the rule grants more or less than get and list on pods: %+v", r)
+	}
+	if o.bind.RoleRef.Name != o.role.Name || o.bind.RoleRef.Kind != "ClusterRole" || len(o.bind.Subjects) != 1 ||
+		o.bind.Subjects[0].Name != o.sa.Name || o.bind.Subjects[0].Namespace != o.ns.Name {
+		t.Errorf("the binding does not give the role to the service account: %+v", o.bind)
+	}
+	c := pod.Containers[0]
+	node := false
+	for _, e := range c.Env {
+		node = node || (e.Name == "NODE_NAME" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil &&
+			e.ValueFrom.FieldRef.FieldPath == "spec.nodeName")
+	}
+	arg := false
+	for _, a := range c.Args {
+		arg = arg || a == "--kube-node=$(NODE_NAME)"
+	}
+	if !node || !arg {
+		t.Errorf("the node's name is not passed: env %+v args %v", c.Env, c.Args)
+	}
+}
+
+// The pod lists the tests serve (tests/data) are what the API returns: they decode
+// strictly into core/v1's PodList.
+func TestRecordedPodLists(t *testing.T) {
+	for _, f := range []string{"kubelet-pods.json", "apiserver-pods.json"} {
+		raw, err := os.ReadFile(filepath.Join("..", "data", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var list corev1.PodList
+		if err := strict(raw, &list); err != nil {
+			t.Errorf("%s: %v", f, err)
+		} else if len(list.Items) != 3 {
+			t.Errorf("%s: %d pods, want 3", f, len(list.Items))
+		}
 	}
 }
