@@ -156,8 +156,14 @@ static int parse_args(int argc, char **argv, struct daemon *d)
 		case OPT_CHECK: d->check = true; break;
 		case OPT_STRICT: d->strict = true; break;
 		case 'v': ls_log_max = LS_LOG_DEBUG; break;
-		case 'h': usage(stdout); exit(0);
-		case OPT_VERSION: printf("lockscoped %s\n", LS_VERSION); exit(0);
+		case 'h':
+			usage(stdout);
+			free(longopts);
+			exit(0);
+		case OPT_VERSION:
+			printf("lockscoped %s\n", LS_VERSION);
+			free(longopts);
+			exit(0);
 		case OPT_SETTING:
 			/* the name is the setting's key, which outlives longopts */
 			if (add_override(d, longopts[idx].name, optarg))
