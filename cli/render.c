@@ -296,7 +296,7 @@ void render_status(FILE *f, const cJSON *resp)
 	const cJSON *ev = cJSON_GetObjectItemCaseSensitive(resp, "events");
 	const cJSON *st = cJSON_GetObjectItemCaseSensitive(resp, "stacks");
 	const cJSON *agg = cJSON_GetObjectItemCaseSensitive(resp, "aggregator");
-	const cJSON *p, *d, *w;
+	const cJSON *p, *d, *w, *k;
 	char up[32], span[32], avg[64];
 	bool stats_on = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(resp, "bpf_stats_enabled"));
 	int drops = 0;
@@ -353,6 +353,11 @@ void render_status(FILE *f, const cJSON *resp)
 			ls_json_num(p, "dropped_queue_full"), ls_json_num(p, "dropped_rejected"),
 			ls_json_num(p, "dropped_retries"), ls_json_str_or(p, "last_error", NULL) ? "; last error: " : "",
 			ls_json_str_or(p, "last_error", ""));
+	/* the pod list that names Kubernetes pods */
+	if ((k = cJSON_GetObjectItemCaseSensitive(resp, "kubernetes")))
+		fprintf(f, "kubernetes %s: %.0f pods named, %.0f fetches, %.0f failed%s%s\n", ls_json_str_or(k, "url", "?"),
+			ls_json_num(k, "pods"), ls_json_num(k, "fetches"), ls_json_num(k, "failed"),
+			ls_json_str_or(k, "last_error", NULL) ? "; last error: " : "", ls_json_str_or(k, "last_error", ""));
 	render_self(f, resp);
 	/* only what was dropped; --json has every counter */
 	cJSON_ArrayForEach(d, cJSON_GetObjectItemCaseSensitive(resp, "dropped")) {

@@ -104,6 +104,7 @@ def test_pods_are_named():
         st = wait_for("a fetch after the new pod", lambda: (lambda s: s if s["fetches"] >= 2 else None)(
             d.call({"cmd": "status"})["kubernetes"]))
         assert st["pods"] == 3 and st["failed"] == 0 and st["last_error"] is None, st
+        assert f"kubernetes {kubelet.url}: 3 pods named" in d.cli("status").stdout
         time.sleep(1.5)  # one tick: the list handed to the tables
 
         rows = d.cli_json("top", "-w", "all", "--kind", "user", "-p", str(w.pid), "-t")["rows"]
@@ -185,6 +186,7 @@ def test_a_refusing_server_is_counted_and_pods_keep_their_uid():
             d.call({"cmd": "status"})["kubernetes"]))
         assert st["fetches"] == 0 and st["pods"] == 0
         assert "HTTP 401" in st["last_error"] and "list" in st["last_error"], st
+        assert "last error: HTTP 401" in d.cli("status").stdout
         w = Workload("mutex_server", "--until", "500", "--workers", "2", cgroup=cg.dir)
         w.go()
         w.wait()
