@@ -4,13 +4,11 @@ cgroup shaped as the kubelet's systemd driver makes them; the pod's namespace an
 show in `top --by pod`, `threads --by pod`, -G NAMESPACE/NAME, the JSON rows, Prometheus and
 the pushed profiles. A pod the list lacks makes the daemon fetch it again at once; a server
 that refuses leaves the pods unnamed, counted, and the daemon serving."""
-import http.server
 import json
 import os
 import re
 import subprocess
 import tempfile
-import threading
 import time
 
 from conftest import DATA_DIR, LOCKSCOPED, Workload, require_bpf, start_daemon, stop_daemon
@@ -25,7 +23,7 @@ TOKEN = "eyJhbGciOiJSUzI1NiJ9.lockscope-test-token"
 MIN_SLEEPS = 2000
 
 
-class Kubelet:
+class Kubelet(Receiver):
     """GET /pods on loopback, as the kubelet answers it: the list when the bearer token is
     right, 401 otherwise. @pods is what it lists (swapped by the test)."""
 
@@ -33,32 +31,13 @@ class Kubelet:
         with open(POD_LIST) as f:
             self.full = f.read()
         self.pods = self.full
-        self.requests = []
-        outer = self
+        super().__init__(answer=self.answer)
+        self.url += "/pods"
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):
-                outer.requests.append({"path": self.path, "auth": self.headers.get("Authorization")})
-                if self.headers.get("Authorization") != f"Bearer {TOKEN}":
-                    status, body = 401, b"Unauthorized"
-                else:
-                    status, body = 200, outer.pods.encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/pods"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
+    def answer(self, n):
+        if self.requests[n]["headers"].get("Authorization") != f"Bearer {TOKEN}":
+            return 401, {}, b"Unauthorized"
+        return 200, {"Content-Type": "application/json"}, self.pods.encode()
 
 
 def token_file(token):
@@ -95,7 +74,8 @@ def test_pods_are_named():
     cg = pod_cgroup()
     try:
         wait_for("the first fetch", lambda: d.call({"cmd": "status"})["kubernetes"]["fetches"] >= 1)
-        assert kubelet.requests[0] == {"path": "/pods", "auth": f"Bearer {TOKEN}"}
+        first = kubelet.requests[0]
+        assert (first["method"], first["path"], first["headers"].get("Authorization")) == ("GET", "/pods", f"Bearer {TOKEN}")
         kubelet.pods = kubelet.full
         w = Workload("mutex_server", "--until", str(MIN_SLEEPS), "--workers", "4", cgroup=cg.dir)
         w.go()

@@ -34,7 +34,7 @@ MIN_SLEEPS = 3000
 
 
 class Receiver:
-    """An HTTP server on loopback keeping every request; answers @status."""
+    """An HTTP server on loopback keeping every request (POST or GET); answers @status."""
 
     def __init__(self, status=200, answer=None):
         """@answer(n), if given, makes the n-th answer (from 0): (status, headers, body)."""
@@ -44,7 +44,7 @@ class Receiver:
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_POST(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                outer.requests.append({"method": "POST", "path": self.path, "headers": dict(self.headers),
+                outer.requests.append({"method": self.command, "path": self.path, "headers": dict(self.headers),
                                        "body": body})
                 if answer:
                     status, headers, body = answer(len(outer.requests) - 1)
@@ -57,6 +57,8 @@ class Receiver:
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
+
+            do_GET = do_POST  # a GET has no body: Content-Length is absent
 
             def log_message(self, *args):
                 pass
