@@ -131,20 +131,26 @@ def test_pods_are_named():
         w2.go()
         w2.wait()
         mine2 = sum(r["contended"] for r in d.cli_json("top", "-w", "all", "--kind", "user", "-p", str(w2.pid), "-t")["rows"])
-        time.sleep(2.5)  # the last interval pushed
+        # the intervals up to now pushed: two more sent and none waiting (a failed attempt
+        # backs off for seconds, with the profiles after it queued)
+        sent = d.call({"cmd": "status"})["push"]["pyroscope"]["sent"]
+        wait_for("the last intervals pushed", lambda: (lambda p: p["sent"] >= sent + 2 and not p["queued"])(
+            d.call({"cmd": "status"})["push"]["pyroscope"]), timeout=90)
         in_unit = named = 0
+        seen = set()
         for req in pyroscope.requests:
             if "_spin" in req["path"]:
                 continue
             _, samples = pprof_raw(req["body"])
             for n, _, labels in samples:
+                seen.add(tuple(sorted(labels.items())))
                 if labels.get("unit") != f"cri-containerd-{CID}.scope" or labels.get("type") != "futex:mutex":
                     continue
                 in_unit += n
                 if "pod" in labels:
                     assert labels["pod"] == NAME and labels["namespace"] == NS, labels
                     named += n
-        assert in_unit == mine + mine2, (in_unit, mine, mine2)
+        assert in_unit == mine + mine2, (in_unit, mine, mine2, d.call({"cmd": "status"})["push"], seen)
         assert mine2 <= named <= in_unit, (named, mine2)
     finally:
         cg.remove()
