@@ -11,16 +11,42 @@
 
 #if defined(__TARGET_ARCH_x86)
 enum ls_syscall_nr {
+	LS_SYS_READ		= 0,
+	LS_SYS_WRITE		= 1,
 	LS_SYS_POLL		= 7,
+	LS_SYS_PREAD64		= 17,
+	LS_SYS_PWRITE64		= 18,
+	LS_SYS_READV		= 19,
+	LS_SYS_WRITEV		= 20,
 	LS_SYS_SELECT		= 23,
 	LS_SYS_SCHED_YIELD	= 24,
+	LS_SYS_PAUSE		= 34,
 	LS_SYS_NANOSLEEP	= 35,
+	LS_SYS_CONNECT		= 42,
+	LS_SYS_ACCEPT		= 43,
+	LS_SYS_SENDTO		= 44,
+	LS_SYS_RECVFROM		= 45,
+	LS_SYS_SENDMSG		= 46,
+	LS_SYS_RECVMSG		= 47,
+	LS_SYS_WAIT4		= 61,
+	LS_SYS_FCNTL		= 72,
+	LS_SYS_FLOCK		= 73,
+	LS_SYS_FSYNC		= 74,
+	LS_SYS_FDATASYNC	= 75,
+	LS_SYS_RT_SIGTIMEDWAIT	= 128,
+	LS_SYS_RT_SIGSUSPEND	= 130,
 	LS_SYS_FUTEX		= 202,
 	LS_SYS_CLOCK_NANOSLEEP	= 230,
 	LS_SYS_EPOLL_WAIT	= 232,
+	LS_SYS_WAITID		= 247,
 	LS_SYS_PSELECT6		= 270,
 	LS_SYS_PPOLL		= 271,
+	LS_SYS_SYNC_FILE_RANGE	= 277,
 	LS_SYS_EPOLL_PWAIT	= 281,
+	LS_SYS_ACCEPT4		= 288,
+	LS_SYS_PREADV		= 295,
+	LS_SYS_RECVMMSG		= 299,
+	LS_SYS_PREADV2		= 327,
 };
 /*
  * @regs is bpf_task_pt_regs()'s BTF pointer: a direct load (the verifier makes it a
@@ -40,18 +66,44 @@ enum ls_syscall_nr {
  */
 #define LS_USER_MODE(regs)	((*(volatile __u64 *)&(regs)->cs & 3) == 3)
 #elif defined(__TARGET_ARCH_arm64)
-/* arm64 has no poll, select or epoll_wait: only their p* forms */
+/* arm64 has no poll, select, epoll_wait or pause: only their p* forms (negative: none) */
 enum ls_syscall_nr {
 	LS_SYS_POLL		= -1,
 	LS_SYS_SELECT		= -2,
 	LS_SYS_EPOLL_WAIT	= -3,
+	LS_SYS_PAUSE		= -4,
 	LS_SYS_EPOLL_PWAIT	= 22,
+	LS_SYS_FCNTL		= 25,
+	LS_SYS_FLOCK		= 32,
+	LS_SYS_READ		= 63,
+	LS_SYS_WRITE		= 64,
+	LS_SYS_READV		= 65,
+	LS_SYS_WRITEV		= 66,
+	LS_SYS_PREAD64		= 67,
+	LS_SYS_PWRITE64		= 68,
+	LS_SYS_PREADV		= 69,
 	LS_SYS_PSELECT6		= 72,
 	LS_SYS_PPOLL		= 73,
+	LS_SYS_FSYNC		= 82,
+	LS_SYS_FDATASYNC	= 83,
+	LS_SYS_SYNC_FILE_RANGE	= 84,
+	LS_SYS_WAITID		= 95,
 	LS_SYS_FUTEX		= 98,
 	LS_SYS_NANOSLEEP	= 101,
 	LS_SYS_CLOCK_NANOSLEEP	= 115,
 	LS_SYS_SCHED_YIELD	= 124,
+	LS_SYS_RT_SIGSUSPEND	= 133,
+	LS_SYS_RT_SIGTIMEDWAIT	= 137,
+	LS_SYS_ACCEPT		= 202,
+	LS_SYS_CONNECT		= 203,
+	LS_SYS_SENDTO		= 206,
+	LS_SYS_RECVFROM		= 207,
+	LS_SYS_SENDMSG		= 211,
+	LS_SYS_RECVMSG		= 212,
+	LS_SYS_ACCEPT4		= 242,
+	LS_SYS_RECVMMSG		= 243,
+	LS_SYS_WAIT4		= 260,
+	LS_SYS_PREADV2		= 286,
 };
 #define LS_SYSCALL_NR(regs)	BPF_CORE_READ((struct user_pt_regs *)(regs), syscallno)
 /* the first argument's register is the return value's: the kernel keeps it in orig_x0 */
@@ -65,7 +117,9 @@ enum ls_syscall_nr {
 #else
 #error "lockscope reads syscall registers: only x86 and arm64 are supported"
 #endif
-#define LS_SYS_EPOLL_PWAIT2	441	/* these two have the same number on every architecture */
+/* these have the same number on every architecture */
+#define LS_SYS_IO_URING_ENTER	426
+#define LS_SYS_EPOLL_PWAIT2	441
 #define LS_SYS_FUTEX_WAITV	449
 
 /*

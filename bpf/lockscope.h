@@ -60,6 +60,7 @@ enum ls_wait_class {
 	LS_WAIT_FUTEX,		/* a futex wait: type is enum ls_utype (scheduler.h) */
 	LS_WAIT_KPREEMPT,	/* a kernel-lock owner preempted while others waited: type as KLOCK */
 	LS_WAIT_UPREEMPT,	/* a user-lock holder preempted while others waited */
+	LS_WAIT_BLOCK,		/* a blocking syscall not a futex: type is enum ls_btype (scheduler.h) */
 };
 
 /* Flags of an entry, beyond its class and type. */
@@ -169,6 +170,8 @@ enum ls_counter {
 	LS_CNT_KHOLDERS,	/* owners of a contended kernel lock noted for the switch check */
 	LS_CNT_KHOLDER_PREEMPT,	/* owners of a contended kernel lock preempted while others waited */
 	LS_CNT_TABLE_FULL,	/* waits sent by ring because the wait table was full */
+	LS_CNT_UNSEEN_SWITCH_IN,/* waits whose end no sched_switch showed, timed at the
+				 * thread's next switch out from the kernel's own accounting */
 
 	LS_DROP_FIRST,
 	LS_DROP_RINGBUF = LS_DROP_FIRST,	/* ring buffer full: record lost */

@@ -131,9 +131,23 @@ static __always_inline void take_stack(void *ctx, __s32 *id, __u64 *dump, __u32 
 	*flags |= fp_flag;
 }
 
-/* Opens a wait in @e for the current thread, which is about to sleep (or enters the call). */
+/*
+ * The thread's switches out so far and its on-CPU time: the kernel counts both at every
+ * switch, before sched_switch runs (nvcsw/nivcsw, se.sum_exec_runtime).
+ */
+static __always_inline void task_switches(struct task_struct *t, __u32 *switches, __u64 *exec_ns)
+{
+	*switches = t->nvcsw + t->nivcsw;
+	*exec_ns = t->se.sum_exec_runtime;
+}
+
+/*
+ * A wait begins in @e for the current thread, about to sleep (or entering the call): a
+ * futex wait on @uaddr with @op and @val, or with @blockcall (ULOCK_RF_BLOCKCALL) another
+ * blocking syscall, @op its enum ls_btype, @uaddr its descriptor + 1.
+ */
 static __always_inline void wait_open(void *ctx, struct sched_slot *e, __u32 tgid, __u32 tid,
-				      __u64 uaddr, __u32 op, __u32 val, enum slot_state state)
+				      __u64 uaddr, __u32 op, __u32 val, enum slot_state state, __u32 blockcall)
 {
 	__u32 words[3];
 	__u64 now = bpf_ktime_get_ns();
@@ -142,8 +156,8 @@ static __always_inline void wait_open(void *ctx, struct sched_slot *e, __u32 tgi
 	e->begin_ns = now;
 	e->op = op;
 	e->val = val;
-	e->rec_flags = state == SLOT_SYSCALL ? ULOCK_RF_PRECISE : ULOCK_RF_BLOCKED;
-	if (!(op & ULOCK_FUTEX_PRIVATE))
+	e->rec_flags = (state == SLOT_SYSCALL ? ULOCK_RF_PRECISE : ULOCK_RF_BLOCKED) | blockcall;
+	if (!blockcall && !(op & ULOCK_FUTEX_PRIVATE))
 		e->rec_flags |= ULOCK_RF_SHARED;
 	e->stack_id = -1;
 	e->releaser_stack_id = -1;
@@ -152,8 +166,10 @@ static __always_inline void wait_open(void *ctx, struct sched_slot *e, __u32 tgi
 	e->releaser_pid = 0;
 	e->releaser_tid = 0;
 	e->word0 = e->word8 = 0;
+	if (state == SLOT_BLOCKED)
+		task_switches(bpf_get_current_task_btf(), &e->switches, &e->exec_ns);
 	/* one read for the word and glibc's owner field behind it */
-	if (names_owner(op, val)) {
+	if (!blockcall && names_owner(op, val)) {
 		if (!bpf_probe_read_user(words, sizeof(words), (void *)uaddr)) {
 			e->word0 = words[0];
 			e->word8 = words[ULOCK_MUTEX_OWNER_OFF / sizeof(__u32)];
@@ -205,19 +221,19 @@ static __always_inline void emit_sample(struct sched_slot *e, __u32 tgid, __u32 
 	ls_submit(rb, r);
 }
 
-/* The wait in @e ended: counted in the table, and sent with its stacks when sampled. */
-static __always_inline void wait_close(struct sched_slot *e, __u32 tgid, __u32 tid, const char *comm,
-				       __s32 ret)
+/* The wait in @e ended after @wait_ns: counted in the table, and sent with its stacks when sampled. */
+static __always_inline void wait_end(struct sched_slot *e, __u32 tgid, __u32 tid, const char *comm,
+				     __u64 wait_ns, __s32 ret)
 {
-	__u64 wait_ns = bpf_ktime_get_ns() - e->begin_ns;
 	bool nonblocking = (e->rec_flags & ULOCK_RF_PRECISE) && !(e->rec_flags & ULOCK_RF_BLOCKED);
 	__u32 owner = futex_owner(e, tid);
+	bool blockcall = e->rec_flags & ULOCK_RF_BLOCKCALL;
 	struct ls_wait_key key = {
 		.lock = e->uaddr,
 		.pid = tgid,
 		.tid = tid,
-		.class = LS_WAIT_FUTEX,
-		.type = ls_futex_type(e->op, e->val),
+		.class = blockcall ? LS_WAIT_BLOCK : LS_WAIT_FUTEX,
+		.type = blockcall ? e->op : ls_futex_type(e->op, e->val),
 		.flags = (e->rec_flags & ULOCK_RF_SHARED ? LS_WF_SHARED : 0) |
 			 (e->rec_flags & ULOCK_RF_PRECISE ? LS_WF_PRECISE : 0),
 		.owner_pid = owner ? tgid : 0,	/* the daemon checks the owner is a thread of tgid */
@@ -240,7 +256,39 @@ static __always_inline void wait_close(struct sched_slot *e, __u32 tgid, __u32 t
 	emit_sample(e, tgid, tid, comm, wait_ns, ret);
 }
 
-/* @prev goes to sleep in futex call @nr: a futex wait begins. Runs in @prev's context. */
+/* The wait in @e ends now. */
+static __always_inline void wait_close(struct sched_slot *e, __u32 tgid, __u32 tid, const char *comm,
+				       __s32 ret)
+{
+	wait_end(e, tgid, tid, comm, bpf_ktime_get_ns() - e->begin_ns, ret);
+}
+
+/*
+ * @t, asleep in the wait in @e, is being switched out again: it ran, yet sched_switch never
+ * named it as next (this kernel skips a few switch-ins from idle: more switches out than
+ * in are seen, perf's own event stream included). If this is its first switch out since
+ * the wait began, it ran without a break since its switch in: the wait lasted the time
+ * since it began less the time it has run since, which the kernel accounts. Otherwise
+ * the end is unknown and the wait is dropped, counted.
+ */
+static __always_inline void wait_close_unseen(struct sched_slot *e, struct task_struct *t)
+{
+	__u64 now = bpf_ktime_get_ns(), exec_ns, ran, off;
+	__u32 switches;
+
+	task_switches(t, &switches, &exec_ns);
+	ran = exec_ns - e->exec_ns;
+	off = now - e->begin_ns;
+	if (switches != e->switches + 1 || ran > off) {
+		e->state = SLOT_IDLE;
+		pending_close(t->pid);
+		ls_count(LS_DROP_MISSED_END);
+		return;
+	}
+	ls_count(LS_CNT_UNSEEN_SWITCH_IN);
+	wait_end(e, t->tgid, t->pid, t->comm, off - ran, 0);
+}
+
 /* A futex wait while sched_waking is off: the one that reaches the rate asks for it. */
 static __always_inline void waker_wanted(void)
 {
@@ -254,6 +302,7 @@ static __always_inline void waker_wanted(void)
 		bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
 }
 
+/* @prev goes to sleep in futex call @nr: a futex wait begins. Runs in @prev's context. */
 static __always_inline void futex_block(void *ctx, struct task_struct *prev, struct pt_regs *regs, long nr)
 {
 	__u32 tgid = prev->tgid, tid = prev->pid, op, val;
@@ -268,7 +317,7 @@ static __always_inline void futex_block(void *ctx, struct task_struct *prev, str
 	}
 	if (e->state == SLOT_BLOCKED)	/* its switch-in never reached us */
 		ls_count(LS_DROP_MISSED_END);
-	wait_open(ctx, e, tgid, tid, uaddr, op, val, SLOT_BLOCKED);
+	wait_open(ctx, e, tgid, tid, uaddr, op, val, SLOT_BLOCKED, 0);
 	if (!waker_on)
 		waker_wanted();
 }

@@ -38,6 +38,7 @@ char LICENSE[] SEC("license") = "Dual BSD/GPL";
 
 /* Load-time switches: what the daemon's config turned on. */
 const volatile bool futex_waits = true;		/* user-locks */
+const volatile bool block_waits = true;		/* block-waits: other blocking syscalls */
 const volatile bool spin_source = true;		/* sched-threads: yields, stops, spin samples */
 /*
  * The dump window of yield sites, spin samples and bursts: event loops keep large arrays
@@ -83,6 +84,7 @@ enum task_state_bits {
 	TASK_RUNNING		= 0,
 	TASK_STOPPED_BIT	= 0x0004,	/* __TASK_STOPPED: SIGSTOP, SIGTSTP */
 	TASK_TRACED_BIT		= 0x0008,	/* __TASK_TRACED: a ptrace stop */
+	TASK_DEAD_BIT		= 0x0080,	/* TASK_DEAD: an exiting task's last switch out */
 	TASK_FROZEN_BIT		= 0x8000,	/* the freezer (6.1+): suspend, cgroup v1 freezer */
 	TASK_STOP_MASK		= TASK_STOPPED_BIT | TASK_TRACED_BIT | TASK_FROZEN_BIT,
 };
@@ -113,6 +115,10 @@ struct sched_slot {
 	__u32 releaser_pid;
 	__u32 releaser_tid;
 	char releaser_comm[LS_COMM_LEN];
+	/* the thread's switches out (nvcsw + nivcsw) and on-CPU time when the wait began */
+	__u64 exec_ns;
+	__u32 switches;
+	__u32 pad0;
 	/* the thread, holding a contended lock, was preempted at preempt_ns (0: it was not) */
 	__u64 preempt_ns;
 	__u64 preempt_addr;
@@ -301,6 +307,8 @@ static __always_inline struct sched_slot *thread_slot(__u32 tid, bool create)
 
 #include "sched_futex.bpf.h"
 
+#include "sched_block.bpf.h"
+
 #include "sched_spin.bpf.h"
 
 /* ---- the switch ---- */
@@ -315,7 +323,8 @@ static __always_inline void switched_out_asleep(void *ctx, struct task_struct *p
 		stopped(prev);
 		return;
 	}
-	if (!prev->mm)		/* kernel threads make no syscalls */
+	/* kernel threads make no syscalls; a dead task waits for nothing, nor runs again */
+	if (!prev->mm || (prev_state & TASK_DEAD_BIT))
 		return;
 	regs = (struct pt_regs *)bpf_task_pt_regs(prev);
 	nr = LS_SYSCALL_NR(regs);
@@ -324,6 +333,8 @@ static __always_inline void switched_out_asleep(void *ctx, struct task_struct *p
 			futex_block(ctx, prev, regs, nr);
 	} else if (spin_source && is_zero_sleep(regs, nr)) {	/* a yield by another name */
 		yield_count(prev, bpf_ktime_get_ns(), LS_POLL_SLEEP);
+	} else if (block_waits) {
+		block_begin(ctx, prev, regs, nr);
 	}
 }
 
@@ -342,9 +353,14 @@ static __always_inline void switched_out(void *ctx, bool preempt, struct task_st
 
 	if (!b)
 		return;
-	/* in the window after a stop: its events are counted at its switches out */
-	if (b->open && (e = thread_slot(prev->pid, false)) && e->resumed)
-		resume_window(e, prev, true);
+	if (b->open && (e = thread_slot(prev->pid, false))) {
+		/* it ran again, yet no switch named it as next: end its wait now */
+		if (e->state == SLOT_BLOCKED)
+			wait_close_unseen(e, prev);
+		/* in the window after a stop: its events are counted at its switches out */
+		if (e->resumed)
+			resume_window(e, prev, true);
+	}
 	/* a preempted task is runnable, not waiting */
 	if (!preempt && prev_state != TASK_RUNNING) {
 		/* written only when it changes: most switches leave the line clean */
@@ -510,7 +526,7 @@ static __always_inline void precise_enter(void *ctx, __u64 uaddr, __u32 op, __u3
 		return;
 	e = thread_slot(tid, true);
 	if (e)
-		wait_open(ctx, e, tgid, tid, uaddr, op, val, SLOT_SYSCALL);
+		wait_open(ctx, e, tgid, tid, uaddr, op, val, SLOT_SYSCALL, 0);
 }
 
 static __always_inline void precise_exit(long ret)

@@ -67,6 +67,7 @@ enum ls_utype {
 	LS_UTYPE_CONDVAR,	/* waiting for an event: condvar, semaphore, barrier, rwlock, join */
 	LS_UTYPE_HOLD,		/* not a wait: cpu-clock samples of a holder (count = samples) */
 	LS_UTYPE_PREEMPT,	/* not a wait: a holder preempted while others waited (time) */
+	LS_UTYPE_BLOCK = 16,	/* + enum ls_btype: a blocking syscall that is not a futex */
 };
 
 /*
@@ -91,6 +92,29 @@ static inline __u16 ls_futex_type(__u32 op, __u32 val)
 	}
 }
 
+/*
+ * A blocking wait that is not a futex: the family of the syscall the thread slept in
+ * (a wait table entry's type with class LS_WAIT_BLOCK). Its object (the entry's lock) is
+ * the file descriptor the call names plus one (the daemon reads what it is: pipe, socket,
+ * eventfd...); 0 for none (poll and select name a set, sleeps and signals none).
+ */
+enum ls_btype {
+	LS_BTYPE_POLL = 1,	/* poll, select, epoll_wait and their p* forms */
+	LS_BTYPE_READ,		/* read, readv, pread64, preadv(2): a pipe, eventfd, tty, file */
+	LS_BTYPE_RECV,		/* recvfrom, recvmsg, recvmmsg */
+	LS_BTYPE_WRITE,		/* write, writev, pwrite64, sendto, sendmsg: a full pipe or socket */
+	LS_BTYPE_ACCEPT,	/* accept, accept4, connect */
+	LS_BTYPE_SYNC,		/* fsync, fdatasync, sync_file_range: waiting for the disk */
+	LS_BTYPE_URING,		/* io_uring_enter waiting for completions */
+	LS_BTYPE_FLOCK,		/* flock, fcntl(F_SETLKW...): a file lock */
+	LS_BTYPE_CHILD,		/* wait4, waitid */
+	LS_BTYPE_SIGNAL,	/* pause, rt_sigsuspend, rt_sigtimedwait */
+	LS_BTYPE_SLEEP,		/* nanosleep, clock_nanosleep (a timed sleep, not contention) */
+	LS_BTYPE_OTHER,		/* another syscall */
+	LS_BTYPE_KERNEL,	/* no syscall: a page fault, reclaim, a kernel wait in user context */
+	LS_BTYPE_MAX,
+};
+
 /* What the BPF side learnt about one futex wait. */
 enum ulock_rec_flags {
 	ULOCK_RF_SHARED		= 1U << 0,	/* no FUTEX_PRIVATE_FLAG: may be shared across processes */
@@ -104,6 +128,7 @@ enum ulock_rec_flags {
 	ULOCK_RF_HOLDER		= 1U << 8,	/* the owner was noted for holder sampling */
 	ULOCK_RF_DUMP		= 1U << 9,	/* stack_dump names a dump to unwind (ustack.h) */
 	ULOCK_RF_RELEASER_DUMP	= 1U << 10,	/* releaser_dump names a dump to unwind */
+	ULOCK_RF_BLOCKCALL	= 1U << 11,	/* not a futex: op is enum ls_btype, uaddr fd + 1 (LS_WAIT_BLOCK) */
 };
 
 /* How a noted holder is checked: where its tid sits relative to the futex word. */

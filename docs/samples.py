@@ -11,9 +11,9 @@ code that prints it live. So a sample cannot go stale:
 
   docs/samples.py            re-render every block from its saved response (writes files)
   docs/samples.py --check    exit 1 if any block differs from its rendering (make test)
-  sudo docs/samples.py --capture
+  sudo docs/samples.py --capture [--only NAME,NAME]
                              run the reproducers under a private lockscoped, save fresh
-                             responses, then re-render (about 15 s)
+                             responses (of those samples only), then re-render (about 15 s)
 """
 import argparse
 import json
@@ -45,7 +45,11 @@ WORKLOADS = {
     "tokio_tick": (["--seconds", "20"], 2.0),
     "file_writers": (["--seconds", "20"], 0),
     "busy_poll": (["--mode", "epoll", "--seconds", "20"], 0),
+    "blocking_waits": (["--mode", "fsync", "--seconds", "20", "--dir", BUILD], 0),
 }
+# the daemon's settings for the captures: block-waits for blocking_waits' samples (the
+# others' tables leave wait:* rows out by default)
+DAEMON_ARGS = ["--block-waits", "1"]
 
 
 def blocks(text):
@@ -90,16 +94,20 @@ def rerender(check):
 
 # ---- capture: the reproducers under a private daemon ----
 
-def capture():
-    """Fresh responses for every sample: each reproducer it names alone under the daemon."""
+def capture(only):
+    """Fresh responses for every sample (or those in @only): each reproducer it names alone
+    under the daemon."""
     names = {}
     for doc in DOCS:
         with open(os.path.join(ROOT, doc)) as f:
             for name, cmdline, _, _ in blocks(f.read()):
-                names[name] = cmdline
+                if not only or name in only:
+                    names[name] = cmdline
+    if only and set(only) - set(names):
+        sys.exit(f"docs/samples.py: no sample named {', '.join(sorted(set(only) - set(names)))}")
     with tempfile.TemporaryDirectory() as tmp:
         sock = os.path.join(tmp, "ls.sock")
-        daemon = subprocess.Popen([os.path.join(BUILD, "lockscoped"), "--socket", sock], stderr=subprocess.DEVNULL)
+        daemon = subprocess.Popen([os.path.join(BUILD, "lockscoped"), "--socket", sock, *DAEMON_ARGS], stderr=subprocess.DEVNULL)
         try:
             for _ in range(100):
                 if subprocess.run([LOCKSCOPE, "status", "--socket", sock], capture_output=True).returncode == 0:
@@ -140,9 +148,12 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--check", action="store_true", help="exit 1 if a sample differs from its rendering")
     ap.add_argument("--capture", action="store_true", help="run the reproducers and save fresh responses (root)")
+    ap.add_argument("--only", metavar="NAME,NAME", help="--capture: only these samples")
     args = ap.parse_args()
+    if args.only and not args.capture:
+        ap.error("--only goes with --capture")
     if args.capture:
-        capture()
+        capture(args.only.split(",") if args.only else None)
     stale = rerender(args.check)
     if args.check and stale:
         sys.exit("docs/samples.py: these samples are not what the CLI prints for their responses; run "

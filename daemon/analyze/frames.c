@@ -13,6 +13,7 @@
 #include "decode/ksyms.h"
 #include "decode/pods.h"
 #include "decode/usyms.h"
+#include "lib/procfs.h"
 #include "store/stacks.h"
 
 static const char *const lock_names[] = {
@@ -250,14 +251,42 @@ void query_caller_string(const struct query_ctx *ctx, uint32_t id, char *buf, si
 	frame_name(ctx, ips, query__caller_frame(ctx, ips, nr), buf, len);
 }
 
+/*
+ * A blocking syscall's object: the descriptor it named (the key's lock is it + 1; 0:
+ * none, or a set of them), and what it is now (/proc/PID/fd: "pipe:[12345]",
+ * "anon_inode:[eventfd]", a path).
+ */
+static cJSON *blocking_object_json(const struct agg_key *k)
+{
+	cJSON *lock = cJSON_CreateObject();
+	char what[256], buf[300];
+	uint64_t fd = k->lock - 1;
+
+	query_add_hex(lock, "addr", k->lock);
+	if (!k->lock) {
+		cJSON_AddNullToObject(lock, "name");
+	} else {
+		if (ls_proc_fd(k->pid, fd, what, sizeof(what)))
+			snprintf(buf, sizeof(buf), "fd %" PRIu64, fd);
+		else
+			snprintf(buf, sizeof(buf), "fd %" PRIu64 ": %s", fd, what);
+		cJSON_AddStringToObject(lock, "name", buf);
+	}
+	cJSON_AddBoolToObject(lock, "shared", false);
+	return lock;
+}
+
 /* A user lock: its address, and where it lies when that is an image's data ("libuv.so.1+0x2f1c0"). */
 static cJSON *ulock_json(const struct query_ctx *ctx, const struct agg_key *k)
 {
-	cJSON *lock = cJSON_CreateObject();
+	cJSON *lock;
 	const char *module;
 	uint64_t vaddr;
 	char buf[320];
 
+	if ((k->flags & ~LS_KIND_USER) > LS_UTYPE_BLOCK)	/* LS_UTYPE_BLOCK + enum ls_btype */
+		return blocking_object_json(k);
+	lock = cJSON_CreateObject();
 	query_add_hex(lock, "addr", k->lock);
 	if (k->object) {	/* a shared futex: an offset in a file every process maps */
 		const char *path = ctx->usyms ? usyms__object_path(ctx->usyms, k->object) : NULL;

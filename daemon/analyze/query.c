@@ -30,6 +30,20 @@ const struct lock_type ls_lock_types[] = {
 	{ LS_KIND_USER | LS_UTYPE_PI, "futex:pi", "futex" },
 	{ LS_KIND_USER | LS_UTYPE_WAITV, "futex:waitv", "futex" },
 	{ LS_KIND_USER | LS_UTYPE_CONDVAR, "futex:condvar", "futex" },
+	/* other blocking syscalls, by family (scheduler.h's enum ls_btype) */
+	{ LS_KIND_USER | (LS_UTYPE_BLOCK + LS_BTYPE_POLL), "wait:poll", "wait" },
+	{ LS_KIND_USER | (LS_UTYPE_BLOCK + LS_BTYPE_READ), "wait:read", "wait" },
+	{ LS_KIND_USER | (LS_UTYPE_BLOCK + LS_BTYPE_RECV), "wait:recv", "wait" },
+	{ LS_KIND_USER | (LS_UTYPE_BLOCK + LS_BTYPE_WRITE), "wait:write", "wait" },
+	{ LS_KIND_USER | (LS_UTYPE_BLOCK + LS_BTYPE_ACCEPT), "wait:accept", "wait" },
+	{ LS_KIND_USER | (LS_UTYPE_BLOCK + LS_BTYPE_SYNC), "wait:sync", "wait" },
+	{ LS_KIND_USER | (LS_UTYPE_BLOCK + LS_BTYPE_URING), "wait:uring", "wait" },
+	{ LS_KIND_USER | (LS_UTYPE_BLOCK + LS_BTYPE_FLOCK), "wait:flock", "wait" },
+	{ LS_KIND_USER | (LS_UTYPE_BLOCK + LS_BTYPE_CHILD), "wait:child", "wait" },
+	{ LS_KIND_USER | (LS_UTYPE_BLOCK + LS_BTYPE_SIGNAL), "wait:signal", "wait" },
+	{ LS_KIND_USER | (LS_UTYPE_BLOCK + LS_BTYPE_SLEEP), "wait:sleep", "wait" },
+	{ LS_KIND_USER | (LS_UTYPE_BLOCK + LS_BTYPE_OTHER), "wait:other", "wait" },
+	{ LS_KIND_USER | (LS_UTYPE_BLOCK + LS_BTYPE_KERNEL), "wait:kernel", "wait" },
 	{ 0, "unknown", "unknown" },	/* flags no kernel we know passes */
 };
 const int ls_nr_lock_types = sizeof(ls_lock_types) / sizeof(ls_lock_types[0]);
@@ -66,14 +80,25 @@ int query__type_index(uint32_t flags)
 	return UNKNOWN_TYPE;
 }
 
+uint32_t query__lock_types(void)
+{
+	uint32_t mask = ~0U;
+	int t;
+
+	for (t = LS_BTYPE_POLL; t < LS_BTYPE_MAX; t++)
+		mask &= ~(1U << query__type_index(LS_KIND_USER | (LS_UTYPE_BLOCK + t)));
+	return mask;
+}
+
 /*
  * Every type but waits for an event: a consumer sleeping on a condition variable is idle,
- * not contended, and would top every table by total wait. -Y futex:condvar (or futex)
- * asks for them.
+ * not contended, and would top every table by total wait; so would every event loop in
+ * epoll_wait and every worker reading an empty queue (the wait:* types). -Y futex:condvar
+ * (or futex), -Y wait (or wait:read...) ask for them.
  */
 static uint32_t default_types(void)
 {
-	return ~(1U << query__type_index(LS_KIND_USER | LS_UTYPE_CONDVAR));
+	return query__lock_types() & ~(1U << query__type_index(LS_KIND_USER | LS_UTYPE_CONDVAR));
 }
 
 void query__init(struct query *q)

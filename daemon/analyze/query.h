@@ -72,6 +72,8 @@ extern const struct lock_type ls_lock_types[];
 extern const int ls_nr_lock_types;
 
 void query__init(struct query *q);
+/* The type mask of every lock type: all but the other blocking syscalls' (wait:*) */
+uint32_t query__lock_types(void);
 /* Fills @q from a request object; on error returns -EINVAL with a message in @err. */
 int query__from_json(const cJSON *req, struct query *q, char *err, size_t err_len);
 /* Parses "rwsem,mutex:R,..." into a type mask; -EINVAL names the bad entry in @err. */

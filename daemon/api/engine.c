@@ -60,6 +60,11 @@ void engine_opts__init(struct engine_opts *o)
 	o->collector.stack_rate = LS_DEF_STACK_RATE;
 	o->collector.cpu_stack_rate = 10 * LS_DEF_STACK_RATE;
 	o->collector.user_locks = 1;
+	/*
+	 * Off until it fits the always-on budget: a wait opened and closed at every sleep in
+	 * any syscall (a pipe ping-pong: -14.6 % against -10.5 % with futex waits alone).
+	 */
+	o->collector.block_waits = 0;
 	o->collector.uthreads = ULOCK_DEF_MAX_THREADS;
 	o->collector.ustack_entries = ULOCK_DEF_STACK_ENTRIES;
 	o->collector.max_holders = ULOCK_DEF_MAX_HOLDERS;
@@ -470,7 +475,12 @@ char *engine__metrics(struct engine *e, size_t *len)
 	struct query q;
 
 	engine_query_init(e, &q);
-	q.type_mask = 0;	/* every type, event waits too: the labels tell them apart */
+	/*
+	 * Every lock type, condition variables too (the type label tells them apart); not the
+	 * other blocking syscalls: every event loop's epoll_wait would take the series the
+	 * limit admits (by wait time) from the locks.
+	 */
+	q.type_mask = query__lock_types();
 	engine_catch_up(e);
 	if (report_prometheus_text(e, e->agg, &q, true, &buf)) {
 		free(buf.data);

@@ -324,6 +324,7 @@ cJSON *engine__status(struct engine *e)
 	cJSON_AddNumberToObject(ev, "waits_per_s", rate(e, RATE_KERNEL_WAITS));
 	cJSON_AddNumberToObject(ev, "ringbuf_wakeups", cnt[LS_CNT_RB_WAKEUPS]);
 	cJSON_AddNumberToObject(ev, "futex_waits", ds.futex_waits);
+	cJSON_AddNumberToObject(ev, "block_waits", ds.block_waits);
 	cJSON_AddNumberToObject(ev, "futex_nonblocking", cnt[LS_CNT_UNONBLOCK]);
 	cJSON_AddNumberToObject(ev, "futex_releasers", cnt[LS_CNT_URELEASER]);
 	cJSON_AddNumberToObject(ev, "holders_noted", cnt[LS_CNT_HOLDERS]);
@@ -337,6 +338,8 @@ cJSON *engine__status(struct engine *e)
 	cJSON_AddNumberToObject(ev, "spin_samples_unstacked", cnt[LS_CNT_SPIN_UNSTACKED]);
 	cJSON_AddNumberToObject(ev, "yield_sites", cnt[LS_CNT_YIELD_SITES]);
 	cJSON_AddNumberToObject(ev, "resumes", cnt[LS_CNT_RESUMES]);
+	/* waits whose end sched_switch never showed, timed from the kernel's accounting */
+	cJSON_AddNumberToObject(ev, "unseen_switch_ins", cnt[LS_CNT_UNSEEN_SWITCH_IN]);
 	st = cJSON_AddObjectToObject(o, "stacks");
 	cJSON_AddNumberToObject(st, "stacked", cnt[LS_CNT_STACKED]);
 	cJSON_AddNumberToObject(st, "sampled_out", ds.kernel_waits > cnt[LS_CNT_SAMPLED] ?

@@ -99,6 +99,7 @@ static const char *const counter_names[LS_CNT_MAX] = {
 	[LS_DROP_WAIT_TABLE] = "wait_table_full",
 	[LS_DROP_EXITED_FULL] = "exited_thread_map_full",
 	[LS_CNT_TABLE_FULL] = "table_overflow_records",
+	[LS_CNT_UNSEEN_SWITCH_IN] = "unseen_switch_ins",
 };
 
 const char *ls_counter_name(enum ls_counter c)
@@ -312,6 +313,7 @@ static int load_sched(struct collector *c)
 	s->rodata->spin_stack_bytes = o->ustack_bytes ? o->spin_stack_bytes : 0;
 	s->rodata->spin_dump_cost_ns = o->spin_dump_rate ? NSEC_PER_SEC / o->spin_dump_rate : 0;
 	s->rodata->futex_waits = o->user_locks;
+	s->rodata->block_waits = o->user_locks && o->block_waits;
 	s->rodata->waker_min_blocks = o->waker_min_rate;
 	s->rodata->spin_source = o->sched_threads != 0;
 	if ((err = REUSE_SHARED_MAPS(&s->maps, c)) ||

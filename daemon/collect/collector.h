@@ -32,6 +32,7 @@ struct collector_opts {
 	bool force_tp;			/* classic tracepoints even where tp_btf works */
 	bool no_owner_stack;		/* never use bpf_task_from_pid */
 	__u32 user_locks;		/* 1: futex waits too; 0: kernel locks only */
+	__u32 block_waits;		/* 1: other blocking syscalls too (with user_locks) */
 	__u32 uthreads;			/* threads with a futex wait open at once */
 	__u32 ustack_entries;		/* distinct user stacks in the kernel map */
 	__u32 max_holders;		/* lock holders noted for sampling */

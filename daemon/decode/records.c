@@ -243,7 +243,8 @@ static int handle_ulock(struct decoder *d, const struct ulock_wait_rec *r, size_
 	ulock_event_init(d, &ev, r->pid, r->tid, r->uaddr, r->rec_flags & ULOCK_RF_SHARED, r->comm);
 	/* a sampled wait: its figures are in the exact entry already, its stacks are here */
 	ev.key.sampled = 1;
-	ev.key.flags = LS_KIND_USER | ls_futex_type(r->op, r->val);
+	ev.key.flags = LS_KIND_USER | (r->rec_flags & ULOCK_RF_BLOCKCALL ? LS_UTYPE_BLOCK + r->op :
+				       ls_futex_type(r->op, r->val));
 	ev.key.stack = user_stack(d, r->rec_flags, ULOCK_RF_DUMP, r->stack_dump,
 				  ULOCK_RF_STACK, r->stack_id, r->pid);
 	ulock_owner(d, r->pid, r->tid, word_owner(r, ev.key.flags & ~LS_KIND_USER), &ev);
@@ -317,15 +318,24 @@ static int wait_key(struct decoder *d, const struct ls_wait_key *k, const char *
 		ev->key.releaser_pid = k->releaser_pid;
 		ev->key.releaser_tid = k->releaser_tid;
 		return 0;
+	case LS_WAIT_BLOCK:	/* the lock is the descriptor the call named */
+		if (!k->type || k->type >= LS_BTYPE_MAX)
+			break;
+		usyms__see(d->opts.usyms, k->pid);
+		ev->key.flags = LS_KIND_USER | (LS_UTYPE_BLOCK + k->type);
+		ev->key.releaser_pid = k->releaser_pid;
+		ev->key.releaser_tid = k->releaser_tid;
+		return 0;
 	case LS_WAIT_UPREEMPT:
 		usyms__see(d->opts.usyms, k->pid);
 		ulock_where(d, &ev->key, k->pid, k->lock, shared);
 		ev->key.flags = LS_KIND_USER | LS_UTYPE_PREEMPT;
 		return 0;
 	default:
-		d->st.bad_records++;
-		return -EINVAL;
+		break;
 	}
+	d->st.bad_records++;
+	return -EINVAL;
 }
 
 /* The waits status counts per source: the tables are where they are counted. */
@@ -335,6 +345,8 @@ static void count_class(struct decoder *d, const struct ls_wait_key *k, uint64_t
 		d->st.kernel_waits += n;
 	else if (k->class == LS_WAIT_FUTEX)
 		d->st.futex_waits += n;
+	else if (k->class == LS_WAIT_BLOCK)
+		d->st.block_waits += n;
 }
 
 int decoder__wait_entry(void *ctx, const struct ls_wait_key *k, const struct ls_wait_val *v)

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
-/* /proc/PID/stat's state and start time. */
+/* /proc/PID/stat's state and start time; what a descriptor is. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 #include "lib/procfs.h"
 
 /* the text after the comm's ')' starts at field 3 (the state) */
@@ -32,5 +33,20 @@ int ls_proc_stat(uint32_t pid, struct ls_proc_stat *st)
 	if (!p || sscanf(p, " %llu", &start) != 1)
 		return -EIO;
 	st->start_ticks = start;
+	return 0;
+}
+
+int ls_proc_fd(uint32_t pid, uint32_t fd, char *buf, size_t len)
+{
+	char path[64];
+	ssize_t n;
+
+	if (!len)
+		return -EINVAL;
+	snprintf(path, sizeof(path), "/proc/%u/fd/%u", pid, fd);
+	n = readlink(path, buf, len - 1);
+	if (n < 0)
+		return -errno;
+	buf[n] = 0;
 	return 0;
 }

@@ -3,6 +3,7 @@
 #ifndef __LS_PROCFS_H
 #define __LS_PROCFS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 struct ls_proc_stat {
@@ -12,5 +13,11 @@ struct ls_proc_stat {
 
 /* @pid's state and start; -ENOENT when it is gone, -EIO when the file does not parse. */
 int ls_proc_stat(uint32_t pid, struct ls_proc_stat *st);
+/*
+ * What descriptor @fd of process @pid is, as /proc/PID/fd/FD links it: "pipe:[12345]",
+ * "socket:[678]", "anon_inode:[eventfd]", a file's path. -errno when it is closed or the
+ * process is gone (an answer for now: the descriptor may have been reused since).
+ */
+int ls_proc_fd(uint32_t pid, uint32_t fd, char *buf, size_t len);
 
 #endif

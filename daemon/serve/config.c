@@ -35,6 +35,8 @@ const struct ls_setting ls_settings[] = {
 
 	U32("user-locks", ENG(collector.user_locks), 0, 1, 0, "sources",
 	    "1: futex waits (sched_switch); 0: kernel locks only"),
+	U32("block-waits", ENG(collector.block_waits), 0, 1, 0, "sources",
+	    "1 (with user-locks): every other blocking syscall too, by family (poll, read, sync...), at a cost per sleep; 0 (default): futex waits only"),
 	U32("sched-threads", ENG(collector.sched_threads), 0, 1U << 22, 0, "sources",
 	    "threads with per-thread switch counts (BPF map); 0: no scheduling or spin source"),
 	U32("spin-freq", ENG(collector.spin_freq), 0, 10000, 0, "sources",

@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: (LGPL-2.1 OR BSD-2-Clause) */
+/*
+ * Part of scheduler.bpf.c, included after sched_futex.bpf.h: blocking waits that are not
+ * futex waits. A task switched out asleep in another syscall (read on a pipe, epoll_wait,
+ * fdatasync...) or in none (a page fault) opens a wait in its slot as a futex wait does,
+ * classified by the syscall's family and named by the file descriptor it was called on;
+ * its next switch in closes it into the wait tables (class LS_WAIT_BLOCK). Only the
+ * registers are read: what the descriptor is, the daemon reads from /proc.
+ */
+#ifndef __LS_SCHED_BLOCK_BPF_H
+#define __LS_SCHED_BLOCK_BPF_H
+
+/* The family of syscall @nr (-1: none, the task was not in a syscall), and whether its first argument is a descriptor. */
+static __always_inline __u32 block_type(long nr, bool *takes_fd)
+{
+	*takes_fd = true;
+	switch (nr) {
+	case LS_SYS_EPOLL_WAIT:
+	case LS_SYS_EPOLL_PWAIT:
+	case LS_SYS_EPOLL_PWAIT2:
+		return LS_BTYPE_POLL;
+	case LS_SYS_READ:
+	case LS_SYS_READV:
+	case LS_SYS_PREAD64:
+	case LS_SYS_PREADV:
+	case LS_SYS_PREADV2:
+		return LS_BTYPE_READ;
+	case LS_SYS_RECVFROM:
+	case LS_SYS_RECVMSG:
+	case LS_SYS_RECVMMSG:
+		return LS_BTYPE_RECV;
+	case LS_SYS_WRITE:
+	case LS_SYS_WRITEV:
+	case LS_SYS_PWRITE64:
+	case LS_SYS_SENDTO:
+	case LS_SYS_SENDMSG:
+		return LS_BTYPE_WRITE;
+	case LS_SYS_ACCEPT:
+	case LS_SYS_ACCEPT4:
+	case LS_SYS_CONNECT:
+		return LS_BTYPE_ACCEPT;
+	case LS_SYS_FSYNC:
+	case LS_SYS_FDATASYNC:
+	case LS_SYS_SYNC_FILE_RANGE:
+		return LS_BTYPE_SYNC;
+	case LS_SYS_IO_URING_ENTER:
+		return LS_BTYPE_URING;
+	case LS_SYS_FLOCK:
+	case LS_SYS_FCNTL:
+		return LS_BTYPE_FLOCK;
+	}
+	*takes_fd = false;
+	switch (nr) {
+	case LS_SYS_POLL:
+	case LS_SYS_PPOLL:
+	case LS_SYS_SELECT:
+	case LS_SYS_PSELECT6:
+		return LS_BTYPE_POLL;	/* a set of descriptors: no one object */
+	case LS_SYS_WAIT4:
+	case LS_SYS_WAITID:
+		return LS_BTYPE_CHILD;
+	case LS_SYS_PAUSE:
+	case LS_SYS_RT_SIGSUSPEND:
+	case LS_SYS_RT_SIGTIMEDWAIT:
+		return LS_BTYPE_SIGNAL;
+	case LS_SYS_NANOSLEEP:
+	case LS_SYS_CLOCK_NANOSLEEP:
+		return LS_BTYPE_SLEEP;
+	case -1:
+		return LS_BTYPE_KERNEL;
+	default:
+		return LS_BTYPE_OTHER;
+	}
+}
+
+/* @prev goes to sleep in syscall @nr, not a futex: a blocking wait begins. */
+static __always_inline void block_begin(void *ctx, struct task_struct *prev, struct pt_regs *regs, long nr)
+{
+	__u32 tid = prev->pid;
+	bool takes_fd;
+	__u32 type = block_type(nr, &takes_fd);
+	struct sched_slot *e = thread_slot(tid, true);
+
+	if (!e || e->state == SLOT_SYSCALL)
+		return;
+	if (e->state == SLOT_BLOCKED)	/* its switch-in never reached us */
+		ls_count(LS_DROP_MISSED_END);
+	/* the object: descriptor + 1, so that 0 is none (descriptor 0 is stdin) */
+	wait_open(ctx, e, prev->tgid, tid, takes_fd ? (__u64)(__u32)LS_SYSCALL_ARG1(regs) + 1 : 0, type, 0,
+		  SLOT_BLOCKED, ULOCK_RF_BLOCKCALL);
+}
+
+#endif
