@@ -170,6 +170,7 @@ enum ls_counter {
 	LS_CNT_KHOLDERS,	/* owners of a contended kernel lock noted for the switch check */
 	LS_CNT_KHOLDER_PREEMPT,	/* owners of a contended kernel lock preempted while others waited */
 	LS_CNT_TABLE_FULL,	/* waits sent by ring because the wait table was full */
+	LS_CNT_BLOCK_WAKERS,	/* other blocking waits ended by a thread, named */
 	LS_CNT_UNSEEN_SWITCH_IN,/* waits whose end no sched_switch showed, timed at the
 				 * thread's next switch out from the kernel's own accounting */
 

@@ -88,6 +88,8 @@ static __always_inline void block_begin(void *ctx, struct task_struct *prev, str
 	/* the object: descriptor + 1, so that 0 is none (descriptor 0 is stdin) */
 	wait_open(ctx, e, prev->tgid, tid, takes_fd ? (__u64)(__u32)LS_SYSCALL_ARG1(regs) + 1 : 0, type, 0,
 		  SLOT_BLOCKED, ULOCK_RF_BLOCKCALL);
+	if (!waker_on)	/* the thread that wakes it: sched_waking (attached at the same rate) */
+		waker_wanted();
 }
 
 #endif

@@ -55,11 +55,12 @@ const volatile __u32 spin_stack_bytes = 0;
  */
 const volatile __u64 spin_dump_cost_ns = LS_NSEC_PER_SEC / SCHED_DEF_SPIN_DUMP_RATE;
 /*
- * sched_waking runs at every wakeup of the host, and only futex waits need it (to name
- * their releasers): the daemon attaches it while futex waits come at waker-min-rate or
- * more (waker_on). While it is off, the futex waits of the daemon's current second are
- * counted here, and the one that reaches the rate asks for it at once with a record, so a
- * lock that starts to be contended has its releasers named from its first milliseconds.
+ * sched_waking runs at every wakeup of the host, and only waits need it (to name their
+ * releasers): the daemon attaches it while futex waits (and with block-waits the other
+ * blocking ones) come at waker-min-rate or more (waker_on). While it is off, the waits of
+ * the daemon's current second are counted here, and the one that reaches the rate asks
+ * for it at once with a record, so a lock that starts to be contended has its releasers
+ * named from its first milliseconds.
  */
 const volatile __u32 waker_min_blocks = 0;	/* 0: sched_waking stays attached */
 bool waker_on = false;				/* the daemon has sched_waking attached */
@@ -414,8 +415,41 @@ int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_s
 }
 
 /*
- * Whoever wakes a waiter from inside futex(WAKE...) or FUTEX_UNLOCK_PI is the thread that
- * ended its wait: the end of the critical section. sched_waking, not sched_wakeup: it runs
+ * Whether the family of blocking call @btype is ended by a thread: a write to the pipe or
+ * eventfd, the kill that sets a latch, a send, a peer's exit. Not a disk's completion (file
+ * sync, a page fault's I/O) nor a sleep's timer: interrupts, in whatever task they find on
+ * the CPU, which they must not name.
+ */
+static __always_inline bool thread_ended(__u32 btype)
+{
+	return btype != LS_BTYPE_SYNC && btype != LS_BTYPE_SLEEP && btype != LS_BTYPE_KERNEL;
+}
+
+/*
+ * Whether @cur, waking a thread asleep in the wait in @e, is the thread that ended it. A
+ * futex wait: a thread inside futex(WAKE...) or FUTEX_UNLOCK_PI, the end of the critical
+ * section (a signal, a timeout, a kill name no releaser). Another blocking call that a
+ * thread ends: a thread inside any syscall. An interrupt taken while a thread was inside
+ * one is then named instead (no helper tells an interrupt apart here: the per-CPU preempt
+ * count is out of reach without KALLSYMS_ALL, and programs may run on a stack of their
+ * own); a timeout of a poll is one such.
+ */
+static __always_inline bool woke_it(const struct sched_slot *e, struct task_struct *cur)
+{
+	struct pt_regs *regs;
+	long nr;
+
+	if (!cur->mm)
+		return false;
+	regs = (struct pt_regs *)bpf_task_pt_regs(cur);
+	nr = LS_SYSCALL_NR(regs);
+	if (e->rec_flags & ULOCK_RF_BLOCKCALL)
+		return nr >= 0 && thread_ended(e->op);
+	return nr == LS_SYS_FUTEX && is_wake_cmd(LS_SYSCALL_ARG2(regs) & ULOCK_FUTEX_CMD_MASK);
+}
+
+/*
+ * The thread that ends a wait, named in its slot. sched_waking, not sched_wakeup: it runs
  * in the waker's context on every kernel, where sched_wakeup may run on the wakee's CPU.
  * Tasks with nothing open (the pending filter) cost one array load.
  */
@@ -423,9 +457,8 @@ SEC("tp_btf/sched_waking")
 int BPF_PROG(sched_waking, struct task_struct *p)
 {
 	struct task_struct *cur;
-	__u32 tid = p->pid, cmd;
+	__u32 tid = p->pid;
 	struct sched_slot *e;
-	struct pt_regs *regs;
 
 	if (!enabled || !pending_any(tid))
 		return 0;
@@ -433,19 +466,13 @@ int BPF_PROG(sched_waking, struct task_struct *p)
 	if (!e || e->state == SLOT_IDLE || (e->rec_flags & ULOCK_RF_RELEASER))
 		return 0;
 	cur = bpf_get_current_task_btf();
-	if (!cur->mm)
-		return 0;
-	regs = (struct pt_regs *)bpf_task_pt_regs(cur);
-	if (LS_SYSCALL_NR(regs) != LS_SYS_FUTEX)	/* a signal, a timeout, a kill: no releaser */
-		return 0;
-	cmd = LS_SYSCALL_ARG2(regs) & ULOCK_FUTEX_CMD_MASK;
-	if (!is_wake_cmd(cmd))
+	if (!woke_it(e, cur))
 		return 0;
 	e->releaser_pid = cur->tgid;
 	e->releaser_tid = cur->pid;
 	bpf_get_current_comm(e->releaser_comm, sizeof(e->releaser_comm));
 	e->rec_flags |= ULOCK_RF_RELEASER;
-	ls_count(LS_CNT_URELEASER);
+	ls_count(e->rec_flags & ULOCK_RF_BLOCKCALL ? LS_CNT_BLOCK_WAKERS : LS_CNT_URELEASER);
 	if (e->rec_flags & ULOCK_RF_SAMPLED)
 		take_stack(ctx, &e->releaser_stack_id, &e->releaser_dump, &e->rec_flags,
 			   ULOCK_RF_RELEASER_STACK, ULOCK_RF_RELEASER_DUMP, false);

@@ -46,6 +46,8 @@ static void usage(FILE *f)
 		"  -l, --locks                one row per lock address (names mmap_lock, kernel symbols)\n"
 		"      --by unit|cgroup|pod   top, threads: one row per systemd unit, cgroup or\n"
 		"                             Kubernetes pod (NAMESPACE/NAME when lockscoped names pods)\n"
+		"      --by edge              top: one row per waiting process and the process whose\n"
+		"                             thread woke it, per type: the wait-for graph\n"
 		"  -G, --cgroup CG            top, threads, spin, report, export, flamegraph: only\n"
 		"                             processes in CG, a cgroup path (and below:\n"
 		"                             /system.slice), a unit (nginx.service), a container id\n"
@@ -396,8 +398,10 @@ int cli_parse_args(int argc, char **argv, struct cli *c)
 		case 't': c->ro.threads = true; cJSON_AddStringToObject(c->req, "group", "thread"); break;
 		case 'l': c->ro.locks = true; cJSON_AddStringToObject(c->req, "group", "lock"); break;
 		case OPT_BY:
-			if (strcmp(optarg, "unit") && strcmp(optarg, "cgroup") && strcmp(optarg, "pod"))
-				return bad_flag("--by", optarg, "unit, cgroup or pod");
+			if (strcmp(optarg, "unit") && strcmp(optarg, "cgroup") && strcmp(optarg, "pod") &&
+			    (strcmp(optarg, "edge") || strcmp(c->cmd, "top")))
+				return bad_flag("--by", optarg, strcmp(c->cmd, "top") ? "unit, cgroup or pod" :
+							"unit, cgroup, pod or edge");
 			c->ro.by = optarg;
 			cJSON_AddStringToObject(c->req, "group", optarg);
 			break;

@@ -81,6 +81,20 @@ static const char *group_text(const cJSON *row, const char *by, char *buf, size_
 	return ls_json_str_or(cg, strcmp(by, "cgroup") ? by : "path", "-");
 }
 
+/* An edge of the wait-for graph: "postgres/812 -> postgres/977"; "-> -" when no thread woke the waits. */
+static const char *edge_text(const cJSON *row, char *buf, size_t len)
+{
+	const cJSON *w = cJSON_GetObjectItemCaseSensitive(row, "releaser");
+
+	if (cJSON_IsObject(w))
+		snprintf(buf, len, "%s/%.0f -> %s/%.0f", ls_json_str_or(row, "comm", "?"), ls_json_num(row, "pid"),
+			 ls_json_str_or(w, "comm", "?"), ls_json_num(w, "pid"));
+	else
+		snprintf(buf, len, "%s/%.0f -> - (no thread: an interrupt, a timer, a signal)",
+			 ls_json_str_or(row, "comm", "?"), ls_json_num(row, "pid"));
+	return buf;
+}
+
 static void party_text(const cJSON *row, const char *role, char *buf, size_t len)
 {
 	const cJSON *o = cJSON_GetObjectItemCaseSensitive(row, role);
@@ -143,6 +157,8 @@ static void print_header(FILE *f, const struct render_opts *o)
 		fprintf(f, " %8s %8s  %-16s", "pid", "tid", "comm");
 	else if (o->locks)
 		fprintf(f, " %18s  %s", "address", "symbol");
+	else if (o->by && !strcmp(o->by, "edge"))
+		fprintf(f, "   %s", "waiter -> waker (process)");
 	else if (o->by)
 		fprintf(f, "   %s", o->by);
 	else
@@ -169,7 +185,8 @@ static void print_row(FILE *f, const cJSON *row, const struct render_opts *o)
 	} else if (o->by) {
 		char where[320];
 
-		fprintf(f, "   %s", group_text(row, o->by, where, sizeof(where)));
+		fprintf(f, "   %s", !strcmp(o->by, "edge") ? edge_text(row, where, sizeof(where)) :
+			group_text(row, o->by, where, sizeof(where)));
 	} else {
 		fprintf(f, "   %s%s", ls_json_str_or(row, "caller", "?"),
 			cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(row, "estimated")) ? " (est.)" : "");

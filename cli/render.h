@@ -14,7 +14,7 @@ struct render_opts {
 	bool stacks;		/* --stacks: frames under each row */
 	bool owners;		/* -o: owner and releaser columns and stacks */
 	bool holders;		/* --holders: holder stacks under user lock rows */
-	const char *by;		/* --by unit|cgroup|pod: that column; NULL: none */
+	const char *by;		/* --by unit|cgroup|pod|edge: that column; NULL: none */
 };
 
 /* "431.46 ms": perf's units, two decimals above 1 us. */

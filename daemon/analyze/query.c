@@ -51,7 +51,8 @@ _Static_assert(sizeof(ls_lock_types) / sizeof(ls_lock_types[0]) <= LS_MAX_LOCK_T
 	       "type masks and per-type totals hold LS_MAX_LOCK_TYPES");
 #define UNKNOWN_TYPE (ls_nr_lock_types - 1)
 
-static const char *const group_names[LS_GROUP_MAX] = { "caller", "thread", "lock", "unit", "cgroup", "pod" };
+static const char *const group_names[LS_GROUP_MAX] = { "caller", "thread", "lock", "unit", "cgroup", "pod",
+							       "edge" };
 static const char *const kind_names[LS_KIND_MAX] = { "all", "kernel", "user" };
 static const char *const sort_names[] = { "wait_total", "contended", "wait_max", "avg_wait", "wait_min" };
 

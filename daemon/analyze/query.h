@@ -18,9 +18,12 @@ struct stacks;
 struct ksyms;
 struct usyms;
 
-/* rows by caller, thread or lock, or by where the process runs: unit, cgroup, pod */
+/*
+ * rows by caller, thread or lock, by where the process runs (unit, cgroup, pod), or by edge:
+ * the waiting process and the one whose thread woke it, per type (the wait-for graph)
+ */
 enum ls_group { LS_GROUP_CALLER, LS_GROUP_THREAD, LS_GROUP_LOCK, LS_GROUP_UNIT, LS_GROUP_CGROUP, LS_GROUP_POD,
-		LS_GROUP_MAX };
+		LS_GROUP_EDGE, LS_GROUP_MAX };
 enum ls_kind { LS_KIND_ALL, LS_KIND_KERNEL_ONLY, LS_KIND_USER_ONLY, LS_KIND_MAX };
 enum ls_sort { LS_SORT_TOTAL, LS_SORT_CONTENDED, LS_SORT_MAX, LS_SORT_AVG, LS_SORT_MIN, LS_SORT_KEYS };
 

@@ -181,6 +181,8 @@ static cJSON *row_json(const struct query_ctx *ctx, const struct query *q, const
 		if (!r->many_tids) {
 			cJSON_AddNumberToObject(o, "tid", r->rep->tid);
 			cJSON_AddStringToObject(o, "comm", r->comm);
+		} else if (q->group == LS_GROUP_EDGE) {	/* the waiting process, by a thread's name */
+			cJSON_AddStringToObject(o, "comm", r->comm);
 		}
 	}
 	if (ctx->cgroups)
@@ -197,10 +199,12 @@ static cJSON *row_json(const struct query_ctx *ctx, const struct query *q, const
 		query__add_stack(o, ctx, r->rep->stack, q->max_stack, false);
 	if (user)
 		cJSON_AddNumberToObject(o, "nonblocking", r->nonblocking);
-	if (q->owners) {
+	if (q->owners)
 		cJSON_AddItemToObject(o, "owner", party_json(ctx, &d->owner, q->max_stack));
-		if (user)
-			cJSON_AddItemToObject(o, "releaser", party_json(ctx, &d->releaser, q->max_stack));
+	/* an edge's far end: the thread that woke the waits (null: none, an interrupt or a timer) */
+	if (user && (q->owners || q->group == LS_GROUP_EDGE))
+		cJSON_AddItemToObject(o, "releaser", party_json(ctx, &d->releaser, q->max_stack));
+	if (q->owners) {
 		if (!r->many_locks && holds)
 			cJSON_AddItemToObject(o, "holder_preempted", preempted_json(holds, r->rep));
 	}

@@ -555,6 +555,7 @@ void engine_drain_waits(struct engine *e)
 static void per_second(struct engine *e, uint64_t now)
 {
 	uint64_t cnt[LS_CNT_MAX], elapsed = now - e->last_rate_ns;
+	struct decoder_stats ds;
 
 	if (elapsed < NSEC_PER_SEC)
 		return;
@@ -566,8 +567,12 @@ static void per_second(struct engine *e, uint64_t now)
 	threads__tick(e->threads, &e->sched, now);
 	cgroups__tick(e->cgroups);
 	engine_drain_waits(e);
-	/* releasers named while futex waits come fast (the BPF side asks at once when they start) */
-	collector__name_releasers(e->coll, on_demand_tick(&e->releasers, decoder__stats(e->dec).futex_waits,
+	/*
+	 * releasers named while futex (and other blocking) waits come fast (the BPF side asks
+	 * at once when they start)
+	 */
+	ds = decoder__stats(e->dec);
+	collector__name_releasers(e->coll, on_demand_tick(&e->releasers, ds.futex_waits + ds.block_waits,
 							  e->opts.collector.waker_min_rate, now, elapsed,
 							  WAKER_QUIET_NS));
 }

@@ -99,6 +99,7 @@ static const char *const counter_names[LS_CNT_MAX] = {
 	[LS_DROP_WAIT_TABLE] = "wait_table_full",
 	[LS_DROP_EXITED_FULL] = "exited_thread_map_full",
 	[LS_CNT_TABLE_FULL] = "table_overflow_records",
+	[LS_CNT_BLOCK_WAKERS] = "block_wakers",
 	[LS_CNT_UNSEEN_SWITCH_IN] = "unseen_switch_ins",
 };
 

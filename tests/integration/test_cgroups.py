@@ -138,7 +138,7 @@ def test_workloads_in_cgroups_are_found_there(layout_daemon):
 
 
 def test_bad_cgroup_flags_say_what_to_do(daemon):
-    for args, msg in ((("--by", "host"), "invalid --by 'host': unit, cgroup or pod"),
+    for args, msg in ((("--by", "host"), "invalid --by 'host': unit, cgroup, pod or edge"),
                       (("-G", ""), "invalid -G/--cgroup ''"),
                       (("-t", "--by", "unit"), "-t, -l and --by group rows differently; use one")):
         p = daemon.cli("top", *args, check=False)

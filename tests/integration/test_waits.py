@@ -106,3 +106,61 @@ def test_io_inside_the_lock(daemon):
     assert mutex == truth["wait"]["sleeps"] and sync == truth["sync"]["sleeps"], (mutex, sync, truth)
     assert time_agrees(mutex_ns, truth["wait"], steal), (mutex_ns, truth)
     assert time_agrees(sync_ns, truth["sync"], steal), (sync_ns, truth)
+
+
+def by_lock(d, pid, types):
+    """The process's rows of @types by object, with their owners and releasers (-o)."""
+    return [r for r in d.cli_json("top", "-w", "all", "--kind", "user", "-l", "-o", "-E", "100000",
+                                  "-p", str(pid), "-Y", types)["rows"] if r.get("tid") != pid]
+
+
+@pytest.mark.parametrize("mode,types", [("pool", "wait:read"), ("latch", "wait:poll")])
+def test_the_thread_that_wakes_a_wait_is_named(daemon, mode, types):
+    """A worker reading an empty eventfd, a consumer in epoll_wait on a latch: each is woken
+    by the producer's write(2), named as the wait's releaser."""
+    require_bpf()
+    w = Workload("blocking_waits", "--mode", mode, "--threads", "4", "--until", str(MIN_SLEEPS))
+    w.go()
+    truth = w.wait()
+    rows(daemon, w.pid, types)  # drained
+    got = by_lock(daemon, w.pid, types)
+    print(truth, [(r["lock"], r["contended"], r["releaser"]) for r in got])
+    assert got and all(r["releaser"] and r["releaser"]["tid"] == truth["feeder_tid"] for r in got), got
+
+
+def test_a_wait_the_disk_ends_names_no_thread(daemon):
+    """fdatasync's sleeps end at the disk's completion (an interrupt, or a kernel worker):
+    no thread of anyone's released them, least of all the writers waiting on the mutex."""
+    require_bpf()
+    w = Workload("blocking_waits", "--mode", "fsync", "--threads", "4", "--until", "300", "--dir", BUILD)
+    w.go()
+    truth = w.wait()
+    rows(daemon, w.pid, "wait:sync")
+    got = by_lock(daemon, w.pid, "wait:sync")
+    mutex = by_lock(daemon, w.pid, "futex:mutex")
+    print(truth, [(r["contended"], r["releaser"]) for r in got + mutex])
+    assert got and all(r["releaser"] is None or r["releaser"]["pid"] != w.pid for r in got), got
+    # the mutex's waiters are released by the writer that held it: a peer
+    assert mutex and all(r["releaser"] and r["releaser"]["pid"] == w.pid for r in mutex), mutex
+
+
+def test_edges_name_who_waits_for_whom(daemon):
+    """top --by edge: one row per (type, waiting process, process whose thread woke it). The
+    pool's workers are woken by the producer's write, a thread of their own process: that
+    edge holds every wait the workers count; the fsync writers' disk waits have no waker."""
+    require_bpf()
+    w = Workload("blocking_waits", "--mode", "pool", "--threads", "4", "--until", str(MIN_SLEEPS))
+    w.go()
+    truth = w.wait()
+    rows(daemon, w.pid, "wait:read")  # drained
+    edges = [r for r in daemon.cli_json("top", "-w", "all", "--by", "edge", "-Y", "wait:read", "-E", "100000",
+                                        "-p", str(w.pid))["rows"]]
+    print(truth, [(r["comm"], r["pid"], r["releaser"], r["contended"]) for r in edges])
+    peer = [r for r in edges if r["releaser"] and r["releaser"]["pid"] == w.pid]
+    assert len(peer) == 1 and peer[0]["pid"] == w.pid, edges
+    # the workers' waits, woken by the producer (or by main's write that ends the run): all
+    # named, but for those before sched_waking was attached (the daemon's first blocks);
+    # main's own read of the go line is another edge (the test wrote the line)
+    assert 0.99 * truth["wait"]["sleeps"] <= peer[0]["contended"] <= truth["wait"]["sleeps"], (peer, truth)
+    text = daemon.cli("top", "-w", "all", "--by", "edge", "-Y", "wait:read", "-p", str(w.pid)).stdout
+    assert f"blocking_waits/{w.pid} -> blocking_waits/{w.pid}" in text, text

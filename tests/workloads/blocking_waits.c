@@ -62,6 +62,7 @@ struct tally {
 struct thread {
 	pthread_t thread;
 	int id;
+	pid_t tid;			/* the feeder's: the thread that wakes the waiters */
 	int in_fd, out_fd;		/* pipe: the stage's ends; pool, latch: the eventfd */
 	unsigned long items;		/* jobs, messages, records handled */
 	struct tally wait;		/* the blocking call the mode is about */
@@ -194,6 +195,7 @@ static void *pool_producer(void *arg)
 	struct thread *t = arg;
 	uint64_t one = 1;
 
+	t->tid = gettid();
 	while (!stop) {
 		if (write(efd, &one, sizeof(one)) == sizeof(one))
 			t->items++;
@@ -231,6 +233,7 @@ static void *pipe_source(void *arg)
 	struct thread *t = arg;
 	char msg[64] = "message";
 
+	t->tid = gettid();
 	while (!stop) {
 		if (write(t->out_fd, msg, sizeof(msg)) == sizeof(msg))
 			t->items++;
@@ -276,6 +279,7 @@ static void *latch_producer(void *arg)
 	struct thread *t = arg;
 	uint64_t one = 1;
 
+	t->tid = gettid();
 	while (!stop) {
 		pthread_mutex_lock(&mu);
 		if ((q.tail + 1) % QUEUE_LEN != q.head) {
@@ -456,7 +460,8 @@ int main(int argc, char **argv)
 	       mode_names[opts.mode], mode_mechanism[opts.mode], opts.threads, items);
 	tally_print("wait", &wait);
 	tally_print("sync", &sync);
-	printf("\"seconds\": %.3f, \"inode\": %lu}\n", workload_now_s() - start,
+	printf("\"feeder_tid\": %d, \"seconds\": %.3f, \"inode\": %lu}\n", threads[opts.threads].tid,
+	       workload_now_s() - start,
 	       inode_of(opts.mode == MODE_PIPE ? pipes[0][0] : opts.mode == MODE_FSYNC ? file_fd : efd));
 	return rc;
 }
