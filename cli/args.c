@@ -38,7 +38,8 @@ static void usage(FILE *f)
 		"                             holders preempted while others waited\n"
 		"  report [-p PID]            the top problems, most wasted time first: finding,\n"
 		"                             evidence and fix (seed 004's severity table, spin)\n"
-		"  export -F FORMAT [-o FILE] json (the full report), prometheus, pprof or folded\n"
+		"  export -F FORMAT [-o FILE] json (the full report), prometheus, pprof, folded, or dot\n"
+		"                             (the wait-for graph: lockscope export -F dot -Y wait,futex)\n"
 		"  flamegraph -o FILE.svg     a wait-time flame graph (waiters' stacks by wait ns)\n\n"
 		"Options of top and scan:\n"
 		"  -p, --pid PID              only this process\n"
@@ -76,7 +77,7 @@ static void usage(FILE *f)
 		"Options of spin: -p, -w (default all) and --max-stack\n"
 		"Options of report, export and flamegraph: -p, -w (default 1m), -Y, --kind and\n"
 		"  -d, --duration D           collect -p PID for D now (a scan) instead of the window\n"
-		"  -F, --format F             export (and scan): json, prometheus, pprof, folded\n"
+		"  -F, --format F             export (and scan): json, prometheus, pprof, folded, dot\n"
 		"      --profile P            pprof, folded, flamegraph: block (each wait under the\n"
 		"                             waiter's stack, default) or mutex (under the stack of\n"
 		"                             the thread that released or owned the lock)\n"
@@ -154,14 +155,15 @@ static int report_args(struct cli *c, bool duration_set)
 		 !strcmp(c->cmd, "flamegraph") ? "folded" : given ? given : "");
 
 	if (!fmt[0]) {
-		fprintf(stderr, "lockscope: export needs -F json|prometheus|pprof|folded\n");
+		fprintf(stderr, "lockscope: export needs -F json|prometheus|pprof|folded|dot\n");
 		return -EINVAL;
 	}
 	if (!strcmp(c->cmd, "flamegraph") && !c->output) {
 		fprintf(stderr, "lockscope: flamegraph needs -o FILE.svg\n");
 		return -EINVAL;
 	}
-	if (cJSON_GetObjectItem(c->req, "profile") && (!strcmp(fmt, "json") || !strcmp(fmt, "prometheus"))) {
+	if (cJSON_GetObjectItem(c->req, "profile") &&
+	    (!strcmp(fmt, "json") || !strcmp(fmt, "prometheus") || !strcmp(fmt, "dot"))) {
 		fprintf(stderr, "lockscope: --profile applies to pprof, folded and flamegraph\n");
 		return -EINVAL;
 	}
@@ -443,7 +445,7 @@ int cli_parse_args(int argc, char **argv, struct cli *c)
 			break;
 		case 'F':
 			if (ls_export_format_parse(optarg, &fmt))
-				return bad_flag("-F/--format", optarg, "json, prometheus, pprof or folded");
+				return bad_flag("-F/--format", optarg, "json, prometheus, pprof, folded or dot");
 			cJSON_AddStringToObject(c->req, "format", optarg);
 			break;
 		case OPT_PROFILE:

@@ -39,7 +39,7 @@ apt_install() {
 #               lock slow path and every thread's root frame have; without it they are
 #               unnamed (or fetch them with DEBUGINFOD_URLS, see the README)
 #   tests       libcmocka-dev python3 python3-pytest python3-jsonschema
-#               python3-prometheus-client prometheus (promtool) curl binutils (readelf)
+#               python3-pydot (parses the DOT graph export) python3-prometheus-client prometheus (promtool) curl binutils (readelf)
 #               util-linux (setpriv) passwd (useradd) procps systemd (systemd-analyze)
 #               debuginfod (a local server for the debuginfod test) iproute2 (its netns)
 #               qemu-system-x86 busybox-static cpio (the kernel matrix) man-db (man -l)
@@ -47,7 +47,7 @@ apt_install() {
 #   fuzzing     libclang-rt-NN-dev (libFuzzer, where it is not in clang's own packages)
 COMMON="make gcc clang llvm libbpf-dev libelf-dev libdw-dev zlib1g-dev pkg-config
 	libcjson-dev libprotobuf-c-dev protobuf-c-compiler libdebuginfod-dev libcurl4-openssl-dev libuv1-dev git
-	ca-certificates libc6-dbg libcmocka-dev python3 python3-pytest python3-jsonschema
+	ca-certificates libc6-dbg libcmocka-dev python3 python3-pytest python3-jsonschema python3-pydot
 	python3-prometheus-client prometheus curl binutils util-linux passwd procps systemd
 	debuginfod iproute2 qemu-system-x86 busybox-static cpio help2man man-db zsh"
 

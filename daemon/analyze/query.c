@@ -267,6 +267,13 @@ int query__from_json(const cJSON *req, struct query *q, char *err, size_t err_le
 		if ((err_ret = query__parse_types(types->valuestring, &q->type_mask, err, err_len)))
 			return err_ret;
 	}
+	/* a kernel lock's waits have an owner, not a waker: edges are of user waits */
+	if (group == LS_GROUP_EDGE && kind == LS_KIND_KERNEL_ONLY) {
+		snprintf(err, err_len, "edges are of user waits (a kernel lock has an owner, not a waker): drop kind kernel");
+		return -EINVAL;
+	}
+	if (group == LS_GROUP_EDGE)
+		kind = LS_KIND_USER_ONLY;
 	q->window = window;
 	q->group = group;
 	q->sort = sort;

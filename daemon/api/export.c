@@ -25,6 +25,7 @@ static const char *const format_names[LS_EXPORT_MAX] = {
 	[LS_EXPORT_PROMETHEUS] = "prometheus",
 	[LS_EXPORT_PPROF] = "pprof",
 	[LS_EXPORT_FOLDED] = "folded",
+	[LS_EXPORT_DOT] = "dot",
 };
 
 static const char *const profile_names[LS_PROFILE_MAX] = {

@@ -25,6 +25,7 @@ enum ls_export_format {
 	LS_EXPORT_PROMETHEUS,	/* text exposition 0.0.4: health and lock metrics */
 	LS_EXPORT_PPROF,	/* gzip'd profile.proto */
 	LS_EXPORT_FOLDED,	/* "comm;root;...;leaf WAIT_NS" lines */
+	LS_EXPORT_DOT,		/* the wait-for graph, Graphviz's DOT */
 	LS_EXPORT_MAX,
 };
 
@@ -44,6 +45,13 @@ struct export_buf {
 /* Collapsed stacks weighted by wait ns, heaviest first. */
 int export__folded(const struct agg_view *tab, const struct query *q, const struct query_ctx *ctx,
 		   enum ls_profile p, struct export_buf *out);
+
+/*
+ * The wait-for graph of the user waits @q selects (graph.c): a node per process, an edge
+ * per (type, waiting process, process whose thread woke it).
+ */
+int export__dot(const struct agg_view *tab, const struct query *q, const struct query_ctx *ctx,
+		struct export_buf *out);
 
 /* Where and when the profile was taken: pprof's time_nanos and duration_nanos. */
 struct export_span {

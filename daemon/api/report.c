@@ -164,11 +164,11 @@ int report_parse_export_req(const cJSON *req, bool need_format, struct export_re
 	x->format = LS_EXPORT_JSON;
 	x->profile = LS_PROFILE_BLOCK;
 	if (!f && need_format) {
-		snprintf(err, len, "export needs 'format' (json, prometheus, pprof, folded)");
+		snprintf(err, len, "export needs 'format' (json, prometheus, pprof, folded, dot)");
 		return -EINVAL;
 	}
 	if (f && (!cJSON_IsString(f) || ls_export_format_parse(f->valuestring, &x->format))) {
-		snprintf(err, len, "'format' must be json, prometheus, pprof or folded");
+		snprintf(err, len, "'format' must be json, prometheus, pprof, folded or dot");
 		return -EINVAL;
 	}
 	if (p && (!cJSON_IsString(p) || ls_profile_parse(p->valuestring, &x->profile))) {
@@ -396,6 +396,9 @@ cJSON *report_export_response(struct engine *e, const char *cmd, struct agg *agg
 		break;
 	case LS_EXPORT_PPROF:
 		err = export__pprof(t, q, &qc, x->profile, &span, &buf);
+		break;
+	case LS_EXPORT_DOT:
+		err = export__dot(t, q, &qc, &buf);
 		break;
 	case LS_EXPORT_FOLDED:
 	default:

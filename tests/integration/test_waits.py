@@ -164,3 +164,34 @@ def test_edges_name_who_waits_for_whom(daemon):
     assert 0.99 * truth["wait"]["sleeps"] <= peer[0]["contended"] <= truth["wait"]["sleeps"], (peer, truth)
     text = daemon.cli("top", "-w", "all", "--by", "edge", "-Y", "wait:read", "-p", str(w.pid)).stdout
     assert f"blocking_waits/{w.pid} -> blocking_waits/{w.pid}" in text, text
+
+
+def test_the_graph_exports_as_dot(daemon):
+    """export -F dot: the edges as Graphviz reads them (parsed by pydot), each labelled with
+    the same waits as top --by edge."""
+    require_bpf()
+    import pydot
+    w = Workload("blocking_waits", "--mode", "latch", "--threads", "4", "--until", str(MIN_SLEEPS))
+    w.go()
+    truth = w.wait()
+    rows(daemon, w.pid, "wait:poll")  # drained
+    args = ("-w", "all", "-Y", "wait:poll", "-p", str(w.pid))
+    edges = daemon.cli_json("top", "--by", "edge", "-E", "100000", *args)["rows"]
+    # the response over the socket (schema-checked), and what the command line prints of it
+    resp = daemon.call({"cmd": "export", "format": "dot", "window": "all", "types": "wait:poll", "pid": w.pid})
+    assert resp["format"] == "dot" and resp["encoding"] == "text", resp
+    assert daemon.cli("export", "-F", "dot", *args).stdout == resp["data"]
+    (graph,) = pydot.graph_from_dot_data(resp["data"])
+    drawn = {(e.get_source(), e.get_destination()): e.get_label().strip('"') for e in graph.get_edges()}
+    print(truth, drawn)
+    for r in edges:
+        waker = f"p{r['releaser']['pid']}" if r["releaser"] else "none"
+        assert drawn[(f"p{r['pid']}", waker)].startswith(f"wait:poll: {r['contended']} waits, "), (r, drawn)
+    assert len(drawn) == len(edges), (drawn, edges)
+    labels = {n.get_name(): n.get_label() for n in graph.get_nodes()}
+    assert labels[f"p{w.pid}"] == f'"blocking_waits/{w.pid}"', labels
+    # the command line writes the file itself
+    out = os.path.join(os.path.dirname(daemon.sock), "waits.dot")
+    daemon.cli("export", "-F", "dot", "-o", out, *args)
+    with open(out) as f:
+        assert f.read().startswith("digraph waits {")
