@@ -266,7 +266,7 @@ static __always_inline void wait_close(struct sched_slot *e, __u32 tgid, __u32 t
 /*
  * @t, asleep in the wait in @e, is being switched out again: it ran, yet sched_switch never
  * named it as next (this kernel skips a few switch-ins from idle: more switches out than
- * in are seen, perf's own event stream included). If this is its first switch out since
+ * in are seen, ftrace's and perf's event streams too). If this is its first switch out since
  * the wait began, it ran without a break since its switch in: the wait lasted the time
  * since it began less the time it has run since, which the kernel accounts. Otherwise
  * the end is unknown and the wait is dropped, counted.
@@ -289,7 +289,7 @@ static __always_inline void wait_close_unseen(struct sched_slot *e, struct task_
 	wait_end(e, t->tgid, t->pid, t->comm, off - ran, 0);
 }
 
-/* A futex wait while sched_waking is off: the one that reaches the rate asks for it. */
+/* A wait while sched_waking is off: the one that reaches the rate asks for it. */
 static __always_inline void waker_wanted(void)
 {
 	struct ls_rec_hdr *r;
