@@ -47,6 +47,23 @@ enum ls_syscall_nr {
 	LS_SYS_PREADV		= 295,
 	LS_SYS_RECVMMSG		= 299,
 	LS_SYS_PREADV2		= 327,
+	LS_SYS_CLOSE		= 3,
+	LS_SYS_SENDFILE		= 40,
+	LS_SYS_SHUTDOWN		= 48,
+	LS_SYS_EXIT		= 60,
+	LS_SYS_KILL		= 62,
+	LS_SYS_SEMOP		= 65,
+	LS_SYS_MSGSND		= 69,
+	LS_SYS_RT_SIGQUEUEINFO	= 129,
+	LS_SYS_TKILL		= 200,
+	LS_SYS_SEMTIMEDOP	= 220,
+	LS_SYS_EXIT_GROUP	= 231,
+	LS_SYS_TGKILL		= 234,
+	LS_SYS_SPLICE		= 275,
+	LS_SYS_TEE		= 276,
+	LS_SYS_VMSPLICE		= 278,
+	LS_SYS_RT_TGSIGQUEUEINFO = 297,
+	LS_SYS_SENDMMSG		= 307,
 };
 /*
  * @regs is bpf_task_pt_regs()'s BTF pointer: a direct load (the verifier makes it a
@@ -104,6 +121,23 @@ enum ls_syscall_nr {
 	LS_SYS_RECVMMSG		= 243,
 	LS_SYS_WAIT4		= 260,
 	LS_SYS_PREADV2		= 286,
+	LS_SYS_CLOSE		= 57,
+	LS_SYS_SENDFILE		= 71,
+	LS_SYS_VMSPLICE		= 75,
+	LS_SYS_SPLICE		= 76,
+	LS_SYS_TEE		= 77,
+	LS_SYS_EXIT		= 93,
+	LS_SYS_EXIT_GROUP	= 94,
+	LS_SYS_KILL		= 129,
+	LS_SYS_TKILL		= 130,
+	LS_SYS_TGKILL		= 131,
+	LS_SYS_RT_SIGQUEUEINFO	= 138,
+	LS_SYS_MSGSND		= 189,
+	LS_SYS_SEMTIMEDOP	= 192,
+	LS_SYS_SEMOP		= 193,
+	LS_SYS_SHUTDOWN		= 210,
+	LS_SYS_RT_TGSIGQUEUEINFO = 240,
+	LS_SYS_SENDMMSG		= 269,
 };
 #define LS_SYSCALL_NR(regs)	BPF_CORE_READ((struct user_pt_regs *)(regs), syscallno)
 /* the first argument's register is the return value's: the kernel keeps it in orig_x0 */
@@ -121,6 +155,7 @@ enum ls_syscall_nr {
 #define LS_SYS_IO_URING_ENTER	426
 #define LS_SYS_EPOLL_PWAIT2	441
 #define LS_SYS_FUTEX_WAITV	449
+#define LS_SYS_PIDFD_SEND_SIGNAL 424
 
 /*
  * Spin-wait instructions. A spin loop is the hint followed by a load, a test and a

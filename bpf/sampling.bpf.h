@@ -16,6 +16,7 @@
 #include "lockscope.h"
 
 #define LS_NSEC_PER_SEC 1000000000ULL
+#define LS_NSEC_PER_MSEC 1000000ULL
 
 /* Stack budgets, in nanoseconds of credit per stack; 0 turns stacks off. */
 const volatile __u64 lock_stack_cost_ns = LS_NSEC_PER_SEC / LS_DEF_STACK_RATE;

@@ -73,6 +73,24 @@ static __always_inline __u32 block_type(long nr, bool *takes_fd)
 	}
 }
 
+/*
+ * The timeout of a poll that passes it in a register (epoll_wait, epoll_pwait, poll: in
+ * milliseconds), LS_NO_TIMEOUT for none (negative) or one behind a pointer: when it runs
+ * out, a timer ends the wait, whatever thread the timer's interrupt finds on the CPU.
+ */
+static __always_inline __u32 poll_timeout_ms(struct pt_regs *regs, long nr)
+{
+	int ms;
+
+	if (nr == LS_SYS_EPOLL_WAIT || nr == LS_SYS_EPOLL_PWAIT)
+		ms = LS_SYSCALL_ARG4(regs);
+	else if (nr == LS_SYS_POLL)
+		ms = LS_SYSCALL_ARG3(regs);
+	else
+		return LS_NO_TIMEOUT;
+	return ms < 0 ? LS_NO_TIMEOUT : ms;
+}
+
 /* @prev goes to sleep in syscall @nr, not a futex: a blocking wait begins. */
 static __always_inline void block_begin(void *ctx, struct task_struct *prev, struct pt_regs *regs, long nr)
 {
@@ -88,6 +106,7 @@ static __always_inline void block_begin(void *ctx, struct task_struct *prev, str
 	/* the object: descriptor + 1, so that 0 is none (descriptor 0 is stdin) */
 	wait_open(ctx, e, prev->tgid, tid, takes_fd ? (__u64)(__u32)LS_SYSCALL_ARG1(regs) + 1 : 0, type, 0,
 		  SLOT_BLOCKED, ULOCK_RF_BLOCKCALL);
+	e->timeout_ms = poll_timeout_ms(regs, nr);
 	if (!waker_on)	/* the thread that wakes it: sched_waking (attached at the same rate) */
 		waker_wanted();
 }

@@ -119,7 +119,7 @@ struct sched_slot {
 	/* the thread's switches out (nvcsw + nivcsw) and on-CPU time when the wait began */
 	__u64 exec_ns;
 	__u32 switches;
-	__u32 pad0;
+	__u32 timeout_ms;	/* a blocking wait's poll timeout, LS_NO_TIMEOUT: none known */
 	/* the thread, holding a contended lock, was preempted at preempt_ns (0: it was not) */
 	__u64 preempt_ns;
 	__u64 preempt_addr;
@@ -426,13 +426,67 @@ static __always_inline bool thread_ended(__u32 btype)
 }
 
 /*
+ * Whether syscall @nr can end another thread's blocking wait: writing to a pipe, socket or
+ * eventfd (and reading from a full one: its writer waits), a signal (PostgreSQL's SetLatch
+ * is a kill(SIGURG) read from a signalfd), a close or shutdown (the reader sees the end),
+ * an exit (the parent's wait4), System V semaphores and queues. Anything else a thread
+ * was doing when sched_waking ran in its context was an interrupt's doing: a timer, a
+ * device (no helper tells an interrupt apart here: the per-CPU preempt count is out of
+ * reach without KALLSYMS_ALL, and programs may run on a stack of their own).
+ */
+static __always_inline bool ends_waits(long nr)
+{
+	switch (nr) {
+	case LS_SYS_WRITE:
+	case LS_SYS_WRITEV:
+	case LS_SYS_SENDTO:
+	case LS_SYS_SENDMSG:
+	case LS_SYS_SENDMMSG:
+	case LS_SYS_SENDFILE:
+	case LS_SYS_SPLICE:
+	case LS_SYS_TEE:
+	case LS_SYS_VMSPLICE:
+	case LS_SYS_READ:
+	case LS_SYS_READV:
+	case LS_SYS_RECVFROM:
+	case LS_SYS_RECVMSG:
+	case LS_SYS_RECVMMSG:
+	case LS_SYS_KILL:
+	case LS_SYS_TKILL:
+	case LS_SYS_TGKILL:
+	case LS_SYS_RT_SIGQUEUEINFO:
+	case LS_SYS_RT_TGSIGQUEUEINFO:
+	case LS_SYS_PIDFD_SEND_SIGNAL:
+	case LS_SYS_CLOSE:
+	case LS_SYS_SHUTDOWN:
+	case LS_SYS_CONNECT:
+	case LS_SYS_EXIT:
+	case LS_SYS_EXIT_GROUP:
+	case LS_SYS_SEMOP:
+	case LS_SYS_SEMTIMEDOP:
+	case LS_SYS_MSGSND:
+	case LS_SYS_FUTEX:	/* a futex wake that also ends a poll: an eventfd-like futex waiter */
+	case LS_SYS_IO_URING_ENTER:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* Whether the poll in @e has reached its timeout (1 ms early: it counts from the call). */
+static __always_inline bool timed_out(const struct sched_slot *e)
+{
+	return e->timeout_ms != LS_NO_TIMEOUT &&
+	       bpf_ktime_get_ns() + LS_NSEC_PER_MSEC >= e->begin_ns + (__u64)e->timeout_ms * LS_NSEC_PER_MSEC;
+}
+
+/*
  * Whether @cur, waking a thread asleep in the wait in @e, is the thread that ended it. A
  * futex wait: a thread inside futex(WAKE...) or FUTEX_UNLOCK_PI, the end of the critical
  * section (a signal, a timeout, a kill name no releaser). Another blocking call that a
- * thread ends: a thread inside any syscall. An interrupt taken while a thread was inside
- * one is then named instead (no helper tells an interrupt apart here: the per-CPU preempt
- * count is out of reach without KALLSYMS_ALL, and programs may run on a stack of their
- * own); a timeout of a poll is one such.
+ * thread ends: a thread inside a syscall that ends waits (ends_waits), unless the poll's
+ * own timeout ran out. An interrupt taken while a thread was inside one of those is still
+ * named instead: what the check cannot exclude.
  */
 static __always_inline bool woke_it(const struct sched_slot *e, struct task_struct *cur)
 {
@@ -444,7 +498,7 @@ static __always_inline bool woke_it(const struct sched_slot *e, struct task_stru
 	regs = (struct pt_regs *)bpf_task_pt_regs(cur);
 	nr = LS_SYSCALL_NR(regs);
 	if (e->rec_flags & ULOCK_RF_BLOCKCALL)
-		return nr >= 0 && thread_ended(e->op);
+		return thread_ended(e->op) && ends_waits(nr) && !timed_out(e);
 	return nr == LS_SYS_FUTEX && is_wake_cmd(LS_SYSCALL_ARG2(regs) & ULOCK_FUTEX_CMD_MASK);
 }
 

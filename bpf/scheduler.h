@@ -115,6 +115,9 @@ enum ls_btype {
 	LS_BTYPE_MAX,
 };
 
+/* A blocking wait's poll timeout when it has none (or none the registers show). */
+#define LS_NO_TIMEOUT 0xffffffffU
+
 /* What the BPF side learnt about one futex wait. */
 enum ulock_rec_flags {
 	ULOCK_RF_SHARED		= 1U << 0,	/* no FUTEX_PRIVATE_FLAG: may be shared across processes */
