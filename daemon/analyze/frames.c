@@ -27,8 +27,13 @@ static const char *const lock_names[] = {
 #define LOCK_SYM_MAX_OFF 256
 
 /*
- * A user frame inside the locking implementation: the C library's futex, mutex and condvar
- * code, or a thin wrapper around it (libuv's uv_mutex_lock, libstdc++'s __gthread_*).
+ * A user frame inside the waiting machinery: the C library (its futex, mutex, condvar and
+ * syscall wrappers), a thin wrapper around it (libuv's uv_mutex_lock, libstdc++'s
+ * __gthread_*, Rust's lock_contended), or a program's own layer that every wait of a kind
+ * goes through and that names nothing of the wait. PostgreSQL's: an LWLock sleeps in
+ * PGSemaphoreLock, a heavyweight (row) lock in WaitLatch -> WaitEventSetWait; the caller
+ * that says what is waited for is the frame above (LWLockAcquire, ProcSleep), as perf's
+ * caller is the first frame out of the kernel's lock functions.
  */
 static bool is_user_lock_frame(struct usyms *u, uint64_t code)
 {
@@ -36,7 +41,10 @@ static bool is_user_lock_frame(struct usyms *u, uint64_t code)
 	static const char *const syms[] = { "mutex_lock", "mutex_timedlock", "cond_wait",
 					    "cond_timedwait", "cond_clockwait", "rwlock_rdlock",
 					    "rwlock_wrlock", "sem_wait", "sem_timedwait", "lll_lock",
-					    "futex", "gthread_" };
+					    "futex", "gthread_", "lock_contended",
+					    /* PostgreSQL */
+					    "PGSemaphoreLock", "WaitEventSetWait", "WaitLatch",
+					    "ConditionVariableSleep", "ConditionVariableTimedSleep" };
 	struct uframe f;
 	size_t i;
 
