@@ -29,6 +29,10 @@ static void usage(FILE *f)
 		"Commands:\n"
 		"  status                     programs, event rates, drop counters, windows\n"
 		"  top                        contended locks, like `perf lock contention`\n"
+		"  waits [--by mechanism|caller|edge]\n"
+		"                             every user wait (futex and other blocking syscalls) by\n"
+		"                             class: lock (peers taking turns), idle (waiting for work,\n"
+		"                             input, a timer), io (a device); -p, -w, -G, -Y, -E, -o\n"
 		"  scan -p PID [-d DURATION]  collect one process for DURATION (default 5s) and report;\n"
 		"                             in-process (root) when no daemon is listening\n"
 		"  threads [-p PID] [-w W]    per-thread context switches (like pidstat -w), their time\n"
@@ -58,6 +62,7 @@ static void usage(FILE *f)
 		"                             syscalls: wait[:poll|:read|:recv|:write|:accept|:sync|:uring|\n"
 		"                             :flock|:child|:signal|:sleep|:other|:kernel]; default: all\n"
 		"                             but futex:condvar and wait (mostly idle: waits for an event)\n"
+		"                             unless their class is lock (see waits)\n"
 		"  -E, --entries N            show the top N rows\n"
 		"  -w, --window W             10s, 1m, 5m or all (top: default 10s)\n"
 		"  -k, --key KEY              sort by wait_total (default), contended, wait_max, avg_wait, wait_min\n"
@@ -79,8 +84,10 @@ static void usage(FILE *f)
 		"  -d, --duration D           collect -p PID for D now (a scan) instead of the window\n"
 		"  -F, --format F             export (and scan): json, prometheus, pprof, folded, dot\n"
 		"      --profile P            pprof, folded, flamegraph: block (each wait under the\n"
-		"                             waiter's stack, default) or mutex (under the stack of\n"
-		"                             the thread that released or owned the lock)\n"
+		"                             waiter's stack, default), mutex (under the stack of\n"
+		"                             the thread that released or owned the lock) or\n"
+		"                             mechanism (folded, flamegraph: the waiter's stack under\n"
+		"                             its class and type: lock;wait:poll;postgres;...)\n"
 		"  -o, --output FILE          export, flamegraph: write FILE (atomically) instead of\n"
 		"                             stdout; scan --format takes --output\n"
 		"      --title T              flamegraph: the title\n"
@@ -203,13 +210,14 @@ enum cmd_bit {
 	CMD_REPORT	= 1 << 5,
 	CMD_EXPORT	= 1 << 6,
 	CMD_FLAMEGRAPH	= 1 << 7,
-	CMD_ROWS	= CMD_TOP | CMD_SCAN,				/* lock rows */
+	CMD_WAITS	= 1 << 8,
+	CMD_ROWS	= CMD_TOP | CMD_SCAN | CMD_WAITS,		/* lock rows */
 	CMD_REPORTS	= CMD_REPORT | CMD_EXPORT | CMD_FLAMEGRAPH,	/* a window's report */
-	CMD_ALL		= 0xff,
+	CMD_ALL		= 0x1ff,
 };
 
 static const char *const cmd_names[] = {
-	"status", "top", "scan", "threads", "spin", "report", "export", "flamegraph",
+	"status", "top", "scan", "threads", "spin", "report", "export", "flamegraph", "waits",
 };
 
 /*
@@ -224,12 +232,12 @@ static const struct {
 } options[] = {
 	{ 'p', "-p/--pid", CMD_ROWS | CMD_THREADS | CMD_SPIN | CMD_REPORTS },
 	{ 't', "-t/--threads", CMD_ROWS },
-	{ OPT_BY, "--by", CMD_TOP | CMD_THREADS },
-	{ 'G', "-G/--cgroup", CMD_TOP | CMD_THREADS | CMD_SPIN | CMD_REPORTS },
+	{ OPT_BY, "--by", CMD_TOP | CMD_THREADS | CMD_WAITS },
+	{ 'G', "-G/--cgroup", CMD_TOP | CMD_WAITS | CMD_THREADS | CMD_SPIN | CMD_REPORTS },
 	{ 'l', "-l/--locks", CMD_ROWS },
 	{ 'Y', "-Y/--type-filter", CMD_ROWS | CMD_REPORTS },
 	{ 'E', "-E/--entries", CMD_ROWS | CMD_THREADS },
-	{ 'w', "-w/--window", CMD_TOP | CMD_THREADS | CMD_SPIN | CMD_REPORTS },
+	{ 'w', "-w/--window", CMD_TOP | CMD_WAITS | CMD_THREADS | CMD_SPIN | CMD_REPORTS },
 	{ 'k', "-k/--key", CMD_ROWS },
 	{ 'o', "-o", CMD_ROWS | CMD_EXPORT | CMD_FLAMEGRAPH },
 	{ OPT_STACKS, "--stacks", CMD_ROWS },
@@ -381,8 +389,9 @@ int cli_parse_args(int argc, char **argv, struct cli *c)
 		return -EINVAL;
 	}
 	cJSON_AddStringToObject(c->req, "cmd", c->cmd);
-	if (!strcmp(c->cmd, "top"))
+	if (!strcmp(c->cmd, "top") || !strcmp(c->cmd, "waits"))
 		cJSON_AddStringToObject(c->req, "window", "10s");
+	c->ro.waits = !strcmp(c->cmd, "waits");
 	if (is_report_cmd(c->cmd))
 		cJSON_AddStringToObject(c->req, "window", DEFAULT_REPORT_WINDOW);
 	optind = 1;
@@ -400,11 +409,15 @@ int cli_parse_args(int argc, char **argv, struct cli *c)
 		case 't': c->ro.threads = true; cJSON_AddStringToObject(c->req, "group", "thread"); break;
 		case 'l': c->ro.locks = true; cJSON_AddStringToObject(c->req, "group", "lock"); break;
 		case OPT_BY:
-			if (strcmp(optarg, "unit") && strcmp(optarg, "cgroup") && strcmp(optarg, "pod") &&
-			    (strcmp(optarg, "edge") || strcmp(c->cmd, "top")))
+			if (c->ro.waits) {
+				if (strcmp(optarg, "mechanism") && strcmp(optarg, "caller") && strcmp(optarg, "edge"))
+					return bad_flag("--by", optarg, "mechanism, caller or edge");
+			} else if (strcmp(optarg, "unit") && strcmp(optarg, "cgroup") && strcmp(optarg, "pod") &&
+				   (strcmp(optarg, "edge") || strcmp(c->cmd, "top"))) {
 				return bad_flag("--by", optarg, strcmp(c->cmd, "top") ? "unit, cgroup or pod" :
 							"unit, cgroup, pod or edge");
-			c->ro.by = optarg;
+			}
+			c->ro.by = strcmp(optarg, "caller") ? optarg : NULL;	/* caller: the default rows */
 			cJSON_AddStringToObject(c->req, "group", optarg);
 			break;
 		case 'G':
@@ -450,7 +463,8 @@ int cli_parse_args(int argc, char **argv, struct cli *c)
 			break;
 		case OPT_PROFILE:
 			if (ls_profile_parse(optarg, &prof))
-				return bad_flag("--profile", optarg, "block (waiters' stacks) or mutex (releasers' and owners')");
+				return bad_flag("--profile", optarg, "block (waiters' stacks), mutex (releasers' and owners') "
+						"or mechanism (waiters' under class and type: folded, flamegraph)");
 			cJSON_AddStringToObject(c->req, "profile", optarg);
 			break;
 		case OPT_OUTPUT: c->output = optarg; break;

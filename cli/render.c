@@ -65,6 +65,22 @@ static void lock_text(const cJSON *row, char *buf, size_t len)
 	snprintf(buf, len, "%18s  %s", addr_text(lock), ls_json_str_or(lock, "name", ""));
 }
 
+/* What a wait row waited on: the descriptor's name, the lock's; "(many)", or "-" for none. */
+static void object_text(const cJSON *row, char *buf, size_t len)
+{
+	const cJSON *lock = cJSON_GetObjectItemCaseSensitive(row, "lock");
+	const char *name = ls_json_str_or(lock, "name", NULL);
+
+	if (!cJSON_IsObject(lock))
+		snprintf(buf, len, "(many)");
+	else if (name)
+		snprintf(buf, len, "%.40s", name);
+	else if (!strcmp(addr_text(lock), "0x0"))
+		snprintf(buf, len, "-");
+	else
+		snprintf(buf, len, "%s", addr_text(lock));
+}
+
 /*
  * A row's group of kind @by: the unit, the cgroup path, or the pod (NAMESPACE/NAME when the
  * daemon names pods, else its UID); "-" for the processes in none.
@@ -152,8 +168,15 @@ static void print_holders(FILE *f, const cJSON *row)
 
 static void print_header(FILE *f, const struct render_opts *o)
 {
-	fprintf(f, " %10s %12s %12s %12s %12s", "contended", "total wait", "max wait", "avg wait", "type");
-	if (o->threads)
+	fprintf(f, " %10s %12s %12s %12s %*s", o->waits ? "waits" : "contended", "total wait", "max wait", "avg wait",
+		o->waits ? 13 : 12, "type");
+	if (o->waits)
+		fprintf(f, "  %-5s", "class");
+	if (o->waits && !o->threads && !o->locks && !o->by)
+		fprintf(f, "   %-32s %s", "object", "caller");
+	else if (o->by && !strcmp(o->by, "mechanism"))
+		;
+	else if (o->threads)
 		fprintf(f, " %8s %8s  %-16s", "pid", "tid", "comm");
 	else if (o->locks)
 		fprintf(f, " %18s  %s", "address", "symbol");
@@ -175,9 +198,17 @@ static void print_row(FILE *f, const cJSON *row, const struct render_opts *o)
 	ls_fmt_ns(total, sizeof(total), ls_json_num(row, "total_wait_ns"));
 	ls_fmt_ns(max, sizeof(max), ls_json_num(row, "max_wait_ns"));
 	ls_fmt_ns(avg, sizeof(avg), ls_json_num(row, "avg_wait_ns"));
-	fprintf(f, " %10.0f %12s %12s %12s %12s", ls_json_num(row, "contended"), total, max, avg,
+	fprintf(f, " %10.0f %12s %12s %12s %*s", ls_json_num(row, "contended"), total, max, avg, o->waits ? 13 : 12,
 		ls_json_str_or(row, "type", "?"));
-	if (o->threads) {
+	if (o->waits)
+		fprintf(f, "  %-5s", ls_json_str_or(row, "class", "?"));
+	if (o->waits && !o->threads && !o->locks && !o->by) {
+		object_text(row, text, sizeof(text));
+		fprintf(f, "   %-32s %s%s", text, ls_json_str_or(row, "caller", "?"),
+			cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(row, "estimated")) ? " (est.)" : "");
+	} else if (o->by && !strcmp(o->by, "mechanism")) {
+		;
+	} else if (o->threads) {
 		fprintf(f, " %8.0f %8.0f  %-16s", ls_json_num(row, "pid"), ls_json_num(row, "tid"), ls_json_str_or(row, "comm", ""));
 	} else if (o->locks) {
 		lock_text(row, text, sizeof(text));
@@ -233,7 +264,7 @@ void render_rows(FILE *f, const cJSON *resp, const struct render_opts *o)
 	cJSON_ArrayForEach(row, rows)
 		print_row(f, row, o);
 	if (!cJSON_GetArraySize(rows))
-		fprintf(f, " (no contention in this window)\n");
+		fprintf(f, o->waits ? " (no waits in this window)\n" : " (no contention in this window)\n");
 	ls_fmt_ns(span, sizeof(span), ls_json_num(win, "end_ns") - ls_json_num(win, "start_ns"));
 	fprintf(f, "\n=== window %s: %s", ls_json_str_or(win, "name", "?"), span);
 	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(resp, "process_exited")))

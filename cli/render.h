@@ -14,7 +14,8 @@ struct render_opts {
 	bool stacks;		/* --stacks: frames under each row */
 	bool owners;		/* -o: owner and releaser columns and stacks */
 	bool holders;		/* --holders: holder stacks under user lock rows */
-	const char *by;		/* --by unit|cgroup|pod|edge: that column; NULL: none */
+	const char *by;		/* --by unit|cgroup|pod|edge|mechanism: that column; NULL: none */
+	bool waits;		/* `lockscope waits`: class and object columns */
 };
 
 /* "431.46 ms": perf's units, two decimals above 1 us. */

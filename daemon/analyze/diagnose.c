@@ -571,16 +571,115 @@ static int cmp_wasted(const void *a, const void *b)
 	return x < y ? 1 : x > y ? -1 : 0;
 }
 
+/*
+ * A lock that sleeps in an event mechanism (a semaphore, a condition variable, a latch's
+ * poll): the class says its waiters take turns with its wakers (classify.h). Its object
+ * is each waiter's own semaphore or descriptor, so it is judged by the caller that waits,
+ * across threads and processes, not by the object.
+ */
+static bool is_evidence_lock(const cJSON *row)
+{
+	const char *type = ls_json_str(row, "type"), *cls = ls_json_str(row, "class");
+
+	return type && cls && !strcmp(cls, "lock") && (!strcmp(type, "futex:condvar") ||
+						      (!strncmp(type, "wait:", 5) && strcmp(type, "wait:flock")));
+}
+
+/* The function a caller string names: "ProcSleep" of "ProcSleep+0x314". */
+static size_t caller_fn_len(const char *caller)
+{
+	const char *plus = strchr(caller, '+');
+
+	return plus ? (size_t)(plus - caller) : strlen(caller);
+}
+
+/*
+ * The evidence-classed lock rows merged by type and calling function: rows by caller are
+ * by whole stack, and a lock's waiters reach its wait from many paths (PostgreSQL's row
+ * lock from heap_update, heap_lock_tuple...), each a row of its own. A new array of rows
+ * with summed figures and no lock or process of their own.
+ */
+static cJSON *merge_peer_rows(const cJSON *rows)
+{
+	cJSON *out = cJSON_CreateArray(), *m;
+	const cJSON *r;
+
+	cJSON_ArrayForEach(r, rows) {
+		const char *caller = ls_json_str(r, "caller"), *type = ls_json_str(r, "type");
+		size_t len;
+
+		if (!is_evidence_lock(r) || !caller || caller[0] == '[')
+			continue;
+		len = caller_fn_len(caller);
+		cJSON_ArrayForEach(m, out) {
+			const char *mc = ls_json_str(m, "caller");
+
+			if (!strcmp(ls_json_str(m, "type"), type) && caller_fn_len(mc) == len && !strncmp(mc, caller, len))
+				break;
+		}
+		if (!m) {
+			char fn[160];
+
+			m = cJSON_CreateObject();
+			snprintf(fn, sizeof(fn), "%.*s", (int)len, caller);
+			cJSON_AddStringToObject(m, "kind", "user");
+			cJSON_AddStringToObject(m, "type", type);
+			cJSON_AddStringToObject(m, "class", "lock");
+			cJSON_AddStringToObject(m, "caller", fn);
+			cJSON_AddNumberToObject(m, "contended", 0);
+			cJSON_AddNumberToObject(m, "total_wait_ns", 0);
+			cJSON_AddNumberToObject(m, "max_wait_ns", 0);
+			cJSON_AddNumberToObject(m, "avg_wait_ns", 0);
+			cJSON_AddItemToArray(out, m);
+		}
+		cJSON_SetNumberValue(cJSON_GetObjectItemCaseSensitive(m, "contended"), ls_json_num(m, "contended") + ls_json_num(r, "contended"));
+		cJSON_SetNumberValue(cJSON_GetObjectItemCaseSensitive(m, "total_wait_ns"),
+				     ls_json_num(m, "total_wait_ns") + ls_json_num(r, "total_wait_ns"));
+		if (ls_json_num(r, "max_wait_ns") > ls_json_num(m, "max_wait_ns"))
+			cJSON_SetNumberValue(cJSON_GetObjectItemCaseSensitive(m, "max_wait_ns"), ls_json_num(r, "max_wait_ns"));
+		cJSON_SetNumberValue(cJSON_GetObjectItemCaseSensitive(m, "avg_wait_ns"),
+				     ls_json_num(m, "total_wait_ns") / ls_json_num(m, "contended"));
+	}
+	return out;
+}
+
+static void peer_wait_rule(const cJSON *row, const struct diag_input *in, cJSON *out)
+{
+	double total = ls_json_num(row, "total_wait_ns"), waiters = total / NSEC_PER_SEC / in->span_s;
+	const char *type = ls_json_str(row, "type"), *caller = ls_json_str(row, "caller");
+	char title[256];
+	cJSON *f, *ev;
+
+	if (waiters * 100 < in->th->min_wait_pct)
+		return;
+	snprintf(title, sizeof(title), "%.1f threads on average wait in %s for a peer to release what it holds "
+		 "(%s: a lock built on %s)", waiters, caller, type,
+		 strcmp(type, "futex:condvar") ? "a latch or a descriptor" : "a semaphore or condition variable");
+	f = finding_new("peer_wait", title, total);
+	add_lock(f, row);
+	cJSON_AddStringToObject(f, "caller", caller);
+	ev = lock_evidence(row, in->span_s);
+	cJSON_AddItemToObject(f, "evidence", ev);
+	cJSON_AddStringToObject(f, "fix", "the waiters wait for their peers (lockscope waits --by edge names who wakes whom): "
+				"shorten what the peers do while holding it (in a database: long transactions "
+				"holding row locks, many sessions updating the same rows) or spread the hot data");
+	cJSON_AddItemToArray(out, f);
+}
+
 cJSON *diagnose(const struct diag_input *in)
 {
-	cJSON *all = cJSON_CreateArray(), *sorted, **v;
+	cJSON *all = cJSON_CreateArray(), *sorted, **v, *peers;
 	const cJSON *r, *bucket;
 	int n, i;
 
 	bucket = futex_rule(in, all);
 	cJSON_ArrayForEach(r, in->lock_rows)
-		if (!bucket || !same_lock(r, bucket))
+		if ((!bucket || !same_lock(r, bucket)) && !is_evidence_lock(r))
 			lock_rules(r, in, all);
+	peers = merge_peer_rows(in->caller_rows);
+	cJSON_ArrayForEach(r, peers)
+		peer_wait_rule(r, in, all);
+	cJSON_Delete(peers);
 	cJSON_ArrayForEach(r, in->spin_findings)
 		spin_rule(r, all);
 	n = cJSON_GetArraySize(all);

@@ -12,6 +12,8 @@
  *                                                       jitter: holder preemptions
  *   futex_wake_contention  kernel lock waits inside futex code are a large share of a
  *                    process's futex waits: the futex hash bucket's spinlock
+ *   peer_wait        waits in a semaphore, condvar or latch that evidence calls a lock's
+ *                    (classify.h), by the caller that waits: PostgreSQL's LWLocks, row locks
  *
  * and the spin findings (yield storms, PAUSE spinning, catch-up bursts, preempted
  * holders) as `lockscope spin` gives them. Rows and findings come in as the protocol's
@@ -52,6 +54,7 @@ struct diag_thresholds {
 struct diag_input {
 	const cJSON *lock_rows;		/* top rows grouped by lock, with owners and holders */
 	const cJSON *kernel_callers;	/* kernel waits by caller, with stacks */
+	const cJSON *caller_rows;	/* every wait by caller (split by class) */
 	const cJSON *spin_findings;	/* `spin`'s findings, or NULL when spin detection is off */
 	double span_s;			/* the time the figures cover */
 	const struct diag_thresholds *th;

@@ -52,7 +52,7 @@ _Static_assert(sizeof(ls_lock_types) / sizeof(ls_lock_types[0]) <= LS_MAX_LOCK_T
 #define UNKNOWN_TYPE (ls_nr_lock_types - 1)
 
 static const char *const group_names[LS_GROUP_MAX] = { "caller", "thread", "lock", "unit", "cgroup", "pod",
-							       "edge" };
+							       "edge", "mechanism" };
 static const char *const kind_names[LS_KIND_MAX] = { "all", "kernel", "user" };
 static const char *const sort_names[] = { "wait_total", "contended", "wait_max", "avg_wait", "wait_min" };
 
@@ -91,6 +91,17 @@ uint32_t query__lock_types(void)
 	return mask;
 }
 
+uint32_t query__user_wait_types(void)
+{
+	uint32_t mask = 0;
+	int i;
+
+	for (i = 0; i < UNKNOWN_TYPE; i++)
+		if (ls_lock_types[i].flags & LS_KIND_USER)
+			mask |= 1U << i;
+	return mask;
+}
+
 /*
  * Every type but waits for an event: a consumer sleeping on a condition variable is idle,
  * not contended, and would top every table by total wait; so would every event loop in
@@ -106,6 +117,7 @@ void query__init(struct query *q)
 {
 	memset(q, 0, sizeof(*q));
 	q->type_mask = default_types();
+	q->evident_locks = true;
 	q->window = LS_WIN_ALL;
 	q->group = LS_GROUP_CALLER;
 	q->sort = LS_SORT_TOTAL;
@@ -129,7 +141,8 @@ int query__parse_types(const char *list, uint32_t *mask, char *err, size_t err_l
 		if (!m) {
 			snprintf(err, err_len, "unknown lock type '%s' (accepted: spinlock, rwlock[:R|:W], "
 				 "rwsem[:R|:W], mutex, rt-mutex, rwlock-rt, percpu-rwsem, futex[:mutex|"
-				 ":pi|:waitv|:condvar])", tok);
+				 ":pi|:waitv|:condvar], wait[:poll|:read|:recv|:write|:accept|:sync|:uring|:flock|:child|"
+				 ":signal|:sleep|:other|:kernel])", tok);
 			ret = -EINVAL;
 			break;
 		}
@@ -266,6 +279,7 @@ int query__from_json(const cJSON *req, struct query *q, char *err, size_t err_le
 		}
 		if ((err_ret = query__parse_types(types->valuestring, &q->type_mask, err, err_len)))
 			return err_ret;
+		q->evident_locks = false;	/* the types asked for, whatever their class */
 	}
 	/* a kernel lock's waits have an owner, not a waker: edges are of user waits */
 	if (group == LS_GROUP_EDGE && kind == LS_KIND_KERNEL_ONLY) {

@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <cjson/cJSON.h>
 #include "decode/cgroups.h"
+#include "analyze/classify.h"
 #include "store/agg.h"
 
 struct agg_view;
@@ -23,7 +24,7 @@ struct usyms;
  * the waiting process and the one whose thread woke it, per type (the wait-for graph)
  */
 enum ls_group { LS_GROUP_CALLER, LS_GROUP_THREAD, LS_GROUP_LOCK, LS_GROUP_UNIT, LS_GROUP_CGROUP, LS_GROUP_POD,
-		LS_GROUP_EDGE, LS_GROUP_MAX };
+		LS_GROUP_EDGE, LS_GROUP_MECHANISM, LS_GROUP_MAX };
 enum ls_kind { LS_KIND_ALL, LS_KIND_KERNEL_ONLY, LS_KIND_USER_ONLY, LS_KIND_MAX };
 enum ls_sort { LS_SORT_TOTAL, LS_SORT_CONTENDED, LS_SORT_MAX, LS_SORT_AVG, LS_SORT_MIN, LS_SORT_KEYS };
 
@@ -36,6 +37,7 @@ struct query {
 	uint32_t pid;		/* 0: every process */
 	uint32_t tid;		/* 0: every thread */
 	uint32_t type_mask;	/* bit i: ls_lock_types[i]; default: all but event waits */
+	bool evident_locks;	/* and event waits classed a lock's (classify.h): the default */
 	int limit;		/* rows; 0: all */
 	int max_stack;		/* frames per stack in the output */
 	bool stacks;		/* include waiter stacks */
@@ -77,6 +79,8 @@ extern const int ls_nr_lock_types;
 void query__init(struct query *q);
 /* The type mask of every lock type: all but the other blocking syscalls' (wait:*) */
 uint32_t query__lock_types(void);
+/* Every user wait's type: futex:* and wait:* (what `lockscope waits` shows). */
+uint32_t query__user_wait_types(void);
 /* Fills @q from a request object; on error returns -EINVAL with a message in @err. */
 int query__from_json(const cJSON *req, struct query *q, char *err, size_t err_len);
 /* Parses "rwsem,mutex:R,..." into a type mask; -EINVAL names the bad entry in @err. */
@@ -118,10 +122,11 @@ enum query_side {
 
 /*
  * @k's waits scaled by @fc (count) and @fw (time): with stacks sampled, the sampled keys of
- * a thread/lock/type stand for all of its waits. @stack is @k's stack on the side asked.
+ * a thread/lock/type stand for all of its waits. @stack is @k's stack on the side asked,
+ * @cls its class (classify.h).
  */
 typedef int (*query_wait_fn)(void *arg, const struct agg_key *k, const struct agg_val *v,
-			     uint32_t stack, double fc, double fw);
+			     uint32_t stack, double fc, double fw, enum ls_wclass cls);
 /*
  * Calls @fn for each wait key of @view that @q wants (holder events excluded); with
  * @by_stack the counts are scaled to the sampled keys as above. Stops at @fn's first

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <cjson/cJSON.h>
+#include "analyze/classify.h"
 #include "analyze/query.h"
 #include "store/agg.h"
 
@@ -16,7 +17,7 @@
 
 struct stratum_key {
 	uint64_t lock;
-	uint32_t pid, tid, flags, name, object, pad;
+	uint32_t pid, tid, flags, name, object, cls;
 };
 
 struct stratum {
@@ -27,6 +28,7 @@ struct stratum {
 struct row_key {
 	uint64_t lock;
 	uint32_t a, b, c, d;
+	uint32_t cls, pad;	/* enum ls_wclass: a lock's waits and idle ones make two rows */
 };
 
 /*
@@ -39,6 +41,7 @@ struct row {
 	uint64_t samples;		/* waits with a stack behind the row */
 	uint64_t nonblocking;
 	const struct agg_key *rep;	/* the first fine key: names pid/tid/lock when unique */
+	double class_ns[LS_WCLASS_MAX];	/* wait time by class (classify.h) */
 	const char *comm;
 	bool estimated;
 	bool many_pids, many_tids, many_locks;
@@ -87,6 +90,7 @@ struct row_set {
 	int32_t *detail_of;	/* by row: index in details, -1 when not shown */
 	struct row_detail *details;
 	struct htab *owners;	/* owner_key -> owner_val */
+	const struct wait_classes *classes;	/* while rows_fill() runs */
 };
 
 /* rows.c */

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "analyze/classify.h"
 #include "analyze/query.h"
 #include "analyze/query_int.h"
 #include "lib/htab.h"
@@ -28,7 +29,15 @@ bool query_is_holder_event(const struct agg_key *k)
 	return k->flags == (LS_KIND_USER | LS_UTYPE_HOLD) || query__is_preempt(k->flags);
 }
 
-static bool key_wanted(const struct query *q, const struct agg_key *k)
+/* A type the query asks for, or (by default) a lock's waits however they sleep (classify.h). */
+static bool type_wanted(const struct query *q, const struct agg_key *k, enum ls_wclass cls)
+{
+	if (!q->type_mask || (q->type_mask & (1U << query__type_index(k->flags))))
+		return true;
+	return q->evident_locks && cls == LS_WCLASS_LOCK && classify__by_evidence(k->flags);
+}
+
+static bool key_wanted(const struct query *q, const struct agg_key *k, enum ls_wclass cls)
 {
 	if (query_is_holder_event(k) || !kind_wanted(q, k))
 		return false;
@@ -36,7 +45,7 @@ static bool key_wanted(const struct query *q, const struct agg_key *k)
 
 	if (q->tid && k->tid != q->tid)
 		return false;
-	if (q->type_mask && !(q->type_mask & (1U << query__type_index(k->flags))))
+	if (!type_wanted(q, k, cls))
 		return false;
 	return query__proc_wanted(&f, k->pid);
 }
@@ -47,33 +56,41 @@ static uint32_t cgroup_group(const struct query *q, const struct agg_key *k, enu
 	return q->cgroups ? cgroups__group(q->cgroups, k->pid, by) : 0;
 }
 
-static struct stratum_key stratum_of(const struct agg_key *k)
+/* A stratum: one thread's waits on one lock of one type and class (a lock's, idle...). */
+static struct stratum_key stratum_of(const struct agg_key *k, enum ls_wclass cls)
 {
-	struct stratum_key s = { .lock = k->lock, .pid = k->pid, .tid = k->tid,
-				 .flags = k->flags, .name = k->name, .object = k->object };
+	struct stratum_key s = { .lock = k->lock, .pid = k->pid, .tid = k->tid, .flags = k->flags,
+				 .name = k->name, .object = k->object, .cls = cls };
 	return s;
 }
 
-static struct row_key row_key_of(const struct query *q, const struct agg_key *k)
+static struct row_key row_key_of(const struct query *q, const struct agg_key *k, enum ls_wclass cls)
 {
-	struct row_key rk = {};
+	struct row_key rk = { .cls = cls };
 
 	switch (q->group) {
 	case LS_GROUP_CALLER:
 		rk.a = query__type_index(k->flags);
 		rk.b = k->stack;
 		break;
-	case LS_GROUP_THREAD:
+	case LS_GROUP_MECHANISM:
+		rk.a = query__type_index(k->flags);
+		break;
+	case LS_GROUP_THREAD:	/* a thread's row holds all it waited on */
+		rk.cls = 0;
 		rk.a = k->pid;
 		rk.b = k->tid;
 		break;
 	case LS_GROUP_UNIT:
+		rk.cls = 0;
 		rk.a = cgroup_group(q, k, CGROUP_BY_UNIT);
 		break;
 	case LS_GROUP_CGROUP:
+		rk.cls = 0;
 		rk.a = cgroup_group(q, k, CGROUP_BY_CGROUP);
 		break;
 	case LS_GROUP_POD:
+		rk.cls = 0;
 		rk.a = cgroup_group(q, k, CGROUP_BY_POD);
 		break;
 	case LS_GROUP_EDGE:	/* waiter process -> waker process (0: no thread woke it) */
@@ -112,6 +129,7 @@ struct walk {
 	const struct query *q;
 	enum query_side side;
 	bool by_stack;
+	struct wait_classes *classes;	/* each key's class (classify.h) */
 	struct htab *strata;	/* by_stack: struct stratum_key -> struct stratum */
 	uint32_t *stratum_of;	/* by view position: stratum index + 1; 0: a key not wanted */
 };
@@ -121,6 +139,7 @@ typedef int (*walk_fn)(void *arg, size_t pos, const struct agg_key *k, const str
 
 static void walk_free(struct walk *w)
 {
+	wait_classes__free(w->classes);
 	htab__free(w->strata);
 	free(w->stratum_of);
 }
@@ -131,12 +150,15 @@ static int walk_init(struct walk *w, const struct agg_view *view, const struct q
 	size_t i, nr = agg_view__count(view);
 	const struct agg_key *k;
 	struct agg_val v;
+	int err;
 
 	memset(w, 0, sizeof(*w));
 	w->view = view;
 	w->q = q;
 	w->side = side;
 	w->by_stack = by_stack;
+	if ((err = wait_classes__new(view, &w->classes)))
+		return err;
 	if (!by_stack)
 		return 0;
 	w->strata = htab__new(sizeof(struct stratum_key), sizeof(struct stratum), SIZE_MAX);
@@ -144,13 +166,15 @@ static int walk_init(struct walk *w, const struct agg_view *view, const struct q
 	if (!w->strata || !w->stratum_of)
 		goto nomem;
 	for (i = 0; !agg_view__get(view, i, &k, &v); i++) {
+		enum ls_wclass cls;
 		struct stratum_key sk;
 		struct stratum *s;
 		uint32_t idx;
 
-		if (!key_wanted(q, k))
+		cls = wait_classes__at(w->classes, i);
+		if (!key_wanted(q, k, cls))
 			continue;
-		sk = stratum_of(k);
+		sk = stratum_of(k, cls);
 		if (!(s = htab__upsert_at(w->strata, &sk, &idx, NULL, NULL)))
 			goto nomem;
 		w->stratum_of[i] = idx + 1;
@@ -206,7 +230,7 @@ static int walk_each(const struct walk *w, walk_fn fn, bool (*want)(void *arg, s
 				fw = s->s_total_ns ? (double)s->total_ns / s->s_total_ns : fc;
 			}
 		} else {
-			if (!key_wanted(w->q, k))
+			if (!key_wanted(w->q, k, wait_classes__at(w->classes, i)))
 				continue;
 			/*
 			 * By thread or lock the exact entries are the figures; the samples only
@@ -223,6 +247,7 @@ static int walk_each(const struct walk *w, walk_fn fn, bool (*want)(void *arg, s
 struct public_walk {
 	query_wait_fn fn;
 	void *arg;
+	const struct wait_classes *classes;
 };
 
 static int public_step(void *arg, size_t pos, const struct agg_key *k, const struct agg_val *v, uint32_t stack,
@@ -230,19 +255,19 @@ static int public_step(void *arg, size_t pos, const struct agg_key *k, const str
 {
 	struct public_walk *p = arg;
 
-	(void)pos;
-	return p->fn(p->arg, k, v, stack, fc, fw);
+	return p->fn(p->arg, k, v, stack, fc, fw, wait_classes__at(p->classes, pos));
 }
 
 int query__for_each_wait(const struct agg_view *view, const struct query *q, enum query_side side,
 			 bool by_stack, query_wait_fn fn, void *arg)
 {
-	struct public_walk p = { fn, arg };
+	struct public_walk p = { fn, arg, NULL };
 	struct walk w;
 	int err;
 
 	if ((err = walk_init(&w, view, q, side, by_stack)))
 		return err;
+	p.classes = w.classes;
 	err = walk_each(&w, public_step, NULL, &p);
 	walk_free(&w);
 	return err;
@@ -275,7 +300,8 @@ static int fill_row(void *arg, size_t pos, const struct agg_key *k, const struct
 		    double fc, double fw)
 {
 	struct row_set *rs = arg;
-	struct row_key rk = row_key_of(rs->q, k);
+	enum ls_wclass cls = wait_classes__at(rs->classes, pos);
+	struct row_key rk = row_key_of(rs->q, k, cls);
 	int created;
 	uint32_t *ip = htab__upsert(rs->index, &rk, &created, NULL);
 
@@ -289,6 +315,7 @@ static int fill_row(void *arg, size_t pos, const struct agg_key *k, const struct
 	}
 	rs->row_of[pos] = *ip + 1;
 	row_add(&rs->rows[*ip], k, v, fc, fw, stack != LS_STACK_NONE);
+	rs->rows[*ip].class_ns[cls] += v->st.total_ns * fw;
 	return 0;
 }
 
@@ -486,6 +513,7 @@ int rows_fill(struct row_set *rs, const struct agg_view *view, const struct quer
 	/* a caller is known only for waits with a stack: those stand for the rest */
 	if ((err = walk_init(&w, view, q, QUERY_WAITER, q->group == LS_GROUP_CALLER)))
 		return err;
+	rs->classes = w.classes;
 	err = walk_each(&w, fill_row, NULL, rs);
 	n = q->limit && (size_t)q->limit < rs->nr ? (size_t)q->limit : rs->nr;
 	if (!err)
@@ -503,6 +531,7 @@ int rows_fill(struct row_set *rs, const struct agg_view *view, const struct quer
 			rs->detail_of[rs->shown[i]] = i;
 		err = walk_each(&w, fill_detail, in_shown_row, rs);
 	}
+	rs->classes = NULL;
 	walk_free(&w);
 	if (!err)
 		pick_owners(rs);

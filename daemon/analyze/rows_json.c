@@ -156,6 +156,17 @@ static cJSON *holders_json(const struct query_ctx *ctx, const struct htab *holds
 	return arr;
 }
 
+/* The class of most of a row's wait time (rows by thread or cgroup mix them). */
+static enum ls_wclass row_class(const struct row *r)
+{
+	enum ls_wclass c, best = LS_WCLASS_LOCK;
+
+	for (c = LS_WCLASS_LOCK; c < LS_WCLASS_MAX; c++)
+		if (r->class_ns[c] > r->class_ns[best])
+			best = c;
+	return best;
+}
+
 static cJSON *row_json(const struct query_ctx *ctx, const struct query *q, const struct row *r,
 		       const struct row_detail *d, const struct htab *holds)
 {
@@ -167,6 +178,7 @@ static cJSON *row_json(const struct query_ctx *ctx, const struct query *q, const
 
 	cJSON_AddStringToObject(o, "kind", user ? "user" : "kernel");
 	cJSON_AddStringToObject(o, "type", ls_lock_types[type].name);
+	cJSON_AddStringToObject(o, "class", classify__name(row_class(r)));
 	if (q->group == LS_GROUP_CALLER) {
 		query_caller_string(ctx, r->rep->stack, caller, sizeof(caller));
 		cJSON_AddStringToObject(o, "caller", caller);

@@ -508,9 +508,14 @@ cJSON *engine__handle(struct engine *e, uint64_t client, const struct ls_peer *p
 	if (!strcmp(cmd->valuestring, "spin"))
 		return report_spin(e, peer, req);
 	engine_query_init(e, &q);
-	if (strcmp(cmd->valuestring, "top") && strcmp(cmd->valuestring, "scan") &&
+	if (strcmp(cmd->valuestring, "top") && strcmp(cmd->valuestring, "scan") && strcmp(cmd->valuestring, "waits") &&
 	    strcmp(cmd->valuestring, "report") && strcmp(cmd->valuestring, "export"))
 		return engine__error("unknown cmd '%s' (one of: " ENGINE_CMDS ")", cmd->valuestring);
+	/* waits: every user wait, each row with its class, unless the request names types */
+	if (!strcmp(cmd->valuestring, "waits")) {
+		q.kind = LS_KIND_USER_ONLY;
+		q.type_mask = query__user_wait_types();
+	}
 	if (query__from_json(req, &q, err, sizeof(err)) ||
 	    report_parse_export_req(req, !strcmp(cmd->valuestring, "export"), &x, err, sizeof(err)))
 		return engine__error("%s", err);
@@ -522,7 +527,8 @@ cJSON *engine__handle(struct engine *e, uint64_t client, const struct ls_peer *p
 	if (!strcmp(cmd->valuestring, "report") || !strcmp(cmd->valuestring, "export"))
 		return report_export_response(e, cmd->valuestring, e->agg, &q, &x, ls_now_ns(), NULL,
 				       engine_kernel_addrs_allowed(e, peer));
-	return report_rows_response(e, "top", e->agg, &q, ls_now_ns(), NULL, engine_kernel_addrs_allowed(e, peer));
+	return report_rows_response(e, cmd->valuestring, e->agg, &q, ls_now_ns(), NULL,
+				    engine_kernel_addrs_allowed(e, peer));
 }
 
 /*

@@ -31,6 +31,7 @@ static const char *const format_names[LS_EXPORT_MAX] = {
 static const char *const profile_names[LS_PROFILE_MAX] = {
 	[LS_PROFILE_BLOCK] = "block",
 	[LS_PROFILE_MUTEX] = "mutex",
+	[LS_PROFILE_MECHANISM] = "mechanism",
 };
 
 /* The index of @s in @names (@n of them), or -EINVAL. */
@@ -110,22 +111,29 @@ void export_func_name(const struct query_ctx *ctx, const struct query_frame *fi,
 
 struct fold_key {
 	uint32_t stack;
+	int32_t type;		/* mechanism: the lock type's index and the class; -1: none */
+	int32_t cls;
 	char comm[LS_COMM_LEN];
 };
 
 struct fold_ctx {
 	struct htab *lines;
 	enum query_side side;
+	bool by_mechanism;
 };
 
 static int fold_add(void *arg, const struct agg_key *k, const struct agg_val *v, uint32_t stack,
-		    double fc, double fw)
+		    double fc, double fw, enum ls_wclass cls)
 {
 	struct fold_ctx *fc_ = arg;
-	struct fold_key fk = { .stack = stack };
+	struct fold_key fk = { .stack = stack, .type = -1, .cls = -1 };
 	double *w;
 
 	(void)fc;
+	if (fc_->by_mechanism) {
+		fk.type = query__type_index(k->flags);
+		fk.cls = cls;
+	}
 	snprintf(fk.comm, sizeof(fk.comm), "%s", export_side_comm(k, v, fc_->side));
 	w = htab__upsert(fc_->lines, &fk, NULL, NULL);
 	if (!w)
@@ -149,6 +157,8 @@ static void fold_line(FILE *f, const struct query_ctx *ctx, const struct fold_ke
 	uint32_t nr = 0, j;
 	int i;
 
+	if (fk->type >= 0)	/* the mechanism's root frames: "lock;wait:poll;" */
+		fprintf(f, "%s;%s;", classify__name(fk->cls), ls_lock_types[fk->type].name);
 	fold_put(f, fk->comm[0] ? fk->comm : "[unknown]");
 	if (fk->stack == LS_STACK_NONE || fk->stack == LS_STACK_MISSING) {
 		fprintf(f, ";%s", fk->stack == LS_STACK_NONE ? "[not sampled]" : "[stack missing]");
@@ -184,7 +194,7 @@ static int cmp_fold(const void *a, const void *b)
 int export__folded(const struct agg_view *tab, const struct query *q, const struct query_ctx *ctx,
 		   enum ls_profile p, struct export_buf *out)
 {
-	struct fold_ctx fc = { .side = export_side_of(p) };
+	struct fold_ctx fc = { .side = export_side_of(p), .by_mechanism = p == LS_PROFILE_MECHANISM };
 	struct fold_pick *picks = NULL;
 	size_t nr = 0, cap = 0, iter = 0, i;
 	const void *kp;

@@ -29,7 +29,12 @@ enum ls_export_format {
 	LS_EXPORT_MAX,
 };
 
-enum ls_profile { LS_PROFILE_BLOCK, LS_PROFILE_MUTEX, LS_PROFILE_MAX };
+/*
+ * Whose stack a wait is drawn under: the waiter's (block), the releaser's or owner's
+ * (mutex), or the waiter's under two root frames, the wait's class and its mechanism
+ * (mechanism: folded and flame graphs only).
+ */
+enum ls_profile { LS_PROFILE_BLOCK, LS_PROFILE_MUTEX, LS_PROFILE_MECHANISM, LS_PROFILE_MAX };
 
 const char *ls_export_format_name(enum ls_export_format f);
 int ls_export_format_parse(const char *s, enum ls_export_format *f);

@@ -2,14 +2,16 @@
 /*
  * The wait-for graph in Graphviz's DOT language: the rows by edge (one per type, waiting
  * process and process whose thread woke it) drawn as a node per process and an arrow from
- * each waiter to its waker, labelled with the type, the waits and their total time. Waits
- * no thread ended (an interrupt, a timer, a signal: idle time or the disk) go to one node.
+ * each waiter to its waker, labelled with the type, the class, the waits and their total
+ * time. Waits no thread ended (an interrupt, a timer, a signal: idle time or the disk) go
+ * to one node. A lock's edges are solid and red, idle ones dashed grey, I/O dotted blue.
  */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include "api/export.h"
 #include "lib/jsonget.h"
 
@@ -22,6 +24,16 @@ static void dot_string(FILE *f, const char *s)
 		if ((unsigned char)*s >= ' ')
 			fputc(*s, f);
 	}
+}
+
+/* How an edge of each class is drawn (classify.h's names). */
+static const char *edge_style(const char *cls)
+{
+	if (!strcmp(cls, "lock"))
+		return "color=firebrick";
+	if (!strcmp(cls, "io"))
+		return "color=steelblue, style=dotted";
+	return "color=grey50, style=dashed";
 }
 
 /* "p1234" names process 1234's node; "none" the waits no thread ended. */
@@ -67,9 +79,9 @@ int export__dot(const struct agg_view *tab, const struct query *base, const stru
 			fprintf(f, "p%" PRIu64, ls_json_u64(w, "pid"));
 		else
 			fprintf(f, "none");
-		fprintf(f, " [label=\"%s: %" PRIu64 " waits, %.1f ms\", penwidth=%.1f];\n",
-			ls_json_str_or(r, "type", "?"), ls_json_u64(r, "contended"), ms,
-			1 + fmin(4, log10(1 + ms)));
+		fprintf(f, " [label=\"%s (%s): %" PRIu64 " waits, %.1f ms\", penwidth=%.1f, %s];\n",
+			ls_json_str_or(r, "type", "?"), ls_json_str_or(r, "class", "?"), ls_json_u64(r, "contended"), ms,
+			1 + fmin(4, log10(1 + ms)), edge_style(ls_json_str_or(r, "class", "?")));
 	}
 	fprintf(f, "}\n");
 	cJSON_Delete(rows);

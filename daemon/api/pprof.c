@@ -256,7 +256,7 @@ static struct sample_val *fleet_sample(struct pprof *pp, uint32_t pid, struct sa
 }
 
 static int pp_add(void *arg, const struct agg_key *k, const struct agg_val *v, uint32_t stack,
-		  double fc, double fw)
+		  double fc, double fw, enum ls_wclass cls)
 {
 	struct pprof *pp = arg;
 	struct sample_key sk = { .lock = k->lock, .stack = stack, .flags = k->flags, .name = k->name,
@@ -264,6 +264,7 @@ static int pp_add(void *arg, const struct agg_key *k, const struct agg_val *v, u
 	struct sample_val *sv;
 	int created = 0;
 
+	(void)cls;
 	if (pp->fleet) {
 		sk = (struct sample_key){ .stack = stack, .flags = k->flags };
 		sv = fleet_sample(pp, k->pid, &sk);

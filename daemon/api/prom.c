@@ -297,12 +297,13 @@ fail:
 }
 
 static int series_add(void *arg, const struct agg_key *k, const struct agg_val *v, uint32_t stack,
-		      double fc, double fw)
+		      double fc, double fw, enum ls_wclass cls)
 {
 	struct series_set *set = arg;
 	struct series_key sk = { .kind_user = !!(k->flags & LS_KIND_USER), .type = query__type_index(k->flags) };
 	struct series *s;
 
+	(void)cls;
 	(void)stack;
 	const uint32_t *groups = set->cgroups ? cgroups__groups(set->cgroups, k->pid) : NULL;
 

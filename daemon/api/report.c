@@ -172,7 +172,12 @@ int report_parse_export_req(const cJSON *req, bool need_format, struct export_re
 		return -EINVAL;
 	}
 	if (p && (!cJSON_IsString(p) || ls_profile_parse(p->valuestring, &x->profile))) {
-		snprintf(err, len, "'profile' must be block (waiters' stacks) or mutex (releasers' and owners' stacks)");
+		snprintf(err, len, "'profile' must be block (waiters' stacks), mutex (releasers' and owners' stacks) "
+			 "or mechanism (waiters' stacks under their class and type)");
+		return -EINVAL;
+	}
+	if (x->profile == LS_PROFILE_MECHANISM && x->format != LS_EXPORT_FOLDED) {
+		snprintf(err, len, "'profile' mechanism is for folded stacks and flame graphs: use format folded");
 		return -EINVAL;
 	}
 	return 0;
@@ -296,6 +301,7 @@ static cJSON *report_json(struct engine *e, const char *cmd, const struct agg_vi
 	cJSON_AddItemToObject(o, "thresholds", thresholds_json(e));
 	in.lock_rows = locks;
 	in.kernel_callers = futex_callers;
+	in.caller_rows = callers;
 	in.spin_findings = cJSON_GetObjectItemCaseSensitive(part, "findings");
 	in.span_s = (double)span / NSEC_PER_SEC;
 	cJSON_AddItemToObject(o, "findings", diagnose(&in));
