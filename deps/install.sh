@@ -43,7 +43,8 @@ apt_install() {
 #               util-linux (setpriv) passwd (useradd) procps systemd (systemd-analyze)
 #               debuginfod (a local server for the debuginfod test) iproute2 (its netns)
 #               qemu-system-x86 busybox-static cpio (the kernel matrix) man-db (man -l)
-#               zsh (the zsh completion)
+#               zsh (the zsh completion) postgresql (the real-server test: a private
+#               cluster under pgbench; no main cluster is created, none is started)
 #   fuzzing     libclang-rt-NN-dev (libFuzzer, where it is not in clang's own packages)
 COMMON="make gcc clang llvm libbpf-dev libelf-dev libdw-dev zlib1g-dev pkg-config
 	libcjson-dev libprotobuf-c-dev protobuf-c-compiler libdebuginfod-dev libcurl4-openssl-dev libuv1-dev git
@@ -71,6 +72,16 @@ esac
 apt-get update -qq
 # shellcheck disable=SC2086
 apt_install $COMMON $TOOLS
+
+# postgresql: the server's package creates a "main" cluster on its first install unless
+# postgresql-common's createcluster.conf says not to (a machine that has one keeps it);
+# the test runs a private cluster of its own
+apt_install postgresql-common
+if ! ls /etc/postgresql/*/*/postgresql.conf >/dev/null 2>&1; then
+	sed -i 's/^#*[[:space:]]*create_main_cluster[[:space:]]*=.*/create_main_cluster = off/' \
+		/etc/postgresql-common/createcluster.conf
+fi
+apt_install postgresql
 
 # `make fuzz`: libFuzzer is in the clang runtime, its own package (libclang-rt-NN-dev)
 # since LLVM 15's packaging and Debian 12's clang 14, inside libclang-common-NN-dev before

@@ -1,0 +1,133 @@
+"""A real server no one here wrote, that keeps its own account of what it waits on (issue 21):
+PostgreSQL (Debian's postgresql-15) under pgbench, 32 clients updating two hot rows. Its
+backends wait for each other's row locks (epoll_wait on a latch), on its LWLocks (a
+semaphore: futex), for the disk (fdatasync of the WAL) and for their clients. The server's
+pg_stat_activity, sampled every 10 ms during the run, says which share of the backends' time
+goes to each; lockscope's waits of the same backends over the same stretch must give the same
+shares within 5 points, by mechanism and the caller above the waiting machinery, and name
+the backends that release the row locks as the wakers."""
+import threading
+import time
+
+import pytest
+
+from conftest import require_bpf, skip_or_fail
+from pgserver import SAMPLER, PgServer, bindir
+from test_waits import daemon  # noqa: F401 (the fixture: lockscoped with block-waits on)
+
+CLIENTS = 32
+SAMPLE_S = 12
+HOT_ROWS = """\\set aid random(1, 2)
+BEGIN;
+UPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid = :aid;
+INSERT INTO pgbench_history (tid, bid, aid, delta, mtime) VALUES (1, 1, :aid, 1, CURRENT_TIMESTAMP);
+END;
+"""
+POINTS = 5
+
+
+def category(row):
+    """pg_stat_activity's wait_event_type of a lockscope row of a backend: what the caller
+    above the waiting machinery is, the way the server itself names the wait."""
+    caller = (row.get("caller") or "").split("+")[0]
+    if row["type"] == "wait:poll" and caller == "ProcSleep":
+        return "Lock"  # a heavyweight lock: a row's transaction, a tuple
+    if row["type"] == "futex:condvar" and caller.startswith("LWLock"):
+        return "LWLock"
+    if row["type"] == "wait:poll" and caller in ("secure_read", "pq_recvbuf", "pq_getbyte"):
+        return "Client"
+    if row["class"] == "io":
+        return "IO"
+    return None
+
+
+@pytest.fixture
+def server():
+    if not bindir():
+        skip_or_fail("PostgreSQL is not installed (deps/install.sh installs postgresql)")
+    pg = PgServer()
+    yield pg
+    pg.stop()
+
+
+def backend_waits(d, pids):
+    """{pid: [rows]} of every wait of each backend, as of the daemon's last drain: taken
+    right after one (a backend's figures change), all on one connection, within ~0.1 s."""
+    conn = d.connect()
+    try:
+        def rows(pid):
+            return d.call({"cmd": "waits", "pid": pid, "window": "all", "limit": 100000}, conn=conn)["rows"]
+
+        first = sum(r["total_wait_ns"] for r in rows(pids[0]))
+        deadline = time.time() + 5
+        while sum(r["total_wait_ns"] for r in rows(pids[0])) == first and time.time() < deadline:
+            time.sleep(0.02)
+        t = time.monotonic()
+        return t, {pid: rows(pid) for pid in pids}
+    finally:
+        conn.close()
+
+
+def shares(d, pids, before, after):
+    """lockscope's share of the backends' wall time in each category between two snapshots."""
+    (t0, s0), (t1, s1) = before, after
+    total = {}
+    for pid in pids:
+        for sign, snap in ((-1, s0), (1, s1)):
+            for r in snap[pid]:
+                c = category(r)
+                if c:
+                    total[c] = total.get(c, 0) + sign * r["total_wait_ns"]
+    wall = (t1 - t0) * 1e9 * len(pids)
+    return {c: 100 * v / wall for c, v in total.items()}
+
+
+def test_shares_agree_with_pg_stat_activity(daemon, server):  # noqa: F811
+    require_bpf()
+    server.pgbench("-i", "-s", "1", "-q").wait()
+    script = server.script("hot.sql", HOT_ROWS)
+    bench = server.pgbench("-n", "-c", str(CLIENTS), "-j", "2", "-T", str(SAMPLE_S + 15), "-f", script)
+    try:
+        deadline = time.time() + 30
+        while len(pids := [int(r[0]) for r in server.psql(
+                "SELECT pid FROM pg_stat_activity WHERE backend_type = 'client backend' "
+                "AND pid <> pg_backend_pid()")]) < CLIENTS and time.time() < deadline:
+            time.sleep(0.2)
+        assert len(pids) == CLIENTS, pids
+        time.sleep(2)  # past the connections' start
+        before = backend_waits(daemon, pids)
+        samples = server.psql(SAMPLER.format(n=int(SAMPLE_S / 0.011), period=0.01))
+        after = backend_waits(daemon, pids)
+        edges = daemon.call({"cmd": "waits", "group": "edge", "window": "1m", "limit": 100000})["rows"]
+        top = daemon.cli_json("top", "-w", "1m", "-E", "10")["rows"]
+        report = daemon.cli_json("report", "-w", "1m")
+    finally:
+        bench.terminate()
+        bench.wait()
+    pg = {}
+    for _, wtype, _, n in samples:
+        pg[wtype] = pg.get(wtype, 0) + int(n)
+    n = sum(pg.values())
+    pg = {k: 100 * v / n for k, v in pg.items()}
+    ls = shares(daemon, pids, before, after)
+    print("pg_stat_activity:", {k: round(v, 1) for k, v in pg.items()})
+    print("lockscope:", {k: round(v, 1) for k, v in ls.items()})
+    assert pg.get("Lock", 0) >= 20 and pg.get("LWLock", 0) >= 5, f"no contention to compare: {pg}"
+    for c in ("Lock", "LWLock", "IO", "Client"):
+        assert abs(ls.get(c, 0) - pg.get(c, 0)) <= POINTS, (c, ls, pg)
+
+    # the edges: a backend's row-lock waits are ended by other backends (SetLatch's kill)
+    backends = set(pids)
+    lock_edges = [e for e in edges if e.get("pid") in backends and e["class"] == "lock" and e["type"] == "wait:poll"]
+    woken = sum(e["total_wait_ns"] for e in lock_edges)
+    by_backend = sum(e["total_wait_ns"] for e in lock_edges if (e.get("releaser") or {}).get("pid") in backends)
+    assert woken and by_backend >= 0.95 * woken, (by_backend, woken)
+    idle = [e for e in edges if e.get("pid") in backends and e["class"] == "idle"
+            and (e.get("releaser") or {}).get("comm") == "pgbench"]
+    assert idle, "a backend waiting for its client is idle, woken by pgbench"
+
+    # never hidden by default: top shows the row locks and the LWLocks; report finds them
+    callers = {r.get("caller", "").split("+")[0] for r in top}
+    assert "ProcSleep" in callers and "LWLockAcquire" in callers, callers
+    peer = [f for f in report["findings"] if f["rule"] == "peer_wait"]
+    assert any(f["caller"].startswith("ProcSleep") for f in peer), report["findings"]
