@@ -69,6 +69,12 @@ enum ls_wait_flags {
 	LS_WF_SIGLOCK	= 1U << 1,	/* the lock is the waiter's sighand->siglock */
 	LS_WF_SHARED	= 1U << 2,	/* a futex without FUTEX_PRIVATE_FLAG: maybe cross-process */
 	LS_WF_PRECISE	= 1U << 3,	/* timed from the syscall's entry to its exit (precise mode) */
+	/*
+	 * Above these: a chain. The waker had itself been waiting during this wait, and bits
+	 * LS_WF_CHAIN_SHIFT.. hold the tgid of the thread that woke it (a pid is below
+	 * PID_MAX_LIMIT, 2^22): A waited for B while B waited for C.
+	 */
+	LS_WF_CHAIN_SHIFT = 8,
 };
 
 struct ls_wait_key {

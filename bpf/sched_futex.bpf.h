@@ -165,6 +165,7 @@ static __always_inline void wait_open(void *ctx, struct sched_slot *e, __u32 tgi
 	e->releaser_dump = 0;
 	e->releaser_pid = 0;
 	e->releaser_tid = 0;
+	e->chain_pid = 0;
 	e->word0 = e->word8 = 0;
 	if (state == SLOT_BLOCKED)
 		task_switches(bpf_get_current_task_btf(), &e->switches, &e->exec_ns);
@@ -221,6 +222,20 @@ static __always_inline void emit_sample(struct sched_slot *e, __u32 tgid, __u32 
 	ls_submit(rb, r);
 }
 
+/* Thread @tid's wait in @e ended at @end_ns: what a wait it ends next asks (note_chain). */
+static __always_inline void note_last_wait(__u32 tid, __u64 end_ns, const struct sched_slot *e)
+{
+	__u32 zero = 0;
+	struct last_wait *w = bpf_map_lookup_elem(&last_waits, &zero);
+
+	if (!w)
+		return;
+	w->end_ns = end_ns;
+	w->tid = tid;
+	w->waker_pid = e->releaser_pid;
+	w->waker_tid = e->releaser_tid;
+}
+
 /* The wait in @e ended after @wait_ns: counted in the table, and sent with its stacks when sampled. */
 static __always_inline void wait_end(struct sched_slot *e, __u32 tgid, __u32 tid, const char *comm,
 				     __u64 wait_ns, __s32 ret)
@@ -235,7 +250,8 @@ static __always_inline void wait_end(struct sched_slot *e, __u32 tgid, __u32 tid
 		.class = blockcall ? LS_WAIT_BLOCK : LS_WAIT_FUTEX,
 		.type = blockcall ? e->op : ls_futex_type(e->op, e->val),
 		.flags = (e->rec_flags & ULOCK_RF_SHARED ? LS_WF_SHARED : 0) |
-			 (e->rec_flags & ULOCK_RF_PRECISE ? LS_WF_PRECISE : 0),
+			 (e->rec_flags & ULOCK_RF_PRECISE ? LS_WF_PRECISE : 0) |
+			 (e->chain_pid << LS_WF_CHAIN_SHIFT),
 		.owner_pid = owner ? tgid : 0,	/* the daemon checks the owner is a thread of tgid */
 		.owner_tid = owner,
 		.releaser_pid = e->releaser_pid,
@@ -245,6 +261,8 @@ static __always_inline void wait_end(struct sched_slot *e, __u32 tgid, __u32 tid
 
 	e->state = SLOT_IDLE;
 	pending_close(tid);
+	if (!nonblocking)
+		note_last_wait(tid, e->begin_ns + wait_ns, e);
 	wait_add(&key, wait_ns, nonblocking, &names);
 	if (nonblocking)
 		ls_count(LS_CNT_UNONBLOCK);

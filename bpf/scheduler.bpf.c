@@ -73,6 +73,29 @@ struct {
 	__type(value, struct stack_bucket);
 } spin_dump_bucket SEC(".maps");
 
+/*
+ * The last wait that ended on each CPU and who ended it: a wait ends as its thread is
+ * switched in, so while that thread runs on, a wait it ends finds its own last one here
+ * (chains: note_chain). A per-CPU slot, not the thread's hash slot: a lookup in the
+ * thread hash at every named wake cost wake_storm's sched_waking 40-80 ns. A thread whose
+ * entry another wait overwrote (it was switched out and back) gives no chain: chains are
+ * missed then, never misnamed.
+ */
+struct last_wait {
+	__u64 end_ns;
+	__u32 tid;
+	__u32 waker_pid;
+	__u32 waker_tid;
+	__u32 pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct last_wait);
+} last_waits SEC(".maps");
+
 /* Whether a spin sample may take a dump: the spin budget, then the CPU's. */
 static __always_inline bool sample_spin_dump(__u64 now)
 {
@@ -120,6 +143,8 @@ struct sched_slot {
 	__u64 exec_ns;
 	__u32 switches;
 	__u32 timeout_ms;	/* a blocking wait's poll timeout, LS_NO_TIMEOUT: none known */
+	__u32 chain_pid;	/* the wait open: its waker had been waiting on this process */
+	__u32 pad1;
 	/* the thread, holding a contended lock, was preempted at preempt_ns (0: it was not) */
 	__u64 preempt_ns;
 	__u64 preempt_addr;
@@ -503,6 +528,21 @@ static __always_inline bool woke_it(const struct sched_slot *e, struct task_stru
 }
 
 /*
+ * A chain: @waker, ending the wait in @e (thread @tid's), had itself been waiting during
+ * it (its last wait ended after this one began), woken by a third thread: @tid waited for
+ * @waker while @waker waited for that one. Not when the waiter itself woke the waker (two
+ * threads taking turns).
+ */
+static __always_inline void note_chain(struct sched_slot *e, __u32 tid, __u32 waker)
+{
+	__u32 zero = 0;
+	struct last_wait *w = bpf_map_lookup_elem(&last_waits, &zero);
+
+	if (w && w->tid == waker && w->waker_tid && w->waker_tid != tid && w->end_ns > e->begin_ns)
+		e->chain_pid = w->waker_pid;
+}
+
+/*
  * The thread that ends a wait, named in its slot. sched_waking, not sched_wakeup: it runs
  * in the waker's context on every kernel, where sched_wakeup may run on the wakee's CPU.
  * Tasks with nothing open (the pending filter) cost one array load.
@@ -525,6 +565,7 @@ int BPF_PROG(sched_waking, struct task_struct *p)
 	e->releaser_pid = cur->tgid;
 	e->releaser_tid = cur->pid;
 	bpf_get_current_comm(e->releaser_comm, sizeof(e->releaser_comm));
+	note_chain(e, tid, cur->pid);
 	e->rec_flags |= ULOCK_RF_RELEASER;
 	ls_count(e->rec_flags & ULOCK_RF_BLOCKCALL ? LS_CNT_BLOCK_WAKERS : LS_CNT_URELEASER);
 	if (e->rec_flags & ULOCK_RF_SAMPLED)

@@ -97,12 +97,23 @@ static const char *group_text(const cJSON *row, const char *by, char *buf, size_
 	return ls_json_str_or(cg, strcmp(by, "cgroup") ? by : "path", "-");
 }
 
-/* An edge of the wait-for graph: "postgres/812 -> postgres/977"; "-> -" when no thread woke the waits. */
+/*
+ * An edge of the wait-for graph: "postgres/812 -> postgres/977"; "-> -" when no thread woke
+ * the waits; a chain, "a/1 -> b/2 -> c/3 (40%)", when b had itself been waiting (most often
+ * on c) during that share of the waits' time.
+ */
 static const char *edge_text(const cJSON *row, char *buf, size_t len)
 {
 	const cJSON *w = cJSON_GetObjectItemCaseSensitive(row, "releaser");
 
-	if (cJSON_IsObject(w))
+	const cJSON *via = cJSON_GetObjectItemCaseSensitive(row, "via");
+	double total = ls_json_num(row, "total_wait_ns"), chained = ls_json_num(row, "chained_wait_ns");
+
+	if (cJSON_IsObject(w) && cJSON_IsObject(via) && total > 0)	/* a chain: the waker waited too */
+		snprintf(buf, len, "%s/%.0f -> %s/%.0f -> %s/%.0f (%.0f%%)", ls_json_str_or(row, "comm", "?"),
+			 ls_json_num(row, "pid"), ls_json_str_or(w, "comm", "?"), ls_json_num(w, "pid"),
+			 ls_json_str_or(via, "comm", "?"), ls_json_num(via, "pid"), 100 * chained / total);
+	else if (cJSON_IsObject(w))
 		snprintf(buf, len, "%s/%.0f -> %s/%.0f", ls_json_str_or(row, "comm", "?"), ls_json_num(row, "pid"),
 			 ls_json_str_or(w, "comm", "?"), ls_json_num(w, "pid"));
 	else

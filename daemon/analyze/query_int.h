@@ -58,11 +58,14 @@ struct row_detail {
 	double hist[LS_HIST_BUCKETS];
 	double type_total[LS_MAX_LOCK_TYPES];
 	struct party owner, releaser;
+	/* chains: the waits whose waker was itself waiting meanwhile, and on whom, most */
+	struct party chain;
+	double chained_ns;
 	/* the groups (cgroups__group) of the row's first key, and which the others differ in */
 	struct cgroup_mix cgroups;	/* what its processes' cgroups have in common */
 };
 
-enum party_role { PARTY_OWNER, PARTY_RELEASER };
+enum party_role { PARTY_OWNER, PARTY_RELEASER, PARTY_CHAIN };
 
 /*
  * A party (owner or releaser) of a shown row: its waits decide which one the row names;

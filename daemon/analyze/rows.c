@@ -372,7 +372,41 @@ static int fill_detail(void *arg, size_t pos, const struct agg_key *k, const str
 	if (k->releaser_tid)
 		party_add(rs, di, PARTY_RELEASER, k, v, k->releaser_pid, k->releaser_tid, k->releaser_stack,
 			  v->releaser_comm, v->st.count * fc);
+	if (k->chain_pid) {	/* a process: its pid stands for the thread, named later */
+		static const char unnamed[LS_COMM_LEN];
+
+		d->chained_ns += v->st.total_ns * fw;
+		party_add(rs, di, PARTY_CHAIN, k, v, k->chain_pid, k->chain_pid, LS_STACK_NONE, unnamed,
+			  v->st.count * fc);
+	}
 	return 0;
+}
+
+static struct party *party_of(struct row_detail *d, enum party_role role)
+{
+	return role == PARTY_OWNER ? &d->owner : role == PARTY_RELEASER ? &d->releaser : &d->chain;
+}
+
+/* A chain's process is named by a thread of it the view has (as a waiter or a waker). */
+static void name_chains(struct row_set *rs, const struct agg_view *view)
+{
+	const struct agg_key *k;
+	struct agg_val v;
+	size_t i, d, unnamed = 0;
+
+	for (d = 0; d < rs->nr_shown; d++)
+		unnamed += rs->details[d].chain.pid && !rs->details[d].chain.comm[0];
+	for (i = 0; unnamed && !agg_view__get(view, i, &k, &v); i++) {
+		for (d = 0; d < rs->nr_shown; d++) {
+			struct party *c = &rs->details[d].chain;
+			const char *comm = c->pid == k->pid ? v.comm : c->pid == k->releaser_pid ? v.releaser_comm : NULL;
+
+			if (!c->pid || c->comm[0] || !comm || !comm[0])
+				continue;
+			snprintf(c->comm, sizeof(c->comm), "%s", comm);
+			unnamed--;
+		}
+	}
 }
 
 /* Each shown row's party with the most waits, then that party's stack seen most. */
@@ -385,8 +419,7 @@ static void pick_owners(struct row_set *rs)
 	while (!htab__next(rs->owners, &iter, &kp, &vp)) {
 		const struct owner_key *ok = kp;
 		const struct owner_val *ov = vp;
-		struct row_detail *d = &rs->details[ok->detail];
-		struct party *p = ok->role == PARTY_OWNER ? &d->owner : &d->releaser;
+		struct party *p = party_of(&rs->details[ok->detail], ok->role);
 
 		if (ok->stack == LS_STACK_NONE && ov->count >= p->best && (ov->count > p->best || !p->tid)) {
 			p->best = ov->count;
@@ -399,8 +432,7 @@ static void pick_owners(struct row_set *rs)
 	for (iter = 0; !htab__next(rs->owners, &iter, &kp, &vp);) {
 		const struct owner_key *ok = kp;
 		const struct owner_val *ov = vp;
-		struct row_detail *d = &rs->details[ok->detail];
-		struct party *p = ok->role == PARTY_OWNER ? &d->owner : &d->releaser;
+		struct party *p = party_of(&rs->details[ok->detail], ok->role);
 
 		if (ok->stack != LS_STACK_NONE && ok->pid == p->pid && ok->tid == p->tid &&
 		    ov->count > p->stack_best) {
@@ -533,8 +565,10 @@ int rows_fill(struct row_set *rs, const struct agg_view *view, const struct quer
 	}
 	rs->classes = NULL;
 	walk_free(&w);
-	if (!err)
+	if (!err) {
 		pick_owners(rs);
+		name_chains(rs, view);
+	}
 	return err;
 }
 

@@ -46,6 +46,19 @@ static cJSON *party_json(const struct query_ctx *ctx, const struct party *p, int
 	return o;
 }
 
+/* The process a chain goes on to: {pid, comm}, or null. */
+static cJSON *chain_json(const struct party *p)
+{
+	cJSON *o;
+
+	if (!p->pid)
+		return cJSON_CreateNull();
+	o = cJSON_CreateObject();
+	cJSON_AddNumberToObject(o, "pid", p->pid);
+	cJSON_AddStringToObject(o, "comm", p->comm[0] ? p->comm : "?");
+	return o;
+}
+
 /* ---- holder samples ---- */
 
 /*
@@ -214,8 +227,12 @@ static cJSON *row_json(const struct query_ctx *ctx, const struct query *q, const
 	if (q->owners)
 		cJSON_AddItemToObject(o, "owner", party_json(ctx, &d->owner, q->max_stack));
 	/* an edge's far end: the thread that woke the waits (null: none, an interrupt or a timer) */
-	if (user && (q->owners || q->group == LS_GROUP_EDGE))
+	if (user && (q->owners || q->group == LS_GROUP_EDGE)) {
 		cJSON_AddItemToObject(o, "releaser", party_json(ctx, &d->releaser, q->max_stack));
+		/* a chain: the waker itself waited meanwhile, most often on this process */
+		cJSON_AddNumberToObject(o, "chained_wait_ns", llround(d->chained_ns));
+		cJSON_AddItemToObject(o, "via", chain_json(&d->chain));
+	}
 	if (q->owners) {
 		if (!r->many_locks && holds)
 			cJSON_AddItemToObject(o, "holder_preempted", preempted_json(holds, r->rep));

@@ -317,6 +317,7 @@ static int wait_key(struct decoder *d, const struct ls_wait_key *k, const char *
 		ulock_owner(d, k->pid, k->tid, k->owner_tid, ev);
 		ev->key.releaser_pid = k->releaser_pid;
 		ev->key.releaser_tid = k->releaser_tid;
+		ev->key.chain_pid = k->flags >> LS_WF_CHAIN_SHIFT;
 		return 0;
 	case LS_WAIT_BLOCK:	/* the lock is the descriptor the call named */
 		if (!k->type || k->type >= LS_BTYPE_MAX)
@@ -325,6 +326,7 @@ static int wait_key(struct decoder *d, const struct ls_wait_key *k, const char *
 		ev->key.flags = LS_KIND_USER | (LS_UTYPE_BLOCK + k->type);
 		ev->key.releaser_pid = k->releaser_pid;
 		ev->key.releaser_tid = k->releaser_tid;
+		ev->key.chain_pid = k->flags >> LS_WF_CHAIN_SHIFT;
 		return 0;
 	case LS_WAIT_UPREEMPT:
 		usyms__see(d->opts.usyms, k->pid);

@@ -57,12 +57,14 @@ struct agg_key {
 	uint32_t releaser_pid;	/* the thread whose futex wake ended the wait */
 	uint32_t releaser_tid;
 	uint32_t releaser_stack;
+	uint32_t chain_pid;	/* the releaser was itself waiting during the wait, on this process */
 	/*
 	 * 1: a wait the stack sampler picked, with its stacks, also counted in the exact
 	 * entry of its thread and lock (stack none). Queries take figures from exact entries
 	 * and split them among callers by the samples.
 	 */
 	uint32_t sampled;
+	uint32_t pad;		/* keys are compared as bytes: no implicit padding */
 };
 
 /* A whole wait table entry, as the kernel aggregated it: what is added, not what is kept. */

@@ -122,6 +122,12 @@ def test_shares_agree_with_pg_stat_activity(daemon, server):  # noqa: F811
     woken = sum(e["total_wait_ns"] for e in lock_edges)
     by_backend = sum(e["total_wait_ns"] for e in lock_edges if (e.get("releaser") or {}).get("pid") in backends)
     assert woken and by_backend >= 0.95 * woken, (by_backend, woken)
+    # chains: the releasing backend had itself waited (for a third backend's row lock, an
+    # LWLock) during part of those waits
+    chained = sum(e["chained_wait_ns"] for e in lock_edges)
+    vias = {e["via"]["comm"] for e in lock_edges if e["via"]}
+    print(f"row-lock waits whose waker was itself waiting: {100 * chained / woken:.1f} %, via {vias}")
+    assert 0 < chained <= woken and vias == {"postgres"}, (chained, woken, vias)
     idle = [e for e in edges if e.get("pid") in backends and e["class"] == "idle"
             and (e.get("releaser") or {}).get("comm") == "pgbench"]
     assert idle, "a backend waiting for its client is idle, woken by pgbench"

@@ -196,3 +196,27 @@ def test_the_graph_exports_as_dot(daemon):
     daemon.cli("export", "-F", "dot", "-o", out, *args)
     with open(out) as f:
         assert f.read().startswith("digraph waits {")
+
+
+def test_a_chain_names_the_waker_and_whom_it_waited_on(daemon):
+    """blocking_waits --mode chain: this process reads a pipe the relay process writes as it
+    reads each message from the source process. Every wait here ends when the relay writes,
+    and the relay had itself been waiting on the source meanwhile: the edge to the relay is a
+    chain through the source, for (nearly) all its wait time."""
+    require_bpf()
+    w = Workload("blocking_waits", "--mode", "chain", "--until", str(MIN_SLEEPS))
+    w.go()
+    truth = w.wait()
+    rows(daemon, w.pid, "wait:read")  # drained
+    got = daemon.cli_json("top", "--by", "edge", "-w", "all", "-Y", "wait:read", "-p", str(w.pid))["rows"]
+    relay = [r for r in got if r["releaser"] and r["releaser"]["pid"] == truth["relay_pid"]]
+    print(truth, [(r["contended"], r["total_wait_ns"], r["chained_wait_ns"], r["via"]) for r in got])
+    assert relay, got
+    waits = sum(r["contended"] for r in relay)
+    total = sum(r["total_wait_ns"] for r in relay)
+    chained = sum(r["chained_wait_ns"] for r in relay)
+    assert waits >= 0.99 * truth["wait"]["sleeps"], (waits, truth)
+    assert chained >= 0.95 * total, (chained, total)
+    assert all(r["via"] and r["via"]["pid"] == truth["source_pid"] for r in relay), relay
+    line = daemon.cli("top", "--by", "edge", "-w", "all", "-Y", "wait:read", "-p", str(w.pid)).stdout
+    assert f"-> blocking_waits/{truth['relay_pid']} -> blocking_waits/{truth['source_pid']} (" in line, line

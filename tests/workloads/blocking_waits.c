@@ -9,6 +9,10 @@
  *                  when it has pushed to a mutex-protected queue (PostgreSQL's latches)
  *   --mode fsync   writers take one mutex and fdatasync(2) inside it: the others sleep on
  *                  the mutex while the holder waits for the disk ("I/O inside the lock")
+ *   --mode chain   three processes: this one reads a pipe a relay process writes each
+ *                  message it reads from another pipe, which a source process fills every
+ *                  200 us. Each wait here ends when the relay writes, and the relay had been
+ *                  waiting for the source meanwhile: a chain (waiter -> relay -> source).
  *
  * Each thread counts its own blocking waits independently of any tracer: the voluntary
  * context switches getrusage(RUSAGE_THREAD) shows across the blocking call (each time it
@@ -28,16 +32,22 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include "workload.h"
 
 enum { MAX_THREADS = 64, QUEUE_LEN = 1024 };
 
-enum mode { MODE_POOL, MODE_PIPE, MODE_LATCH, MODE_FSYNC, MODE_MAX };
-static const char *const mode_names[MODE_MAX] = { "pool", "pipe", "latch", "fsync" };
+enum mode { MODE_POOL, MODE_PIPE, MODE_LATCH, MODE_FSYNC, MODE_CHAIN, MODE_MAX };
+static const char *const mode_names[MODE_MAX] = { "pool", "pipe", "latch", "fsync", "chain" };
 /* the mechanism each mode's waiting threads block in, as lockscope names it */
-static const char *const mode_mechanism[MODE_MAX] = { "read", "read", "poll", "futex" };
+static const char *const mode_mechanism[MODE_MAX] = { "read", "read", "poll", "futex", "read" };
+
+/* chain: the source's period, and the processes (the relay wakes us, the source it) */
+enum { CHAIN_PERIOD_US = 200 };
+static pid_t chain_relay, chain_source;
 
 static struct {
 	enum mode mode;
@@ -318,6 +328,61 @@ static void *fsync_writer(void *arg)
 	return NULL;
 }
 
+/* ---- chain: source -> pipes[0] -> relay -> pipes[1] -> this process ---- */
+
+static void chain_source_main(void)
+{
+	char msg[64] = "message";
+
+	for (;;) {
+		usleep(CHAIN_PERIOD_US);
+		if (write(pipes[0][1], msg, sizeof(msg)) != sizeof(msg))
+			_exit(0);
+	}
+}
+
+static void chain_relay_main(void)
+{
+	char buf[64];
+	ssize_t n;
+
+	while ((n = read(pipes[0][0], buf, sizeof(buf))) > 0)
+		if (write(pipes[1][1], buf, n) != n)
+			break;
+	_exit(0);	/* the source is gone: our reader sees the end */
+}
+
+/* The two other processes, each with only its own pipe ends; this one keeps its read end. */
+static int chain_start(void)
+{
+	if ((chain_source = fork()) < 0)
+		return -1;
+	if (!chain_source) {
+		close(pipes[0][0]);
+		close(pipes[1][0]);
+		close(pipes[1][1]);
+		chain_source_main();
+	}
+	if ((chain_relay = fork()) < 0)
+		return -1;
+	if (!chain_relay) {
+		close(pipes[0][1]);
+		close(pipes[1][0]);
+		chain_relay_main();
+	}
+	close(pipes[0][0]);
+	close(pipes[0][1]);
+	close(pipes[1][1]);
+	return 0;
+}
+
+static void chain_stop(void)
+{
+	kill(chain_source, SIGKILL);
+	waitpid(chain_source, NULL, 0);
+	waitpid(chain_relay, NULL, 0);
+}
+
 /* ---- the run ---- */
 
 static unsigned long sleeps_so_far(void *ctx)
@@ -349,6 +414,7 @@ static int setup(void)
 		efd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
 		return efd < 0 ? -1 : 0;
 	case MODE_PIPE:
+	case MODE_CHAIN:
 		for (i = 0; i <= opts.threads; i++)
 			if (pipe2(pipes[i], O_CLOEXEC))
 				return -1;
@@ -405,16 +471,18 @@ int main(int argc, char **argv)
 		case 'd': opts.dir = optarg; break;
 		case 'w': opts.wait_go = 1; break;
 		default:
-			fprintf(stderr, "usage: blocking_waits --mode pool|pipe|latch|fsync [--threads N] [--seconds S] "
+			fprintf(stderr, "usage: blocking_waits --mode pool|pipe|latch|fsync|chain [--threads N] [--seconds S] "
 				"%s [--dir DIR] [--wait]\n", WORKLOAD_SPAN_USAGE);
 			return 2;
 		}
 	}
 	if (opts.mode == MODE_MAX || opts.threads < 1 || opts.threads > MAX_THREADS || opts.span.seconds <= 0) {
-		fprintf(stderr, "blocking_waits: --mode pool|pipe|latch|fsync, --threads 1..%d and --seconds > 0\n",
+		fprintf(stderr, "blocking_waits: --mode pool|pipe|latch|fsync|chain, --threads 1..%d and --seconds > 0\n",
 			MAX_THREADS);
 		return 2;
 	}
+	if (opts.mode == MODE_CHAIN)
+		opts.threads = 1;	/* one waiter at the chain's end */
 	if (setup()) {
 		perror("blocking_waits: setup");
 		return 1;
@@ -425,12 +493,17 @@ int main(int argc, char **argv)
 	case MODE_POOL: waiter = pool_worker; feeder = pool_producer; break;
 	case MODE_PIPE: waiter = pipe_stage; feeder = pipe_source; break;
 	case MODE_LATCH: waiter = latch_consumer; feeder = latch_producer; break;
+	case MODE_CHAIN: waiter = pipe_stage; break;
 	default: waiter = fsync_writer; break;
+	}
+	if (opts.mode == MODE_CHAIN && chain_start()) {
+		perror("blocking_waits: fork");
+		return 1;
 	}
 	start = workload_now_s();
 	for (i = 0; i < opts.threads; i++) {
 		threads[i].id = i;
-		threads[i].in_fd = opts.mode == MODE_PIPE ? pipes[i][0] : efd;
+		threads[i].in_fd = opts.mode == MODE_PIPE ? pipes[i][0] : opts.mode == MODE_CHAIN ? pipes[1][0] : efd;
 		threads[i].out_fd = opts.mode == MODE_PIPE && i + 1 < opts.threads ? pipes[i + 1][1] : -1;
 		pthread_create(&threads[i].thread, NULL, waiter, &threads[i]);
 	}
@@ -440,6 +513,8 @@ int main(int argc, char **argv)
 	}
 	rc = workload_span_wait(&opts.span, start, sleeps_so_far, NULL, "blocking sleeps");
 	stop = 1;
+	if (opts.mode == MODE_CHAIN)
+		chain_stop();	/* the source dies, the relay sees the end, then our reader */
 	if (feeder)
 		pthread_join(threads[opts.threads].thread, NULL);
 	/* wake whoever still waits, so every thread ends */
@@ -460,6 +535,7 @@ int main(int argc, char **argv)
 	       mode_names[opts.mode], mode_mechanism[opts.mode], opts.threads, items);
 	tally_print("wait", &wait);
 	tally_print("sync", &sync);
+	printf("\"relay_pid\": %d, \"source_pid\": %d, ", chain_relay, chain_source);
 	printf("\"feeder_tid\": %d, \"seconds\": %.3f, \"inode\": %lu}\n", threads[opts.threads].tid,
 	       workload_now_s() - start,
 	       inode_of(opts.mode == MODE_PIPE ? pipes[0][0] : opts.mode == MODE_FSYNC ? file_fd : efd));
