@@ -97,28 +97,42 @@ static const char *group_text(const cJSON *row, const char *by, char *buf, size_
 	return ls_json_str_or(cg, strcmp(by, "cgroup") ? by : "path", "-");
 }
 
+/* "postgres/812 ProcSleep": a party by name and pid, and its caller when its stack is known. */
+static void end_text(const cJSON *o, const char *comm, const char *pid, const char *caller, char *buf, size_t len)
+{
+	const char *c = caller ? ls_json_str_or(o, caller, NULL) : NULL;
+
+	snprintf(buf, len, "%s/%.0f%s%s", ls_json_str_or(o, comm, "?"), ls_json_num(o, pid),
+		 c && c[0] != '[' ? " " : "", c && c[0] != '[' ? c : "");
+}
+
 /*
- * An edge of the wait-for graph: "postgres/812 -> postgres/977"; "-> -" when no thread woke
- * the waits; a chain, "a/1 -> b/2 -> c/3 (40%)", when b had itself been waiting (most often
- * on c) during that share of the waits' time.
+ * An edge of the wait-for graph: "postgres/812 ProcSleep+0x314 -> postgres/977 SetLatch+0x5e"
+ * (each end's caller when its stack was sampled); "-> -" when no thread woke the waits; a
+ * chain, "a/1 -> b/2 -> c/3 (40%)", when b had itself been waiting (most often on c)
+ * during that share of the waits' time.
  */
 static const char *edge_text(const cJSON *row, char *buf, size_t len)
 {
 	const cJSON *w = cJSON_GetObjectItemCaseSensitive(row, "releaser");
-
 	const cJSON *via = cJSON_GetObjectItemCaseSensitive(row, "via");
 	double total = ls_json_num(row, "total_wait_ns"), chained = ls_json_num(row, "chained_wait_ns");
+	char waiter[128], waker[128];
 
-	if (cJSON_IsObject(w) && cJSON_IsObject(via) && total > 0)	/* a chain: the waker waited too */
-		snprintf(buf, len, "%s/%.0f -> %s/%.0f -> %s/%.0f (%.0f%%)", ls_json_str_or(row, "comm", "?"),
-			 ls_json_num(row, "pid"), ls_json_str_or(w, "comm", "?"), ls_json_num(w, "pid"),
-			 ls_json_str_or(via, "comm", "?"), ls_json_num(via, "pid"), 100 * chained / total);
-	else if (cJSON_IsObject(w))
-		snprintf(buf, len, "%s/%.0f -> %s/%.0f", ls_json_str_or(row, "comm", "?"), ls_json_num(row, "pid"),
-			 ls_json_str_or(w, "comm", "?"), ls_json_num(w, "pid"));
+	end_text(row, "comm", "pid", "caller", waiter, sizeof(waiter));
+	if (!cJSON_IsObject(w)) {
+		snprintf(buf, len, "%s -> - (no thread: an interrupt, a timer, a signal)", waiter);
+		return buf;
+	}
+	end_text(w, "comm", "pid", NULL, waker, sizeof(waker));
+	if (ls_json_str_or(row, "releaser_caller", NULL) && ls_json_str(row, "releaser_caller")[0] != '[')
+		snprintf(waker + strlen(waker), sizeof(waker) - strlen(waker), " %s",
+			 ls_json_str(row, "releaser_caller"));
+	if (cJSON_IsObject(via) && total > 0)	/* a chain: the waker waited too */
+		snprintf(buf, len, "%s -> %s -> %s/%.0f (%.0f%%)", waiter, waker, ls_json_str_or(via, "comm", "?"),
+			 ls_json_num(via, "pid"), 100 * chained / total);
 	else
-		snprintf(buf, len, "%s/%.0f -> - (no thread: an interrupt, a timer, a signal)",
-			 ls_json_str_or(row, "comm", "?"), ls_json_num(row, "pid"));
+		snprintf(buf, len, "%s -> %s", waiter, waker);
 	return buf;
 }
 

@@ -61,11 +61,12 @@ struct row_detail {
 	/* chains: the waits whose waker was itself waiting meanwhile, and on whom, most */
 	struct party chain;
 	double chained_ns;
+	struct party waiter;	/* edges: the waiting thread with most waits, and its stack */
 	/* the groups (cgroups__group) of the row's first key, and which the others differ in */
 	struct cgroup_mix cgroups;	/* what its processes' cgroups have in common */
 };
 
-enum party_role { PARTY_OWNER, PARTY_RELEASER, PARTY_CHAIN };
+enum party_role { PARTY_OWNER, PARTY_RELEASER, PARTY_CHAIN, PARTY_WAITER };
 
 /*
  * A party (owner or releaser) of a shown row: its waits decide which one the row names;

@@ -372,6 +372,8 @@ static int fill_detail(void *arg, size_t pos, const struct agg_key *k, const str
 	if (k->releaser_tid)
 		party_add(rs, di, PARTY_RELEASER, k, v, k->releaser_pid, k->releaser_tid, k->releaser_stack,
 			  v->releaser_comm, v->st.count * fc);
+	if (rs->q->group == LS_GROUP_EDGE)	/* the waiting end's stack, as the waker's */
+		party_add(rs, di, PARTY_WAITER, k, v, k->pid, k->tid, k->stack, v->comm, v->st.count * fc);
 	if (k->chain_pid) {	/* a process: its pid stands for the thread, named later */
 		static const char unnamed[LS_COMM_LEN];
 
@@ -384,7 +386,12 @@ static int fill_detail(void *arg, size_t pos, const struct agg_key *k, const str
 
 static struct party *party_of(struct row_detail *d, enum party_role role)
 {
-	return role == PARTY_OWNER ? &d->owner : role == PARTY_RELEASER ? &d->releaser : &d->chain;
+	switch (role) {
+	case PARTY_OWNER: return &d->owner;
+	case PARTY_RELEASER: return &d->releaser;
+	case PARTY_CHAIN: return &d->chain;
+	default: return &d->waiter;
+	}
 }
 
 /* A chain's process is named by a thread of it the view has (as a waiter or a waker). */

@@ -6,6 +6,7 @@
 #include <string.h>
 #include "analyze/query.h"
 #include "analyze/query_int.h"
+#include "store/stacks.h"
 #include "lib/htab.h"
 #include "lib/vec.h"
 
@@ -232,6 +233,13 @@ static cJSON *row_json(const struct query_ctx *ctx, const struct query *q, const
 		/* a chain: the waker itself waited meanwhile, most often on this process */
 		cJSON_AddNumberToObject(o, "chained_wait_ns", llround(d->chained_ns));
 		cJSON_AddItemToObject(o, "via", chain_json(&d->chain));
+	}
+	/* an edge's two ends by the code they were in: the waiter's and the waker's sampled stacks */
+	if (q->group == LS_GROUP_EDGE) {
+		query_caller_string(ctx, d->waiter.tid ? d->waiter.stack : LS_STACK_NONE, caller, sizeof(caller));
+		cJSON_AddStringToObject(o, "caller", caller);
+		query_caller_string(ctx, d->releaser.tid ? d->releaser.stack : LS_STACK_NONE, caller, sizeof(caller));
+		cJSON_AddStringToObject(o, "releaser_caller", caller);
 	}
 	if (q->owners) {
 		if (!r->many_locks && holds)

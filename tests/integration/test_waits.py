@@ -3,6 +3,7 @@ family of syscalls and counts its own sleeps there (getrusage's voluntary switch
 the call) and their time; lockscoped's rows of that family for the process must hold the
 same count, and nearly the same time."""
 import os
+import re
 import time
 
 import pytest
@@ -145,9 +146,9 @@ def test_a_wait_the_disk_ends_names_no_thread(daemon):
 
 
 def test_edges_name_who_waits_for_whom(daemon):
-    """top --by edge: one row per (type, waiting process, process whose thread woke it). The
-    pool's workers are woken by the producer's write, a thread of their own process: that
-    edge holds every wait the workers count; the fsync writers' disk waits have no waker."""
+    """top --by edge: one row per (type, waiting process, process whose thread woke it), each
+    end named by its caller. The pool's workers are woken by the producer's write, a thread
+    of their own process: that edge holds every wait the workers count."""
     require_bpf()
     w = Workload("blocking_waits", "--mode", "pool", "--threads", "4", "--until", str(MIN_SLEEPS))
     w.go()
@@ -162,8 +163,10 @@ def test_edges_name_who_waits_for_whom(daemon):
     # named, but for those before sched_waking was attached (the daemon's first blocks);
     # main's own read of the go line is another edge (the test wrote the line)
     assert 0.99 * truth["wait"]["sleeps"] <= peer[0]["contended"] <= truth["wait"]["sleeps"], (peer, truth)
+    # each end by its code: the worker's read, the producer's write (sampled stacks)
+    assert peer[0]["caller"].startswith("pool_worker") and peer[0]["releaser_caller"].startswith("pool_producer"), peer
     text = daemon.cli("top", "-w", "all", "--by", "edge", "-Y", "wait:read", "-p", str(w.pid)).stdout
-    assert f"blocking_waits/{w.pid} -> blocking_waits/{w.pid}" in text, text
+    assert f"blocking_waits/{w.pid} pool_worker+0x" in text and f"-> blocking_waits/{w.pid} pool_producer+0x" in text, text
 
 
 def test_the_graph_exports_as_dot(daemon):
@@ -219,4 +222,5 @@ def test_a_chain_names_the_waker_and_whom_it_waited_on(daemon):
     assert chained >= 0.95 * total, (chained, total)
     assert all(r["via"] and r["via"]["pid"] == truth["source_pid"] for r in relay), relay
     line = daemon.cli("top", "--by", "edge", "-w", "all", "-Y", "wait:read", "-p", str(w.pid)).stdout
-    assert f"-> blocking_waits/{truth['relay_pid']} -> blocking_waits/{truth['source_pid']} (" in line, line
+    assert re.search(rf"-> blocking_waits/{truth['relay_pid']}( chain_relay_main[^>]*)? -> "
+                     rf"blocking_waits/{truth['source_pid']} \(\d+%\)", line), line
