@@ -144,7 +144,7 @@ def test_bad_cgroup_flags_say_what_to_do(daemon):
         p = daemon.cli("top", *args, check=False)
         assert p.returncode != 0 and msg in p.stderr, (args, p.stderr)
     p = daemon.cli("spin", "--by", "unit", check=False)
-    assert p.returncode != 0 and "--by does not apply to spin (top, threads take it)" in p.stderr, p.stderr
+    assert p.returncode != 0 and "--by does not apply to spin (top, threads, waits take it)" in p.stderr, p.stderr
     err = daemon.call({"cmd": "threads", "group": "lock"}, check=False)
     assert "'group' must be one of: thread unit cgroup pod" in err["error"], err
     err = daemon.call({"cmd": "top", "cgroup": 7}, check=False)

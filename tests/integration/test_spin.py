@@ -216,7 +216,7 @@ def test_holder_preemption(daemon):
 
 def test_spin_bad_flags_and_empty(daemon):
     r = daemon.cli("spin", "-t", check=False)
-    assert r.returncode == 2 and "-t/--threads does not apply to spin (top, scan take it)" in r.stderr
+    assert r.returncode == 2 and "-t/--threads does not apply to spin (top, scan, waits take it)" in r.stderr
     r = daemon.cli("spin", "--max-stack", "0", check=False)
     assert r.returncode != 0 and "--max-stack" in r.stderr
     # a process with nothing to report: an empty list, said so in the table

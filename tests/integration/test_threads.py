@@ -71,7 +71,7 @@ def test_threads_table_and_bad_flags(daemon):
     out = daemon.cli("threads", "-E", "3").stdout
     assert "one switch costs" in out and "cswch/s" in out and "nvcswch/s" in out
     p = daemon.cli("threads", "-l", check=False)
-    assert p.returncode == 2 and "-l/--locks does not apply to threads (top, scan take it)" in p.stderr
+    assert p.returncode == 2 and "-l/--locks does not apply to threads (top, scan, waits take it)" in p.stderr
     p = daemon.cli("top", "--measure", check=False)
     assert p.returncode == 2 and "--measure does not apply to top (only threads takes it)" in p.stderr
     r = daemon.call({"cmd": "threads", "pid": -1})
