@@ -47,9 +47,12 @@ struct edge {
 	uint32_t from, to;
 };
 
+struct graph;
+
 struct wait_classes {
-	uint8_t *class_of;	/* by view position */
-	size_t nr;
+	const struct agg_view *view;
+	struct graph *graph;	/* made at the first wait classed by evidence */
+	bool failed;		/* out of memory making it: every such wait is idle */
 };
 
 /*
@@ -77,10 +80,16 @@ static bool peers(const struct agg_key *k, const struct agg_val *v)
 	return v->comm && v->releaser_comm && !strcmp(v->comm, v->releaser_comm);
 }
 
-static bool is_peer_wake(const struct agg_key *k, const struct agg_val *v)
+/* A wait a thread other than its own ended, of a type classed by evidence: an edge's maybe. */
+static bool has_waker(const struct agg_key *k)
 {
 	return classify__by_evidence(k->flags) && !query_is_holder_event(k) && k->releaser_tid &&
-	       k->releaser_tid != k->tid && peers(k, v);
+	       k->releaser_tid != k->tid;
+}
+
+static bool is_peer_wake(const struct agg_key *k, const struct agg_val *v)
+{
+	return has_waker(k) && peers(k, v);
 }
 
 static int node_of(struct graph *g, uint32_t type, uint32_t tid, uint64_t waits, uint32_t *idx)
@@ -102,10 +111,11 @@ static int add_edges(struct graph *g, const struct agg_view *view)
 	size_t i;
 	int err;
 
-	for (i = 0; !agg_view__get(view, i, &k, &v); i++) {
+	for (i = 0; (k = agg_view__key(view, i)); i++) {
 		struct edge e;
 
-		if (!is_peer_wake(k, &v))
+		/* the figures and names only of the keys that may be an edge */
+		if (!has_waker(k) || agg_view__get(view, i, &k, &v) || !peers(k, &v))
 			continue;
 		if ((err = node_of(g, k->flags, k->tid, v.st.count, &e.from)) ||
 		    (err = node_of(g, k->flags, k->releaser_tid, 0, &e.to)) ||
@@ -260,6 +270,7 @@ out:
 	return err;
 }
 
+/* @k's class in graph @g (NULL: a wait that is no peer's wake, which needs none). */
 static enum ls_wclass class_of(const struct graph *g, const struct agg_key *k, const struct agg_val *v)
 {
 	struct node_key from = { k->flags, k->tid }, to = { k->flags, k->releaser_tid };
@@ -270,51 +281,54 @@ static enum ls_wclass class_of(const struct graph *g, const struct agg_key *k, c
 	if (!k->releaser_tid)	/* a device, a timer, an interrupt */
 		return is_block(k->flags, LS_BTYPE_SYNC) || is_block(k->flags, LS_BTYPE_KERNEL) ? LS_WCLASS_IO
 											: LS_WCLASS_IDLE;
-	if (is_peer_wake(k, v) && htab__index(g->nodes, &from, &a) && htab__index(g->nodes, &to, &b) &&
+	if (g && is_peer_wake(k, v) && htab__index(g->nodes, &from, &a) && htab__index(g->nodes, &to, &b) &&
 	    !g->minor[a] && !g->minor[b] && g->comp[a] == g->comp[b])
 		return LS_WCLASS_LOCK;
 	return LS_WCLASS_IDLE;
 }
 
-int wait_classes__new(const struct agg_view *view, struct wait_classes **out)
+static struct graph *graph_new(const struct agg_view *view)
 {
-	struct graph g = {};
-	struct wait_classes *wc = calloc(1, sizeof(*wc));
-	const struct agg_key *k;
-	struct agg_val v;
-	size_t i;
-	int err = -ENOMEM;
+	struct graph *g = calloc(1, sizeof(*g));
 
-	*out = NULL;
-	if (!wc)
-		return -ENOMEM;
-	wc->nr = agg_view__count(view);
-	if (!(wc->class_of = malloc(wc->nr ? wc->nr : 1)) ||
-	    !(g.nodes = htab__new(sizeof(struct node_key), sizeof(uint64_t), SIZE_MAX)))
-		goto fail;
-	if ((err = add_edges(&g, view)) || (err = make_csr(&g)) || (err = components(&g)) ||
-	    (err = drop_minor_nodes(&g)))
-		goto fail;
-	for (i = 0; !agg_view__get(view, i, &k, &v); i++)
-		wc->class_of[i] = class_of(&g, k, &v);
-	graph_free(&g);
-	*out = wc;
-	return 0;
-fail:
-	graph_free(&g);
-	wait_classes__free(wc);
-	return err;
+	if (!g)
+		return NULL;
+	if (!(g->nodes = htab__new(sizeof(struct node_key), sizeof(uint64_t), SIZE_MAX)) || add_edges(g, view) ||
+	    make_csr(g) || components(g) || drop_minor_nodes(g)) {
+		graph_free(g);
+		free(g);
+		return NULL;
+	}
+	return g;
+}
+
+struct wait_classes *wait_classes__new(const struct agg_view *view)
+{
+	struct wait_classes *wc = calloc(1, sizeof(*wc));
+
+	if (wc)
+		wc->view = view;
+	return wc;
 }
 
 void wait_classes__free(struct wait_classes *wc)
 {
 	if (!wc)
 		return;
-	free(wc->class_of);
+	if (wc->graph) {
+		graph_free(wc->graph);
+		free(wc->graph);
+	}
 	free(wc);
 }
 
-enum ls_wclass wait_classes__at(const struct wait_classes *wc, size_t pos)
+enum ls_wclass wait_classes__of(struct wait_classes *wc, const struct agg_key *k, const struct agg_val *v)
 {
-	return wc && pos < wc->nr ? wc->class_of[pos] : LS_WCLASS_LOCK;
+	if (!wc || !classify__by_evidence(k->flags))
+		return LS_WCLASS_LOCK;
+	if (!is_peer_wake(k, v))	/* no graph needed: not a peer's wake */
+		return class_of(NULL, k, v);
+	if (!wc->graph && !wc->failed && !(wc->graph = graph_new(wc->view)))
+		wc->failed = true;
+	return wc->graph ? class_of(wc->graph, k, v) : LS_WCLASS_IDLE;
 }

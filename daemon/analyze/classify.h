@@ -35,9 +35,14 @@ bool classify__by_evidence(uint32_t flags);
 
 struct wait_classes;
 
-/* The class of each wait key of @view (by position), from the whole view's wait-for graph. */
-int wait_classes__new(const struct agg_view *view, struct wait_classes **out);
+/*
+ * The classes of @view's waits. The wait-for graph is made from the whole view (one pass)
+ * the first time a wait classed by evidence is asked about: a view of kernel locks and
+ * mutexes costs nothing.
+ */
+struct wait_classes *wait_classes__new(const struct agg_view *view);
 void wait_classes__free(struct wait_classes *wc);
-enum ls_wclass wait_classes__at(const struct wait_classes *wc, size_t pos);
+/* @k's class (@v its figures, from the same view); LS_WCLASS_LOCK without @wc. -ENOMEM: idle. */
+enum ls_wclass wait_classes__of(struct wait_classes *wc, const struct agg_key *k, const struct agg_val *v);
 
 #endif

@@ -94,7 +94,7 @@ struct row_set {
 	int32_t *detail_of;	/* by row: index in details, -1 when not shown */
 	struct row_detail *details;
 	struct htab *owners;	/* owner_key -> owner_val */
-	const struct wait_classes *classes;	/* while rows_fill() runs */
+	struct wait_classes *classes;	/* while rows_fill() runs */
 };
 
 /* rows.c */

@@ -150,15 +150,14 @@ static int walk_init(struct walk *w, const struct agg_view *view, const struct q
 	size_t i, nr = agg_view__count(view);
 	const struct agg_key *k;
 	struct agg_val v;
-	int err;
 
 	memset(w, 0, sizeof(*w));
 	w->view = view;
 	w->q = q;
 	w->side = side;
 	w->by_stack = by_stack;
-	if ((err = wait_classes__new(view, &w->classes)))
-		return err;
+	if (!(w->classes = wait_classes__new(view)))
+		return -ENOMEM;
 	if (!by_stack)
 		return 0;
 	w->strata = htab__new(sizeof(struct stratum_key), sizeof(struct stratum), SIZE_MAX);
@@ -171,7 +170,7 @@ static int walk_init(struct walk *w, const struct agg_view *view, const struct q
 		struct stratum *s;
 		uint32_t idx;
 
-		cls = wait_classes__at(w->classes, i);
+		cls = wait_classes__of(w->classes, k, &v);
 		if (!key_wanted(q, k, cls))
 			continue;
 		sk = stratum_of(k, cls);
@@ -230,7 +229,7 @@ static int walk_each(const struct walk *w, walk_fn fn, bool (*want)(void *arg, s
 				fw = s->s_total_ns ? (double)s->total_ns / s->s_total_ns : fc;
 			}
 		} else {
-			if (!key_wanted(w->q, k, wait_classes__at(w->classes, i)))
+			if (!key_wanted(w->q, k, wait_classes__of(w->classes, k, &v)))
 				continue;
 			/*
 			 * By thread or lock the exact entries are the figures; the samples only
@@ -247,7 +246,7 @@ static int walk_each(const struct walk *w, walk_fn fn, bool (*want)(void *arg, s
 struct public_walk {
 	query_wait_fn fn;
 	void *arg;
-	const struct wait_classes *classes;
+	struct wait_classes *classes;
 };
 
 static int public_step(void *arg, size_t pos, const struct agg_key *k, const struct agg_val *v, uint32_t stack,
@@ -255,7 +254,8 @@ static int public_step(void *arg, size_t pos, const struct agg_key *k, const str
 {
 	struct public_walk *p = arg;
 
-	return p->fn(p->arg, k, v, stack, fc, fw, wait_classes__at(p->classes, pos));
+	(void)pos;
+	return p->fn(p->arg, k, v, stack, fc, fw, wait_classes__of(p->classes, k, v));
 }
 
 int query__for_each_wait(const struct agg_view *view, const struct query *q, enum query_side side,
@@ -300,7 +300,7 @@ static int fill_row(void *arg, size_t pos, const struct agg_key *k, const struct
 		    double fc, double fw)
 {
 	struct row_set *rs = arg;
-	enum ls_wclass cls = wait_classes__at(rs->classes, pos);
+	enum ls_wclass cls = wait_classes__of(rs->classes, k, v);
 	struct row_key rk = row_key_of(rs->q, k, cls);
 	int created;
 	uint32_t *ip = htab__upsert(rs->index, &rk, &created, NULL);

@@ -140,6 +140,8 @@ void agg_view__free(struct agg_view *v);
 size_t agg_view__count(const struct agg_view *v);
 /* Key @i of the view (0 <= i < count) and its figures; -ENOENT past the end. */
 int agg_view__get(const struct agg_view *v, size_t i, const struct agg_key **key, struct agg_val *val);
+/* Key @i alone (NULL past the end): a pass that looks at a few keys' figures skips the rest's. */
+const struct agg_key *agg_view__key(const struct agg_view *v, size_t i);
 /* The start of the oldest slot window @w holds: what agg__view() reports, without merging. */
 uint64_t agg__window_start(const struct agg *a, enum ls_window w);
 uint64_t agg__dropped(const struct agg *a);

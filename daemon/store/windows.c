@@ -223,6 +223,16 @@ size_t agg_view__count(const struct agg_view *v)
 	return v->nr;
 }
 
+const struct agg_key *agg_view__key(const struct agg_view *v, size_t i)
+{
+	const void *kp = NULL;
+
+	if (i >= v->nr)
+		return NULL;
+	htab__at(v->a->keys, v->ids ? v->ids[i] : (uint32_t)i, &kp);
+	return kp;
+}
+
 int agg_view__get(const struct agg_view *v, size_t i, const struct agg_key **key, struct agg_val *val)
 {
 	const struct key_names *n;
