@@ -136,6 +136,20 @@ def run_spinners_in_unit(d):
         cg.remove()
 
 
+def settled(recv, d, backend, answered):
+    """The backend's status and the requests received, read between two answers.
+
+    Pushes go on while a test reads them; `answered(st)` is how many requests the status
+    has accounted for, and it must equal what the receiver holds both before and after."""
+    for _ in range(50):
+        n = len(recv.requests)
+        st = d.call({"cmd": "status"})["push"][backend]
+        if n == len(recv.requests) == answered(st):
+            break
+        time.sleep(0.05)
+    return st, recv.requests[:n]
+
+
 def pprof_top(data):
     """`go tool pprof -top` of a gzip'd profile."""
     with tempfile.NamedTemporaryFile(suffix=".pb.gz", delete=False) as f:
@@ -153,14 +167,14 @@ def test_pyroscope_ingest_contract():
     try:
         contended = run_server_in_unit(d)
         spun = run_spinners_in_unit(d)
-        st = d.call({"cmd": "status"})["push"]["pyroscope"]
+        st, requests = settled(recv, d, "pyroscope", lambda st: st["sent"])
     finally:
         rc, log = stop_daemon(d)
         recv.close()
     assert rc == 0, log
-    assert st["sent"] == len(recv.requests) >= 3 and st["last_error"] is None, st
+    assert st["sent"] == len(requests) >= 3 and st["last_error"] is None, st
     pushed, until, spin = 0, None, []
-    for r in recv.requests:
+    for r in requests:
         url = urllib.parse.urlsplit(r["path"])
         q = urllib.parse.parse_qs(url.query, strict_parsing=True)
         assert url.path == "/ingest" and r["method"] == "POST"
@@ -234,13 +248,8 @@ def test_parca_grpc_web_request_and_status():
         run_server_in_unit(d)
         # every request answered is counted once: sent, failed (and tried again) or rejected;
         # pushes go on meanwhile, so read the counters between two of them
-        for _ in range(50):
-            n = len(recv.requests)
-            st = d.call({"cmd": "status"})["push"]["parca"]
-            if n == len(recv.requests) == st["sent"] + st["attempts_failed"] + st["dropped_rejected"]:
-                break
-            time.sleep(0.05)
-        requests = recv.requests[:n]
+        st, requests = settled(recv, d, "parca",
+                               lambda st: st["sent"] + st["attempts_failed"] + st["dropped_rejected"])
     finally:
         rc, log = stop_daemon(d)
         recv.close()
@@ -284,16 +293,8 @@ def test_backend_down_or_refusing_loses_nothing_silently(tmp_path):
                     "--push-queue=3", "--push-timeout=2", f"--push-bearer-token-file={token}")
     try:
         time.sleep(12)
-        # pushes go on while the counters are read: read them between two answers, with the
-        # requests the receiver had by then, so both describe the same pushes
-        for _ in range(50):
-            n = len(refusing.requests)
-            st = d.call({"cmd": "status"})
-            if n == len(refusing.requests) == st["push"]["parca"]["dropped_rejected"]:
-                break
-            time.sleep(0.05)
-        requests = refusing.requests[:n]
-        down, refused = st["push"]["pyroscope"], st["push"]["parca"]
+        refused, requests = settled(refusing, d, "parca", lambda st: st["dropped_rejected"])
+        down = d.call({"cmd": "status"})["push"]["pyroscope"]
         # the loop kept serving while the threads failed
         assert d.cli_json("top", "-w", "10s")["cmd"] == "top"
         metrics = d.cli("export", "-F", "prometheus").stdout
