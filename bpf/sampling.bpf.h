@@ -57,7 +57,16 @@ struct {
 
 static __always_inline void bucket_refill(struct stack_bucket *b, __u64 now, __u64 max)
 {
-	__u64 credit = b->credit_ns + (now - b->last_ns);
+	__u64 credit;
+
+	/*
+	 * The scheduler's lock buckets run on the run queue's clock, which lags by up to a
+	 * tick where a precise wait opens, off the switch (sched_now()): time that seems to
+	 * go back earns nothing, and is not taken back either
+	 */
+	if ((__s64)(now - b->last_ns) <= 0)
+		return;
+	credit = b->credit_ns + (now - b->last_ns);
 
 	/* bounded credit: a quiet lock earns no backlog of stacks */
 	b->credit_ns = credit > max ? max : credit;
@@ -90,9 +99,11 @@ static __always_inline bool sample_cpu_stack(__u64 now)
 
 /*
  * Whether this wait may take stacks: its lock's bucket has credit, and then its CPU's
- * (the lock's credit is spent only when the CPU's was).
+ * (the lock's credit is spent only when the CPU's was). @now: the caller's clock, which
+ * only the lock's bucket sees; the CPU's, which samplers share, runs on the monotonic
+ * clock (@now itself when @monotonic), read only when the lock's bucket allows a stack.
  */
-static __always_inline bool sample_stack(__u64 lock, __u64 now)
+static __always_inline bool sample_stack(__u64 lock, __u64 now, bool monotonic)
 {
 	/* locks are at least 4-byte aligned; fold the address and spread it (Fibonacci) */
 	__u32 idx = (__u32)(((lock >> 2) * 0x9E3779B97F4A7C15ULL) >> 32) & lock_bucket_mask;
@@ -104,7 +115,7 @@ static __always_inline bool sample_stack(__u64 lock, __u64 now)
 	if (!lb)
 		return false;
 	bucket_refill(lb, now, LS_NSEC_PER_SEC);
-	if (lb->credit_ns < lock_stack_cost_ns || !sample_cpu_stack(now))
+	if (lb->credit_ns < lock_stack_cost_ns || !sample_cpu_stack(monotonic ? now : bpf_ktime_get_ns()))
 		return false;
 	lb->credit_ns -= lock_stack_cost_ns;
 	return true;

@@ -94,7 +94,7 @@ static __always_inline __u32 poll_timeout_ms(struct pt_regs *regs, long nr)
 /* @prev goes to sleep in syscall @nr, not a futex: a blocking wait begins. */
 static __always_inline void block_begin(void *ctx, struct task_struct *prev, struct pt_regs *regs, long nr)
 {
-	__u32 tid = prev->pid;
+	__u32 tid = prev->pid, timeout_ms;
 	bool takes_fd;
 	__u32 type = block_type(nr, &takes_fd);
 	struct sched_slot *e = thread_slot(tid, true);
@@ -106,7 +106,9 @@ static __always_inline void block_begin(void *ctx, struct task_struct *prev, str
 	/* the object: descriptor + 1, so that 0 is none (descriptor 0 is stdin) */
 	wait_open(ctx, e, prev->tgid, tid, takes_fd ? (__u64)(__u32)LS_SYSCALL_ARG1(regs) + 1 : 0, type, 0,
 		  SLOT_BLOCKED, ULOCK_RF_BLOCKCALL);
-	e->timeout_ms = poll_timeout_ms(regs, nr);
+	timeout_ms = poll_timeout_ms(regs, nr);
+	if (timeout_ms != LS_NO_TIMEOUT)	/* timed_out() reads it where the run queue clock lags */
+		e->deadline_ns = bpf_ktime_get_ns() + (__u64)timeout_ms * LS_NSEC_PER_MSEC;
 	if (!waker_on)	/* the thread that wakes it: sched_waking (attached at the same rate) */
 		waker_wanted();
 }

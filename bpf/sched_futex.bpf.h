@@ -149,8 +149,11 @@ static __always_inline void task_switches(struct task_struct *t, __u32 *switches
 static __always_inline void wait_open(void *ctx, struct sched_slot *e, __u32 tgid, __u32 tid,
 				      __u64 uaddr, __u32 op, __u32 val, enum slot_state state, __u32 blockcall)
 {
+	struct task_struct *cur = bpf_get_current_task_btf();
+	__u64 clock = sched_now(cur);
+	/* a precise wait is timed by its syscall, outside the switch: the monotonic clock */
+	__u64 now = state == SLOT_SYSCALL ? bpf_ktime_get_ns() : clock;
 	__u32 words[3];
-	__u64 now = bpf_ktime_get_ns();
 
 	e->uaddr = uaddr;
 	e->begin_ns = now;
@@ -166,9 +169,10 @@ static __always_inline void wait_open(void *ctx, struct sched_slot *e, __u32 tgi
 	e->releaser_pid = 0;
 	e->releaser_tid = 0;
 	e->chain_pid = 0;
+	e->deadline_ns = 0;
 	e->word0 = e->word8 = 0;
 	if (state == SLOT_BLOCKED)
-		task_switches(bpf_get_current_task_btf(), &e->switches, &e->exec_ns);
+		task_switches(cur, &e->switches, &e->exec_ns);
 	/* one read for the word and glibc's owner field behind it */
 	if (!blockcall && names_owner(op, val)) {
 		if (!bpf_probe_read_user(words, sizeof(words), (void *)uaddr)) {
@@ -180,7 +184,7 @@ static __always_inline void wait_open(void *ctx, struct sched_slot *e, __u32 tgi
 			ls_count(LS_DROP_UNREADABLE);
 		}
 	}
-	if (sample_stack(uaddr, now)) {
+	if (sample_stack(uaddr, clock, false)) {
 		e->rec_flags |= ULOCK_RF_SAMPLED;
 		take_stack(ctx, &e->stack_id, &e->stack_dump, &e->rec_flags, ULOCK_RF_STACK,
 			   ULOCK_RF_DUMP, false);
@@ -234,6 +238,7 @@ static __always_inline void note_last_wait(__u32 tid, __u64 end_ns, const struct
 	w->tid = tid;
 	w->waker_pid = e->releaser_pid;
 	w->waker_tid = e->releaser_tid;
+	w->precise = !!(e->rec_flags & ULOCK_RF_PRECISE);
 }
 
 /* The wait in @e ended after @wait_ns: counted in the table, and sent with its stacks when sampled. */
@@ -274,11 +279,11 @@ static __always_inline void wait_end(struct sched_slot *e, __u32 tgid, __u32 tid
 	emit_sample(e, tgid, tid, comm, wait_ns, ret);
 }
 
-/* The wait in @e ends now. */
+/* The wait in @e ends at @now, on the clock it began on (wait_open()). */
 static __always_inline void wait_close(struct sched_slot *e, __u32 tgid, __u32 tid, const char *comm,
-				       __s32 ret)
+				       __s32 ret, __u64 now)
 {
-	wait_end(e, tgid, tid, comm, bpf_ktime_get_ns() - e->begin_ns, ret);
+	wait_end(e, tgid, tid, comm, now > e->begin_ns ? now - e->begin_ns : 0, ret);
 }
 
 /*
@@ -291,7 +296,7 @@ static __always_inline void wait_close(struct sched_slot *e, __u32 tgid, __u32 t
  */
 static __always_inline void wait_close_unseen(struct sched_slot *e, struct task_struct *t)
 {
-	__u64 now = bpf_ktime_get_ns(), exec_ns, ran, off;
+	__u64 now = sched_now(t), exec_ns, ran, off;
 	__u32 switches;
 
 	task_switches(t, &switches, &exec_ns);

@@ -20,7 +20,7 @@ static __always_inline bool preempt_begin(__u32 tid, __u64 addr, __u32 kind, __u
 		return false;
 	if (!e->preempt_ns)
 		pending_open(tid);
-	e->preempt_ns = bpf_ktime_get_ns();
+	e->preempt_ns = sched_now(bpf_get_current_task_btf());
 	e->preempt_addr = addr;
 	e->preempt_kind = kind;
 	e->preempt_flags = flags;
@@ -92,7 +92,7 @@ static __always_inline void preempt_end(struct sched_slot *e, struct task_struct
 			key.type = LS_UTYPE_PREEMPT;
 			key.flags = e->preempt_flags & ULOCK_RF_SHARED ? LS_WF_SHARED : 0;
 		}
-		wait_add(&key, bpf_ktime_get_ns() - e->preempt_ns, false, &names);
+		wait_add(&key, sched_now(t) - e->preempt_ns, false, &names);
 		ls_count(kernel ? LS_CNT_KHOLDER_PREEMPT : LS_CNT_HOLDER_PREEMPT);
 	}
 	e->preempt_ns = 0;

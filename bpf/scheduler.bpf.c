@@ -63,6 +63,12 @@ const volatile __u64 spin_dump_cost_ns = LS_NSEC_PER_SEC / SCHED_DEF_SPIN_DUMP_R
  * named from its first milliseconds.
  */
 const volatile __u32 waker_min_blocks = 0;	/* 0: sched_waking stays attached */
+/*
+ * The run queue's clock is one clock on every CPU (set by the daemon: sched_clock is
+ * stable), so waits and preemptions that begin on one CPU and end on another are timed
+ * by it (sched_now()).
+ */
+const volatile bool rq_clock_global = false;
 bool waker_on = false;				/* the daemon has sched_waking attached */
 __u32 waker_blocks = 0;				/* reset by the daemon every second */
 
@@ -82,11 +88,11 @@ struct {
  * missed then, never misnamed.
  */
 struct last_wait {
-	__u64 end_ns;
+	__u64 end_ns;		/* on the clock of the wait (precise: the monotonic one) */
 	__u32 tid;
 	__u32 waker_pid;
 	__u32 waker_tid;
-	__u32 pad;
+	__u32 precise;		/* timed by its syscall (precise scans), not by the switch */
 };
 
 struct {
@@ -142,9 +148,10 @@ struct sched_slot {
 	/* the thread's switches out (nvcsw + nivcsw) and on-CPU time when the wait began */
 	__u64 exec_ns;
 	__u32 switches;
-	__u32 timeout_ms;	/* a blocking wait's poll timeout, LS_NO_TIMEOUT: none known */
 	__u32 chain_pid;	/* the wait open: its waker had been waiting on this process */
 	__u32 pad1;
+	/* a blocking wait's poll timeout runs out then (bpf_ktime_get_ns()); 0: none known */
+	__u64 deadline_ns;
 	/* the thread, holding a contended lock, was preempted at preempt_ns (0: it was not) */
 	__u64 preempt_ns;
 	__u64 preempt_addr;
@@ -260,6 +267,28 @@ struct {
 	__type(key, struct sched_peer_key);
 	__type(value, struct sched_peer);
 } peers SEC(".maps");
+
+/*
+ * Now, for what the switch times: a wait or a preemption from one switch to another. The
+ * run queue's clock where it is one clock for all CPUs: __schedule() updated it before
+ * sched_switch runs, so it is exact there (and within a tick anywhere else, enough for a
+ * sampler's budget), and it is a load from @t's run queue where bpf_ktime_get_ns() is a
+ * helper call: ~75 ns here, two per wait, under the run queue lock that others spin on.
+ * Elsewhere, or without group scheduling (no path from a task to its run queue), the
+ * monotonic clock. @t: a task on this CPU (current, or next at the switch).
+ */
+static __always_inline __u64 sched_now(struct task_struct *t)
+{
+	struct cfs_rq *cfs;
+
+	if (rq_clock_global && bpf_core_field_exists(t->se.cfs_rq) &&
+	    bpf_core_field_exists(((struct cfs_rq *)0)->rq)) {
+		cfs = t->se.cfs_rq;
+		if (cfs)
+			return cfs->rq->clock;
+	}
+	return bpf_ktime_get_ns();
+}
 
 static const struct sched_slot empty_slot;
 static const struct sched_spin_thread empty_spinner;
@@ -418,7 +447,7 @@ static __always_inline void switched_in(struct task_struct *next)
 	if (e->preempt_ns)
 		preempt_end(e, next);
 	if (e->state == SLOT_BLOCKED)
-		wait_close(e, next->tgid, next->pid, next->comm, 0);
+		wait_close(e, next->tgid, next->pid, next->comm, 0, sched_now(next));
 	if (e->stop.stop_ns) {
 		if (!e->resumed)
 			resumed(e, next);
@@ -501,8 +530,7 @@ static __always_inline bool ends_waits(long nr)
 /* Whether the poll in @e has reached its timeout (1 ms early: it counts from the call). */
 static __always_inline bool timed_out(const struct sched_slot *e)
 {
-	return e->timeout_ms != LS_NO_TIMEOUT &&
-	       bpf_ktime_get_ns() + LS_NSEC_PER_MSEC >= e->begin_ns + (__u64)e->timeout_ms * LS_NSEC_PER_MSEC;
+	return e->deadline_ns && bpf_ktime_get_ns() + LS_NSEC_PER_MSEC >= e->deadline_ns;
 }
 
 /*
@@ -538,7 +566,8 @@ static __always_inline void note_chain(struct sched_slot *e, __u32 tid, __u32 wa
 	__u32 zero = 0;
 	struct last_wait *w = bpf_map_lookup_elem(&last_waits, &zero);
 
-	if (w && w->tid == waker && w->waker_tid && w->waker_tid != tid && w->end_ns > e->begin_ns)
+	if (w && w->tid == waker && w->waker_tid && w->waker_tid != tid &&
+	    w->precise == !!(e->rec_flags & ULOCK_RF_PRECISE) && w->end_ns > e->begin_ns)
 		e->chain_pid = w->waker_pid;
 }
 
@@ -564,7 +593,8 @@ int BPF_PROG(sched_waking, struct task_struct *p)
 		return 0;
 	e->releaser_pid = cur->tgid;
 	e->releaser_tid = cur->pid;
-	bpf_get_current_comm(e->releaser_comm, sizeof(e->releaser_comm));
+	/* two loads where bpf_get_current_comm() is a helper call of ~100 ns here */
+	__builtin_memcpy(e->releaser_comm, cur->comm, sizeof(e->releaser_comm));
 	note_chain(e, tid, cur->pid);
 	e->rec_flags |= ULOCK_RF_RELEASER;
 	ls_count(e->rec_flags & ULOCK_RF_BLOCKCALL ? LS_CNT_BLOCK_WAKERS : LS_CNT_URELEASER);
@@ -658,7 +688,7 @@ static __always_inline void precise_exit(long ret)
 	struct sched_slot *e = bpf_map_lookup_elem(&thread_slots, &tid);
 
 	if (e && e->state == SLOT_SYSCALL)
-		wait_close(e, t->tgid, tid, t->comm, ret);
+		wait_close(e, t->tgid, tid, t->comm, ret, bpf_ktime_get_ns());
 }
 
 SEC("tracepoint/syscalls/sys_enter_futex")

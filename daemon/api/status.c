@@ -309,6 +309,8 @@ cJSON *engine__status(struct engine *e)
 	cJSON_AddStringToObject(feat, "user_unwind", f->user_unwind ? f->user_unwind : "none");
 	cJSON_AddBoolToObject(feat, "sched", f->sched);
 	cJSON_AddBoolToObject(feat, "spin_sampling", f->spin_sampling);
+	if (f->switch_clock)
+		cJSON_AddStringToObject(feat, "switch_clock", f->switch_clock);
 	cJSON_AddItemToObject(o, "probes", ls_probes_json(collector__probes(e->coll)));
 	cJSON_AddItemToObject(o, "degraded", degraded_json(e));
 	cJSON_AddItemToObject(o, "self", self_json(e));

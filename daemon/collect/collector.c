@@ -317,6 +317,8 @@ static int load_sched(struct collector *c)
 	s->rodata->block_waits = o->user_locks && o->block_waits;
 	s->rodata->waker_min_blocks = o->waker_min_rate;
 	s->rodata->spin_source = o->sched_threads != 0;
+	s->rodata->rq_clock_global = ls_sched_clock_global();
+	c->feat.switch_clock = s->rodata->rq_clock_global ? "run_queue" : "monotonic";
 	if ((err = REUSE_SHARED_MAPS(&s->maps, c)) ||
 	    (err = bpf_map__reuse_fd(s->maps.kholders, bpf_map__fd(c->skel->maps.kholders))) ||
 	    (err = bpf_map__set_max_entries(s->maps.thread_slots, o->uthreads)) ||

@@ -91,6 +91,8 @@ struct collector_features {
 	const char *user_unwind;	/* "dwarf" (stack dumps unwound with CFI) or "fp" */
 	bool sched;		/* per-thread switches and times (the task iterator), yields, stops */
 	bool spin_sampling;	/* cpu-clock spin-loop sampling is attached */
+	/* what times waits and preemptions between switches: "run_queue" (sched_clock) or "monotonic" */
+	const char *switch_clock;
 };
 
 int collector__new(const struct collector_opts *opts, struct collector **out);

@@ -171,6 +171,58 @@ static void probe_kallsyms(struct ls_probes *p)
 	    "/proc/kallsyms shows no addresses (kernel.kptr_restrict; CAP_SYSLOG)");
 }
 
+/* Whether struct @type of @btf has a member @name. */
+static bool btf_has_member(const struct btf *btf, const char *type, const char *name)
+{
+	int id = btf__find_by_name_kind(btf, type, BTF_KIND_STRUCT);
+	const struct btf_member *m;
+	const struct btf_type *t;
+	int i;
+
+	if (id <= 0)
+		return false;
+	t = btf__type_by_id(btf, id);
+	for (i = 0, m = btf_members(t); i < btf_vlen(t); i++, m++)
+		if (!strcmp(btf__name_by_offset(btf, m->name_off), name))
+			return true;
+	return false;
+}
+
+/*
+ * sched_clock is one clock on every CPU, and a task leads to its run queue's copy of it
+ * (group scheduling: se.cfs_rq->rq). On x86 sched_clock is the TSC's, and the kernel
+ * marks it unstable when it marks the TSC unstable, which then stops being the
+ * clocksource; other architectures have one sched_clock by construction (only x86 selects
+ * HAVE_UNSTABLE_SCHED_CLOCK among those lockscope builds for).
+ */
+bool ls_sched_clock_global(void)
+{
+	struct btf *btf = btf__parse(VMLINUX_BTF, NULL);
+	bool path;
+
+	if (!btf)
+		return false;
+	path = btf_has_member(btf, "sched_entity", "cfs_rq") && btf_has_member(btf, "cfs_rq", "rq");
+	btf__free(btf);
+	if (!path)
+		return false;
+#if defined(__x86_64__) || defined(__i386__)
+	{
+		FILE *f = fopen("/sys/devices/system/clocksource/clocksource0/current_clocksource", "re");
+		char cs[32] = "";
+
+		if (!f)
+			return false;
+		if (!fgets(cs, sizeof(cs), f))
+			cs[0] = 0;
+		fclose(f);
+		return !strcmp(cs, "tsc\n");
+	}
+#else
+	return true;
+#endif
+}
+
 void ls_probes_run(struct ls_probes *out)
 {
 	memcpy(out->p, templates, sizeof(templates));

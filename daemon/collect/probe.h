@@ -48,5 +48,7 @@ int ls_probes_missing(const struct ls_probes *p, bool required_only);
 void ls_probes_print(const struct ls_probes *p, FILE *f);
 cJSON *ls_probes_json(const struct ls_probes *p);
 bool ls_tracepoint_exists(const char *category, const char *name);
+/* Whether BPF programs may time switches by the run queue's clock (sched_clock, one for all CPUs). */
+bool ls_sched_clock_global(void);
 
 #endif
