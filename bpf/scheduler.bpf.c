@@ -160,7 +160,7 @@ struct sched_slot {
 	/* stopped, or in the burst window after the resume (stop.stop_ns != 0) */
 	struct sched_stop stop;
 	__u32 resumed;		/* the stop is over: counting the burst window */
-	__u32 pad;
+	__u32 owner;		/* slot_cache: the thread this entry is the slot of; 0: free */
 };
 
 /*
@@ -176,6 +176,22 @@ struct {
 	__type(key, __u32);
 	__type(value, struct sched_slot);
 } thread_slots SEC(".maps");
+
+/*
+ * Most threads' slots, in front of thread_slots: an array indexed by the tid's low bits
+ * (threads are made with consecutive tids, so a process's threads get consecutive
+ * entries), each entry the slot of the one thread that claimed it (owner). A futex wait
+ * looks its thread's slot up three times (switch out, waking, switch in): an array lookup
+ * is a few loads the verifier inlines, a hash lookup a helper call of ~60 ns here. A
+ * thread whose entry another thread owns has its slot in thread_slots instead; an entry
+ * is freed when its owner exits (slot_release()).
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, ULOCK_SLOT_CACHE);
+	__type(key, __u32);
+	__type(value, struct sched_slot);
+} slot_cache SEC(".maps");
 
 /*
  * The pending filter: per bucket of tids, how many things are open (a futex wait, a
@@ -346,12 +362,23 @@ static __always_inline bool pending_marked(__u32 tid, __u32 mark)
 	return b && (b->marks & mark);
 }
 
+/*
+ * Thread @tid's slot: its slot_cache entry when it owns it, else its thread_slots entry.
+ * @create: a new slot when it has none, the entry when no thread owns it (a thread
+ * never has both: the hash is looked at before the entry is claimed).
+ */
 static __always_inline struct sched_slot *thread_slot(__u32 tid, bool create)
 {
-	struct sched_slot *slot = bpf_map_lookup_elem(&thread_slots, &tid);
+	__u32 idx = tid & (ULOCK_SLOT_CACHE - 1);
+	struct sched_slot *cached = bpf_map_lookup_elem(&slot_cache, &idx), *slot;
 
+	if (cached && cached->owner == tid)
+		return cached;
+	slot = bpf_map_lookup_elem(&thread_slots, &tid);
 	if (slot || !create)
 		return slot;
+	if (cached && !cached->owner && __sync_val_compare_and_swap(&cached->owner, 0, tid) == 0)
+		return cached;
 	if (bpf_map_update_elem(&thread_slots, &tid, &empty_slot, BPF_NOEXIST) &&
 	    !(slot = bpf_map_lookup_elem(&thread_slots, &tid))) {
 		ls_count(LS_DROP_USLOT_FULL);
@@ -585,7 +612,7 @@ int BPF_PROG(sched_waking, struct task_struct *p)
 
 	if (!enabled || !pending_any(tid))
 		return 0;
-	e = bpf_map_lookup_elem(&thread_slots, &tid);
+	e = thread_slot(tid, false);
 	if (!e || e->state == SLOT_IDLE || (e->rec_flags & ULOCK_RF_RELEASER))
 		return 0;
 	cur = bpf_get_current_task_btf();
@@ -649,13 +676,32 @@ int dump_tasks(struct bpf_iter__task *ctx)
  * no longer sees it there). Without them a thread's last second before its exit would be
  * lost from every window. Once per thread's life: nothing on a hot path.
  */
+/*
+ * Exiting thread @tid's slot_cache entry, if it owns one, is cleared and freed for another
+ * thread (the owner last, after the rest: a thread that claims it finds it clean). What
+ * it had open goes with it, as its thread_slots entry goes at the daemon's sweep.
+ */
+static __always_inline void slot_release(__u32 tid)
+{
+	__u32 idx = tid & (ULOCK_SLOT_CACHE - 1);
+	struct sched_slot *cached = bpf_map_lookup_elem(&slot_cache, &idx);
+
+	if (!cached || cached->owner != tid)
+		return;
+	__builtin_memset(cached, 0, offsetof(struct sched_slot, owner));
+	__sync_val_compare_and_swap(&cached->owner, tid, 0);
+}
+
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(sched_process_exit, struct task_struct *p)
 {
 	struct sched_task_rec r;
 	__u32 tid = p->pid;
 
-	if (!enabled || !spin_source || !tid || (targ_tgid && (__u32)p->tgid != targ_tgid))
+	if (!tid)
+		return 0;
+	slot_release(tid);
+	if (!enabled || !spin_source || (targ_tgid && (__u32)p->tgid != targ_tgid))
 		return 0;
 	task_rec(p, &r);
 	r.end_ns = bpf_ktime_get_ns();
@@ -685,7 +731,7 @@ static __always_inline void precise_exit(long ret)
 {
 	struct task_struct *t = bpf_get_current_task_btf();
 	__u32 tid = t->pid;
-	struct sched_slot *e = bpf_map_lookup_elem(&thread_slots, &tid);
+	struct sched_slot *e = thread_slot(tid, false);
 
 	if (e && e->state == SLOT_SYSCALL)
 		wait_close(e, t->tgid, tid, t->comm, ret, bpf_ktime_get_ns());

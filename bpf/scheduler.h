@@ -393,6 +393,7 @@ enum sched_defaults {
 /* Defaults the daemon sizes maps with when the config says nothing. */
 enum ulock_defaults {
 	ULOCK_DEF_MAX_THREADS	= 16384,	/* threads that blocked on a futex */
+	ULOCK_SLOT_CACHE	= 8192,		/* slots in the direct-mapped array (a power of 2) */
 	ULOCK_DEF_STACK_ENTRIES	= 16384,	/* distinct user stacks */
 	ULOCK_DEF_MAX_HOLDERS	= 4096,		/* holders noted for sampling at once */
 	ULOCK_DEF_HOLD_FREQ	= 997,		/* holder samples/s per CPU (prime: no lockstep) */
