@@ -248,7 +248,16 @@ $(OUTPUT)/bench/floor.skel.h: $(OUTPUT)/bench/floor.bpf.o
 	$(call msg,GEN-SKEL,$@)
 	$(Q)$(BPFTOOL) gen skeleton $< name floor_bpf > $@
 
-$(OUTPUT)/bench/floor: bench/floor.c $(OUTPUT)/bench/floor.skel.h
+$(OUTPUT)/bench/helpers.bpf.o: bench/helpers.bpf.c bpf/arch.bpf.h $(OUTPUT)/vmlinux.h | $(OUTPUT)/bench
+	$(call msg,BPF,$@)
+	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@.tmp
+	$(Q)$(BPFTOOL) gen object $@ $@.tmp && rm -f $@.tmp
+
+$(OUTPUT)/bench/helpers.skel.h: $(OUTPUT)/bench/helpers.bpf.o
+	$(call msg,GEN-SKEL,$@)
+	$(Q)$(BPFTOOL) gen skeleton $< name helpers_bpf > $@
+
+$(OUTPUT)/bench/floor: bench/floor.c $(OUTPUT)/bench/floor.skel.h $(OUTPUT)/bench/helpers.skel.h
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) -I$(OUTPUT)/bench $< -lbpf -lelf -lz -o $@
 

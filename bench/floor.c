@@ -7,6 +7,9 @@
  * --all adds what lockscoped attaches on demand (sched_waking while futex waits come
  * fast, the holder sampler while holders are noted), for per-event costs on every hook.
  * bench/run.py's `floor` and `floor_all` configurations.
+ *
+ * floor --helpers: bench/helpers.bpf.c instead, one program per helper call or map lookup
+ * on sched_switch, all attached, served the same way: what each operation costs here.
  */
 #include <errno.h>
 #include <linux/perf_event.h>
@@ -21,6 +24,7 @@
 #include <bpf/libbpf.h>
 #include "collect/cpuclock.h"
 #include "floor.skel.h"
+#include "helpers.skel.h"
 
 /* lockscoped's defaults: spin-freq and hold-freq */
 enum { SPIN_FREQ = 173, HOLD_FREQ = 997, MAX_CPUS = 1024 };
@@ -82,6 +86,35 @@ static void on_signal(int sig)
 	(void)sig;
 }
 
+/* "ready", then the programs' figures for each line on stdin, until it closes or a signal comes. */
+static void serve_stats(struct bpf_object *obj)
+{
+	char line[16];
+
+	printf("ready\n");
+	fflush(stdout);
+	while (fgets(line, sizeof(line), stdin))
+		print_stats(obj);
+}
+
+static int helpers(void)
+{
+	struct helpers_bpf *skel = helpers_bpf__open_and_load();
+	int err;
+
+	if (!skel) {
+		fprintf(stderr, "floor: cannot load the helper programs: %s\n", strerror(errno));
+		return 1;
+	}
+	err = helpers_bpf__attach(skel);
+	if (err)
+		fprintf(stderr, "floor: cannot attach the helper programs: %s\n", strerror(-err));
+	else
+		serve_stats(skel->obj);
+	helpers_bpf__destroy(skel);
+	return err ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	static struct sampler spin, hold;
@@ -89,12 +122,13 @@ int main(int argc, char **argv)
 	bool all = argc > 1 && !strcmp(argv[1], "--all");
 	struct sigaction sa = { .sa_handler = on_signal };
 	struct floor_bpf *skel;
-	char line[16];
 
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
+	if (argc > 1 && !strcmp(argv[1], "--helpers"))
+		return helpers();
 	if (argc > 1 && !all) {
-		fprintf(stderr, "usage: floor [--all]\n");
+		fprintf(stderr, "usage: floor [--all | --helpers]\n");
 		return 2;
 	}
 	skel = floor_bpf__open();
@@ -115,11 +149,7 @@ int main(int argc, char **argv)
 	if (err) {
 		fprintf(stderr, "floor: cannot attach: %s\n", strerror(-err));
 	} else {
-		printf("ready\n");
-		fflush(stdout);
-		/* until stdin closes, or a signal interrupts the read */
-		while (fgets(line, sizeof(line), stdin))
-			print_stats(skel->obj);
+		serve_stats(skel->obj);
 	}
 	sampler_free(&hold, nr_cpus);
 	sampler_free(&spin, nr_cpus);

@@ -58,6 +58,9 @@ TRACED = ["lockscope_default", "perf_lock_bpf", "bpftrace", "floor"]
 # the lock tracers: they time kernel lock waits, which only these workloads make
 KERNEL_LOCK_ONLY = {"perf_lock_bpf", "bpftrace"}
 ALL_ARGS = ["--stack-rate=1000000", "--cpu-stack-rate=1000000", "--user-dump-rate=1000000"]
+# lockscoped's configurations and their options; those beyond the default only with --only
+LOCKSCOPED_CONFIGS = {"lockscope_default": [], "lockscope_all": ALL_ARGS,
+                      "lockscope_block_waits": ["--block-waits=1"]}
 BUSY_LOAD = 0.5		# 1-minute load average above which the machine is not quiet
 
 # name: (what it is, its unit, whether it makes kernel-lock waits, how to run it for S s)
@@ -201,8 +204,8 @@ def first_line(p):
 def tracer(config):
     if config == "none":
         yield Tracer()
-    elif config in ("lockscope_default", "lockscope_all"):
-        with lockscoped(*(ALL_ARGS if config == "lockscope_all" else [])) as sock:
+    elif config in LOCKSCOPED_CONFIGS:
+        with lockscoped(*LOCKSCOPED_CONFIGS[config]) as sock:
             yield Daemon(sock)
     elif config in ("floor", "floor_all"):
         with process([FLOOR, *(["--all"] if config == "floor_all" else [])], first_line,
@@ -301,6 +304,28 @@ def bpf_costs(seconds):
         out[f"{source}:{hook}"] = {"ns": round(ns / cnt), "events": cnt,
                                    "floor_ns": round(f[1] / f[0]) if f and f[0] else None}
     return out
+
+
+# ---- what one helper call or map lookup costs here (bench/helpers.bpf.c) ----
+
+def helper_costs(seconds):
+    """Each operation's program on sched_switch (all attached at once) over one pingpong
+    run: its ns per event, and that less the empty program's."""
+    with bpf_stats(), process([FLOOR, "--helpers"], first_line, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True) as p:
+        t = Floor(p)
+        before = {q["name"]: q for q in t.programs()}
+        run_workload("pingpong", seconds)
+        after = t.programs()
+        p.stdin.close()
+    ns = {}
+    for q in after:
+        b = before.get(q["name"], {"run_cnt": 0, "run_time_ns": 0})
+        cnt = q["run_cnt"] - b["run_cnt"]
+        ns[q["name"]] = (q["run_time_ns"] - b["run_time_ns"]) / cnt if cnt else None
+    empty = ns.pop("empty_program")
+    return {"empty_ns": round(empty), "events": after[0]["run_cnt"] - before[after[0]["name"]]["run_cnt"],
+            "ops": {name: {"ns": round(v), "over_empty_ns": round(v - empty)} for name, v in ns.items() if v}}
 
 
 # ---- capacity: kernel-lock events per second with nothing lost ----
@@ -520,6 +545,16 @@ def markdown(res, args):
     for k, v in res["bpf_ns_per_event"].items():
         ratio = f"{v['ns'] / v['floor_ns']:.1f}×" if v["floor_ns"] else "–"
         L.append(f"| {k} | {v['events']:,} | {v['ns']} | {v['floor_ns'] if v['floor_ns'] is not None else '–'} | {ratio} |")
+    h = res.get("helper_ns")
+    if h:
+        L.append("\n## What one operation costs here\n")
+        L.append(f"One program per operation on `sched_switch`, all attached at once (`bench/helpers.bpf.c`), over "
+                 f"one pingpong run ({h['events']:,} switches); the empty program: {h['empty_ns']} ns per event. "
+                 "What lockscope's programs are built from, and why they read what they read:\n")
+        L.append("| operation | ns/event | over the empty program |")
+        L.append("| --- | --- | --- |")
+        for name, v in h["ops"].items():
+            L.append(f"| `{name}` | {v['ns']} | {v['over_empty_ns']:+d} |")
     L.append("\n## Capacity: kernel-lock events per second with nothing lost\n")
     L.append("pipe_storm at rising thread counts under lockscoped at defaults; waits counted by lockscope "
              "against `perf stat -e lock:contention_end` on the same process. *skipped*: waits inside "
@@ -570,7 +605,7 @@ def only(args):
     """--only: the paired runs of some workloads and configurations, as a table."""
     names, configs = args.only.split(","), args.configs.split(",")
     bad = [n for n in names if n not in WORKLOADS] + \
-          [c for c in configs if c not in TRACED + ["lockscope_all", "floor_all"]]
+          [c for c in configs if c not in TRACED + list(LOCKSCOPED_CONFIGS) + ["floor_all"]]
     if bad:
         sys.exit(f"bench/run.py: unknown workload or configuration: {', '.join(bad)}")
     res = matrix(args, names, configs)
@@ -595,8 +630,8 @@ def main():
     ap.add_argument("--only", metavar="W,W", help=f"only the paired runs of these workloads ({', '.join(WORKLOADS)}), "
                     "printed; results.md and results.json are left as they are")
     ap.add_argument("--configs", metavar="C,C", default=",".join(TRACED),
-                    help="with --only: these configurations (lockscope_default, lockscope_all, perf_lock_bpf, "
-                    "bpftrace, floor, floor_all)")
+                    help="with --only: these configurations (lockscope_default, lockscope_all, "
+                    "lockscope_block_waits, perf_lock_bpf, bpftrace, floor, floor_all)")
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("bench/run.py loads BPF programs and runs perf -a: run it as root (sudo make bench)")
@@ -620,6 +655,8 @@ def main():
     res["workloads"] = matrix(args)
     log("BPF cost per event")
     res["bpf_ns_per_event"] = bpf_costs(args.seconds)
+    log("helper costs")
+    res["helper_ns"] = helper_costs(args.seconds)
     log("capacity")
     steps, best, first = lossless(args.seconds)
     res["max_lossless_events_per_s"] = best
