@@ -104,7 +104,7 @@ static __always_inline void block_begin(void *ctx, struct task_struct *prev, str
 	if (e->state == SLOT_BLOCKED)	/* its switch-in never reached us */
 		ls_count(LS_DROP_MISSED_END);
 	/* the object: descriptor + 1, so that 0 is none (descriptor 0 is stdin) */
-	wait_open(ctx, e, prev->tgid, tid, takes_fd ? (__u64)(__u32)LS_SYSCALL_ARG1(regs) + 1 : 0, type, 0,
+	wait_open(ctx, e, prev, takes_fd ? (__u64)(__u32)LS_SYSCALL_ARG1(regs) + 1 : 0, type, 0,
 		  SLOT_BLOCKED, ULOCK_RF_BLOCKCALL);
 	timeout_ms = poll_timeout_ms(regs, nr);
 	if (timeout_ms != LS_NO_TIMEOUT)	/* timed_out() reads it where the run queue clock lags */

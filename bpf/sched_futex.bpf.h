@@ -142,14 +142,14 @@ static __always_inline void task_switches(struct task_struct *t, __u32 *switches
 }
 
 /*
- * A wait begins in @e for the current thread, about to sleep (or entering the call): a
- * futex wait on @uaddr with @op and @val, or with @blockcall (ULOCK_RF_BLOCKCALL) another
+ * A wait begins in @e for the current thread @cur, about to sleep (or entering the call):
+ * a futex wait on @uaddr with @op and @val, or with @blockcall (ULOCK_RF_BLOCKCALL) another
  * blocking syscall, @op its enum ls_btype, @uaddr its descriptor + 1.
  */
-static __always_inline void wait_open(void *ctx, struct sched_slot *e, __u32 tgid, __u32 tid,
+static __always_inline void wait_open(void *ctx, struct sched_slot *e, struct task_struct *cur,
 				      __u64 uaddr, __u32 op, __u32 val, enum slot_state state, __u32 blockcall)
 {
-	struct task_struct *cur = bpf_get_current_task_btf();
+	__u32 tgid = cur->tgid, tid = cur->pid;
 	__u64 clock = sched_now(cur);
 	/* a precise wait is timed by its syscall, outside the switch: the monotonic clock */
 	__u64 now = state == SLOT_SYSCALL ? bpf_ktime_get_ns() : clock;
@@ -328,7 +328,7 @@ static __always_inline void waker_wanted(void)
 /* @prev goes to sleep in futex call @nr: a futex wait begins. Runs in @prev's context. */
 static __always_inline void futex_block(void *ctx, struct task_struct *prev, struct pt_regs *regs, long nr)
 {
-	__u32 tgid = prev->tgid, tid = prev->pid, op, val;
+	__u32 tid = prev->pid, op, val;
 	struct sched_slot *e;
 	__u64 uaddr;
 
@@ -340,7 +340,7 @@ static __always_inline void futex_block(void *ctx, struct task_struct *prev, str
 	}
 	if (e->state == SLOT_BLOCKED)	/* its switch-in never reached us */
 		ls_count(LS_DROP_MISSED_END);
-	wait_open(ctx, e, tgid, tid, uaddr, op, val, SLOT_BLOCKED, 0);
+	wait_open(ctx, e, prev, uaddr, op, val, SLOT_BLOCKED, 0);
 	if (!waker_on)
 		waker_wanted();
 }

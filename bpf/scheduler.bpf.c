@@ -724,7 +724,7 @@ static __always_inline void precise_enter(void *ctx, __u64 uaddr, __u32 op, __u3
 		return;
 	e = thread_slot(tid, true);
 	if (e)
-		wait_open(ctx, e, tgid, tid, uaddr, op, val, SLOT_SYSCALL, 0);
+		wait_open(ctx, e, bpf_get_current_task_btf(), uaddr, op, val, SLOT_SYSCALL, 0);
 }
 
 static __always_inline void precise_exit(long ret)
