@@ -81,25 +81,35 @@ static __always_inline __u32 futex_owner(const struct sched_slot *e, __u32 tid)
 /* Notes the lock's owner (if the word names one) for the holder sampler. */
 static __always_inline void note_holder(struct sched_slot *e, __u32 tgid, __u32 tid)
 {
-	__u32 cmd = e->op & ULOCK_FUTEX_CMD_MASK, owner = futex_owner(e, tid);
-	struct holder h = { .uaddr = e->uaddr, .tgid = tgid, .rec_flags = e->rec_flags & ULOCK_RF_SHARED };
-	const struct holder *cur;
+	__u32 cmd = e->op & ULOCK_FUTEX_CMD_MASK, owner = futex_owner(e, tid), idx, kind;
+	__u32 flags = e->rec_flags & ULOCK_RF_SHARED;
+	struct holder *cur;
 
 	if (!owner)
 		return;
-	h.kind = cmd == ULOCK_FUTEX_LOCK_PI || cmd == ULOCK_FUTEX_LOCK_PI2 ? ULOCK_HOLDER_PI : ULOCK_HOLDER_MUTEX;
+	kind = cmd == ULOCK_FUTEX_LOCK_PI || cmd == ULOCK_FUTEX_LOCK_PI2 ? ULOCK_HOLDER_PI : ULOCK_HOLDER_MUTEX;
+	idx = owner & holders_mask;
+	cur = bpf_map_lookup_elem(&holders, &idx);
+	if (!cur)
+		return;
 	/*
 	 * The threads of a contended lock own it in turn, so most waits find their owner noted
-	 * already: a lookup, where an update of the LRU map cost a mutex wait ~75 ns more.
+	 * already and write nothing. Else the entry is rewritten untagged, then tagged: a
+	 * reader (the sampler, the preemption check) never takes a half-written entry for
+	 * this holder's.
 	 */
-	cur = bpf_map_lookup_elem(&holders, &owner);
-	if ((cur && cur->uaddr == h.uaddr && cur->tgid == h.tgid && cur->kind == h.kind &&
-	     cur->rec_flags == h.rec_flags) ||
-	    !bpf_map_update_elem(&holders, &owner, &h, BPF_ANY)) {
-		pending_mark(owner, PB_HOLDER);
-		e->rec_flags |= ULOCK_RF_HOLDER;
-		ls_count(LS_CNT_HOLDERS);
+	if (cur->tid != owner || cur->uaddr != e->uaddr || cur->tgid != tgid || cur->kind != kind ||
+	    cur->rec_flags != flags) {
+		__sync_lock_test_and_set(&cur->tid, 0);
+		cur->uaddr = e->uaddr;
+		cur->tgid = tgid;
+		cur->kind = kind;
+		cur->rec_flags = flags;
+		__sync_lock_test_and_set(&cur->tid, owner);
 	}
+	pending_mark(owner, PB_HOLDER);
+	e->rec_flags |= ULOCK_RF_HOLDER;
+	ls_count(LS_CNT_HOLDERS);
 }
 
 /*

@@ -25,7 +25,7 @@ int hold_sample(struct bpf_perf_event_data *ctx)
 
 	if (!enabled || !pending_marked(tid, PB_HOLDER))
 		return 0;
-	h = bpf_map_lookup_elem(&holders, &tid);
+	h = holder_of(tid);
 	if (!h)
 		return 0;
 	where = h->kind == ULOCK_HOLDER_PI ? h->uaddr : h->uaddr + ULOCK_MUTEX_OWNER_OFF;
@@ -34,7 +34,7 @@ int hold_sample(struct bpf_perf_event_data *ctx)
 	if (h->kind == ULOCK_HOLDER_PI)
 		word &= ULOCK_FUTEX_TID_MASK;
 	if (word != tid) {
-		bpf_map_delete_elem(&holders, &tid);
+		__sync_val_compare_and_swap(&h->tid, tid, 0);	/* forgotten, unless retaken */
 		ls_count(LS_CNT_HOLD_RELEASED);
 		return 0;
 	}

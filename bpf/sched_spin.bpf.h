@@ -38,7 +38,7 @@ static __always_inline bool holder_preempted(struct task_struct *prev)
 	struct holder *h;
 	bool waiters;
 
-	h = bpf_map_lookup_elem(&holders, &tid);
+	h = holder_of(tid);
 	if (!h || bpf_probe_read_user(words, sizeof(words), (void *)h->uaddr))
 		return false;
 	if (h->kind == ULOCK_HOLDER_PI) {

@@ -237,20 +237,34 @@ struct holder {
 	__u32 tgid;
 	__u32 kind;	/* enum ulock_holder_kind */
 	__u32 rec_flags;	/* ULOCK_RF_SHARED of the wait that noted it */
-	__u32 pad;
+	__u32 tid;	/* the holder this entry notes; 0: none */
 };
 
 /*
- * Threads that held a lock someone blocked on, keyed by tid. The cpu-clock sampler checks
- * each against the lock word and forgets those that let go; LRU so that holders never
- * sampled again age out instead of filling the map.
+ * Threads that held a lock someone blocked on, in an array indexed by the tid's low bits
+ * (holders_mask), each entry tagged with its tid. The cpu-clock sampler checks each
+ * against the lock word and forgets those that let go; a holder whose entry another one
+ * took is noted again at the next wait that names it. An array, not an LRU hash: every
+ * futex wait on a mutex looks its owner up, and with switches few and caches cold an LRU
+ * lookup cost 250-400 ns there (mutex_server), an array's a few loads.
  */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, ULOCK_DEF_MAX_HOLDERS);
 	__type(key, __u32);
 	__type(value, struct holder);
 } holders SEC(".maps");
+/* holders' max_entries - 1 (a power of 2, set by the daemon) */
+const volatile __u32 holders_mask = ULOCK_DEF_MAX_HOLDERS - 1;
+
+/* Thread @tid's entry in holders when it is noted there, else NULL. */
+static __always_inline struct holder *holder_of(__u32 tid)
+{
+	__u32 idx = tid & holders_mask;
+	struct holder *h = bpf_map_lookup_elem(&holders, &idx);
+
+	return h && h->tid == tid ? h : NULL;
+}
 
 /* Processes a precise scan runs on; the syscall programs ignore everything else. */
 struct {

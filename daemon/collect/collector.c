@@ -318,6 +318,8 @@ static int load_sched(struct collector *c)
 	s->rodata->waker_min_blocks = o->waker_min_rate;
 	s->rodata->spin_source = o->sched_threads != 0;
 	s->rodata->rq_clock_global = ls_sched_clock_global();
+	/* holders is indexed by the tid's low bits: the largest power of 2 the setting allows */
+	s->rodata->holders_mask = (1U << (31 - __builtin_clz(o->max_holders))) - 1;
 	c->feat.switch_clock = s->rodata->rq_clock_global ? "run_queue" : "monotonic";
 	if ((err = REUSE_SHARED_MAPS(&s->maps, c)) ||
 	    (err = bpf_map__reuse_fd(s->maps.kholders, bpf_map__fd(c->skel->maps.kholders))) ||
@@ -325,7 +327,7 @@ static int load_sched(struct collector *c)
 	    (err = bpf_map__set_max_entries(s->maps.stacks, o->ustack_entries)) ||
 	    (err = bpf_map__set_value_size(s->maps.stacks, o->max_stack * sizeof(__u64))) ||
 	    (err = bpf_map__set_max_entries(s->maps.lock_buckets, o->max_locks)) ||
-	    (err = bpf_map__set_max_entries(s->maps.holders, o->max_holders)) ||
+	    (err = bpf_map__set_max_entries(s->maps.holders, s->rodata->holders_mask + 1)) ||
 	    (err = bpf_map__set_max_entries(s->maps.spinners, o->sched_threads ? SCHED_DEF_MAX_SPINNERS : 1)) ||
 	    (err = bpf_map__set_max_entries(s->maps.exited_tasks, o->sched_threads ? SCHED_DEF_MAX_EXITED : 1)) ||
 	    (err = bpf_map__set_max_entries(s->maps.ustack_scratch, c->nr_cpus)))
