@@ -9,18 +9,19 @@
 #define __LS_SCHED_SPIN_BPF_H
 
 /*
- * Holder @tid was switched out holding the lock at @addr (@kind, @flags as the table
- * keys them): the preemption runs until its next switch-in.
+ * Holder @t, switched out now, holds the lock at @addr (@kind, @flags as the table keys
+ * them): the preemption runs until its next switch-in.
  */
-static __always_inline bool preempt_begin(__u32 tid, __u64 addr, __u32 kind, __u32 flags)
+static __always_inline bool preempt_begin(struct task_struct *t, __u64 addr, __u32 kind, __u32 flags)
 {
+	__u32 tid = t->pid;
 	struct sched_slot *e = thread_slot(tid, true);
 
 	if (!e)
 		return false;
 	if (!e->preempt_ns)
 		pending_open(tid);
-	e->preempt_ns = sched_now(bpf_get_current_task_btf());
+	e->preempt_ns = sched_now(t);
 	e->preempt_addr = addr;
 	e->preempt_kind = kind;
 	e->preempt_flags = flags;
@@ -48,7 +49,7 @@ static __always_inline bool holder_preempted(struct task_struct *prev)
 		owner = words[ULOCK_MUTEX_OWNER_OFF / sizeof(__u32)];
 		waiters = words[0] == ULOCK_LOCKED_WAITERS;
 	}
-	return owner == tid && waiters && preempt_begin(tid, h->uaddr, h->kind, h->rec_flags);
+	return owner == tid && waiters && preempt_begin(prev, h->uaddr, h->kind, h->rec_flags);
 }
 
 /*
@@ -67,7 +68,7 @@ static __always_inline void kholder_preempted(struct task_struct *prev)
 
 	h = bpf_map_lookup_elem(&kholders, &tid);
 	if (h && kowner_read(h->lock, h->lcb_flags, &waiters) == prev)
-		preempt_begin(tid, h->lock, ULOCK_HOLDER_KERNEL, h->lcb_flags);
+		preempt_begin(prev, h->lock, ULOCK_HOLDER_KERNEL, h->lcb_flags);
 }
 
 /* The preemption in @e is over: its time goes to the table as the lock's holder's. */
