@@ -8,10 +8,13 @@
 #ifndef __LS_KLOCK_OWNER_BPF_H
 #define __LS_KLOCK_OWNER_BPF_H
 
-/* Names the two per-task locks the waiter's task points at; only where the type fits. */
+/*
+ * Names the two per-task locks the waiter's task points at; only where the type fits.
+ * The task as BTF: its mm and sighand are plain loads, not a helper read each.
+ */
 static __always_inline __u32 lock_name_flags(__u64 lock, __u32 flags)
 {
-	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
+	struct task_struct *task = bpf_get_current_task_btf();
 	struct sighand_struct *sighand;
 	struct mm_struct *mm;
 
@@ -19,23 +22,33 @@ static __always_inline __u32 lock_name_flags(__u64 lock, __u32 flags)
 		return 0;
 	if ((flags & (KLOCK_F_READ | KLOCK_F_WRITE)) && !(flags & KLOCK_F_SPIN)) {
 		/* an rwsem (RT|READ/WRITE on PREEMPT_RT): mmap_lock? */
-		mm = BPF_CORE_READ(task, mm);
+		mm = task->mm;
 		if (mm && lock == (__u64)mm + bpf_core_field_offset(struct mm_struct, mmap_lock))
 			return KLOCK_RF_MMAP_LOCK;
 		return 0;
 	}
 	/* a spinlock_t (SPIN, or RT on PREEMPT_RT): siglock? */
-	sighand = BPF_CORE_READ(task, sighand);
+	sighand = task->sighand;
 	if (sighand && lock == (__u64)sighand + bpf_core_field_offset(struct sighand_struct, siglock))
 		return KLOCK_RF_SIGLOCK;
 	return 0;
 }
 
-/* The owner's tid and tgid: adjacent in task_struct, one read where they still are. */
-static __always_inline void owner_ids(struct task_struct *owner, __u32 *tid, __u32 *tgid)
+/*
+ * The owner's tid and tgid. @direct: plain loads (bpf_rdonly_cast); else adjacent in
+ * task_struct, one helper read where they still are.
+ */
+static __always_inline void owner_ids(struct task_struct *owner, __u32 *tid, __u32 *tgid, const bool direct)
 {
 	__u32 ids[2] = {};
+	struct task_struct *t;
 
+	if (direct) {
+		t = bpf_rdonly_cast(owner, bpf_core_type_id_kernel(struct task_struct));
+		*tid = t->pid;
+		*tgid = t->tgid;
+		return;
+	}
 	if (bpf_core_field_offset(struct task_struct, tgid) == bpf_core_field_offset(struct task_struct, pid) + 4) {
 		bpf_probe_read_kernel(ids, sizeof(ids), (void *)owner + bpf_core_field_offset(struct task_struct, pid));
 		*tid = ids[0];
@@ -67,6 +80,24 @@ static __always_inline struct task_struct *mutex_owner_direct(__u64 lock, __u32 
 	*tid = t->pid;
 	*tgid = t->tgid;
 	return (struct task_struct *)word;
+}
+
+/*
+ * A plain rwsem's owner by plain loads (6.2+, the variants that have kfuncs): mmap_lock
+ * storms, on every wait, without two helper reads. NULL when reader-owned (the word then
+ * names only the last reader) or unowned; *waiters as kowner_read() says.
+ */
+static __always_inline struct task_struct *rwsem_owner_direct(__u64 lock, bool *waiters)
+{
+	struct rw_semaphore___plain *sem;
+	unsigned long owner;
+
+	sem = bpf_rdonly_cast((void *)lock, bpf_core_type_id_kernel(struct rw_semaphore));
+	owner = sem->owner.counter;
+	if (owner & KOWNER_RWSEM_READER)
+		return NULL;
+	*waiters = sem->count.counter & KOWNER_RWSEM_WAITERS;
+	return (struct task_struct *)(owner & ~KOWNER_FLAGS_MASK);
 }
 
 /*
@@ -121,11 +152,15 @@ static __always_inline struct task_struct *read_owner(struct klock_pending *e, _
 		e->rec_flags |= KLOCK_RF_OWNER;
 		return owner;
 	}
-	owner = kowner_read(lock, flags, &waiters);
+	waiters = false;
+	if (direct && is_plain_rwsem(flags))
+		owner = rwsem_owner_direct(lock, &waiters);
+	else
+		owner = kowner_read(lock, flags, &waiters);
 	e->owner_task = (__u64)owner;
 	if (!owner)
 		return NULL;
-	owner_ids(owner, &e->owner_tid, &e->owner_pid);
+	owner_ids(owner, &e->owner_tid, &e->owner_pid, direct);
 	if (!e->owner_tid)
 		return NULL;
 	e->rec_flags |= KLOCK_RF_OWNER;

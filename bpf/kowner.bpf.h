@@ -66,6 +66,14 @@ struct {
 	__type(value, struct kholder);
 } kholders SEC(".maps");
 
+/* @flags name a plain (non-RT) kernel's rw_semaphore, whose owner word is its own. */
+static __always_inline bool is_plain_rwsem(__u32 flags)
+{
+	return !(flags & (KLOCK_F_MUTEX | KLOCK_F_RT | KLOCK_F_SPIN | KLOCK_F_PERCPU)) &&
+	       (flags & (KLOCK_F_READ | KLOCK_F_WRITE)) &&
+	       bpf_core_field_exists(((struct rw_semaphore___plain *)0)->owner);
+}
+
 /*
  * The task that owns the sleeping lock at @lock of kind @flags, NULL when the lock has
  * no single owner (spinlocks, rwlocks, reader-owned or percpu rwsems). *waiters tells

@@ -220,7 +220,7 @@ static __always_inline __u64 sched_events(struct task_struct *t)
 	__u64 n = t->nvcsw;
 
 	if (bpf_core_field_exists(t->ioac))
-		n += BPF_CORE_READ(t, ioac.syscr) + BPF_CORE_READ(t, ioac.syscw);
+		n += t->ioac.syscr + t->ioac.syscw;
 	return n;
 }
 

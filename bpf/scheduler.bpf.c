@@ -653,7 +653,7 @@ int BPF_PROG(sched_waking, struct task_struct *p)
 static __always_inline __u64 run_delay(struct task_struct *t)
 {
 	if (bpf_core_field_exists(t->sched_info.run_delay))
-		return BPF_CORE_READ(t, sched_info.run_delay);
+		return t->sched_info.run_delay;
 	return 0;
 }
 
