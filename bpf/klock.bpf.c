@@ -35,32 +35,6 @@ const volatile __u32 nr_cpus = 1;
 /* Note named owners in kholders for ulock's switch program (set when ulock is loaded). */
 const volatile bool note_holders = false;
 
-struct klock_pending {
-	__u64 lock;
-	__u64 begin_ns;
-	__u32 lcb_flags;
-	__u32 rec_flags;
-	__u32 nest;
-	__u32 tid;	/* the waiter: a CPU slot may hold the wait of a task that left it */
-	__u32 owner_pid;
-	__u32 owner_tid;
-	/*
-	 * The owner's task: its name is read only where it is kept (a new table entry, a
-	 * sampled record), not on every wait
-	 */
-	__u64 owner_task;
-};
-
-struct klock_slot {
-	__u32 depth;
-	__u32 busy;	/* cpu slot: one of our programs runs on this CPU (see guard_enter()) */
-	/* cpu slot: the owner this CPU last noted in kholders, to skip noting it again */
-	__u64 noted_lock;
-	__u32 noted_tid;
-	__u32 pad;
-	struct klock_pending e[KLOCK_NEST_MAX];
-};
-
 /*
  * Sleeping locks (mutex, rwsem, rt-mutex, percpu-rwsem): the waiter sleeps and may wake on
  * another CPU, so the start time is keyed by thread. A preallocated hash, not task
@@ -72,6 +46,22 @@ struct {
 	__type(key, __u32);
 	__type(value, struct klock_slot);
 } thread_slots SEC(".maps");
+
+/*
+ * In front of thread_slots: an array indexed by the tid's low bits, each entry claimed by
+ * the first thread that needs it (owner). An array lookup costs next to nothing where a
+ * hash lookup costs ~80 ns here, twice per sleeping wait. A thread whose entry another
+ * thread holds uses thread_slots. No program sees a thread exit, so the daemon frees the
+ * entries of exited threads where it sweeps thread_slots (collector__gc(), through its
+ * mapping: BPF_F_MMAPABLE).
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, KLOCK_SLOT_CACHE);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct klock_slot);
+} slot_cache SEC(".maps");
 
 /* Spinning locks: the waiter cannot sleep or migrate until it has the lock, so a per-CPU
  * slot is enough, and it nests as interrupts spin on other locks. */
@@ -128,12 +118,22 @@ static __always_inline bool is_continuation(__u32 old_flags, __u32 new_flags)
 	       !(new_flags & KLOCK_F_SPIN);
 }
 
+/* @tid's slot: its slot_cache entry, else its thread_slots entry; @create: claim one. */
 static __always_inline struct klock_slot *thread_slot(__u32 tid, bool create)
 {
-	struct klock_slot *slot = bpf_map_lookup_elem(&thread_slots, &tid);
+	__u32 idx = tid & (KLOCK_SLOT_CACHE - 1);
+	struct klock_slot *cached = bpf_map_lookup_elem(&slot_cache, &idx), *slot;
 
+	/* 0 marks a free entry: tid 0 (the idle tasks, one per CPU) keeps to the hash */
+	if (!tid)
+		cached = NULL;
+	if (cached && cached->owner == tid)
+		return cached;
+	slot = bpf_map_lookup_elem(&thread_slots, &tid);
 	if (slot || !create)
 		return slot;
+	if (cached && !cached->owner && __sync_val_compare_and_swap(&cached->owner, 0, tid) == 0)
+		return cached;
 	if (bpf_map_update_elem(&thread_slots, &tid, &empty_slot, BPF_NOEXIST))
 		return NULL;
 	return bpf_map_lookup_elem(&thread_slots, &tid);

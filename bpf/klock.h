@@ -67,12 +67,44 @@ struct klock_wait_rec {
 
 #define KLOCK_WAIT_REC_MIN_SIZE __builtin_offsetof(struct klock_wait_rec, owner_ips)
 
+/*
+ * A wait between its begin and its end, in a slot: a CPU's (spinning locks) or a
+ * thread's (sleeping locks). The daemon frees slot_cache entries (owner).
+ */
+struct klock_pending {
+	__u64 lock;
+	__u64 begin_ns;
+	__u32 lcb_flags;
+	__u32 rec_flags;
+	__u32 nest;
+	__u32 tid;	/* the waiter: a CPU slot may hold the wait of a task that left it */
+	__u32 owner_pid;
+	__u32 owner_tid;
+	/*
+	 * The owner's task: its name is read only where it is kept (a new table entry, a
+	 * sampled record), not on every wait
+	 */
+	__u64 owner_task;
+};
+
+struct klock_slot {
+	__u32 depth;
+	__u32 busy;	/* cpu slot: one of our programs runs on this CPU (see guard_enter()) */
+	/* cpu slot: the owner this CPU last noted in kholders, to skip noting it again */
+	__u64 noted_lock;
+	__u32 noted_tid;
+	/* a slot_cache entry: the thread that claimed it; 0: free (the daemon frees it) */
+	__u32 owner;
+	struct klock_pending e[KLOCK_NEST_MAX];
+};
+
 /* Defaults the daemon sizes maps with when the config says nothing. */
 enum klock_defaults {
 	KLOCK_DEF_MAX_THREADS	= 16384,	/* threads that waited on a sleeping lock */
 	KLOCK_DEF_STACK_ENTRIES	= 16384,	/* distinct waiter stacks */
 	KLOCK_DEF_OWNER_STACKS	= 1024,		/* owner stacks waiting for their wait's end */
 	KLOCK_DEF_MAX_HOLDERS	= 4096,		/* owners noted for the preemption check */
+	KLOCK_SLOT_CACHE	= 4096,		/* thread slots in the direct-mapped array (a power of 2) */
 };
 
 #endif /* __KLOCK_H */

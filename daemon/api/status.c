@@ -322,6 +322,8 @@ cJSON *engine__status(struct engine *e)
 	cJSON_AddNumberToObject(ev, "continued", cnt[LS_CNT_CONTINUED]);
 	/* mutex waits whose spin called schedule(), found on the CPU they left */
 	cJSON_AddNumberToObject(ev, "spin_rescheduled", cnt[LS_CNT_SPIN_RESCHED]);
+	/* slots of exited threads the daemon freed for new ones (kernel locks) */
+	cJSON_AddNumberToObject(ev, "thread_slots_freed", collector__slots_freed(e->coll));
 	cJSON_AddNumberToObject(ev, "nested", cnt[LS_CNT_NESTED]);
 	cJSON_AddNumberToObject(ev, "waits_per_s", rate(e, RATE_KERNEL_WAITS));
 	cJSON_AddNumberToObject(ev, "ringbuf_wakeups", cnt[LS_CNT_RB_WAKEUPS]);

@@ -15,6 +15,7 @@
 #include "lockscope.h"
 
 struct klock_bpf;
+struct klock_slot;
 struct scheduler_bpf;
 
 /*
@@ -65,6 +66,8 @@ struct collector {
 	int nr_rings;
 	int nr_cpus;
 	struct ls_probes probes;
+	struct klock_slot *kslots;		/* klock's slot_cache, mapped: gc frees exited threads' */
+	uint64_t kslots_freed;			/* ... entries freed so far */
 	struct collector_note notes[COLLECTOR_NOTES_MAX];
 	int nr_notes;
 };

@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <sched.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -15,6 +16,7 @@
 #include "collect/collector_int.h"
 #include "lib/clock.h"
 #include "lib/htab.h"
+#include "klock.h"
 #include "klock.skel.h"
 #include "scheduler.h"
 #include "scheduler.skel.h"
@@ -412,12 +414,41 @@ static int gc(const struct bpf_map *map)
 	return gc_map(bpf_map__fd(map), bpf_map__max_entries(map));
 }
 
+/*
+ * Frees klock's slot_cache entries of exited threads: cleared first, then marked free, so
+ * a thread that claims one (a compare-and-swap of owner from 0) finds it empty. Returns
+ * the open waits they held.
+ */
+static int gc_slot_cache(struct collector *c)
+{
+	struct klock_slot *slots = c->kslots;
+	int removed = 0;
+	__u32 i, tid;
+
+	for (i = 0; slots && i < KLOCK_SLOT_CACHE; i++) {
+		tid = __atomic_load_n(&slots[i].owner, __ATOMIC_ACQUIRE);
+		if (!tid || thread_exists(tid))
+			continue;
+		removed += slots[i].depth > 0;
+		memset(&slots[i], 0, offsetof(struct klock_slot, owner));
+		memset(slots[i].e, 0, sizeof(slots[i].e));
+		__atomic_store_n(&slots[i].owner, 0, __ATOMIC_RELEASE);
+		c->kslots_freed++;
+	}
+	return removed;
+}
+
+uint64_t collector__slots_freed(const struct collector *c)
+{
+	return c->kslots_freed;
+}
+
 int collector__gc(struct collector *c)
 {
 	int removed;
 
 	gc(c->skel->maps.owner_stacks);
-	removed = gc(c->skel->maps.thread_slots);
+	removed = gc(c->skel->maps.thread_slots) + gc_slot_cache(c);
 	if (c->sskel)
 		removed += gc(c->sskel->maps.thread_slots);
 	return removed;

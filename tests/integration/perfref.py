@@ -13,8 +13,10 @@ import tempfile
 ROW = re.compile(r"^\s*(\d+)\s+[\d.]+ \w+\s+[\d.]+ \w+\s+[\d.]+ \w+\s+(\d+)\s+(\S.*)$")
 
 
-class PerfLock:
-    def __init__(self, pid):
+class _Recorder:
+    """perf recording @args into its own directory, enabled through the control FIFO."""
+
+    def __init__(self, *args):
         self.dir = tempfile.mkdtemp(prefix="lockscope-perf-")
         self.data = os.path.join(self.dir, "perf.data")
         self.ctl = os.path.join(self.dir, "ctl")
@@ -22,8 +24,7 @@ class PerfLock:
         os.mkfifo(self.ctl)
         os.mkfifo(self.ack)
         self.proc = subprocess.Popen(
-            ["perf", "lock", "record", "-p", str(pid), "-o", self.data, "-D", "-1",
-             "--control", f"fifo:{self.ctl},{self.ack}"],
+            ["perf", *args, "-o", self.data, "-D", "-1", "--control", f"fifo:{self.ctl},{self.ack}"],
             stdout=subprocess.DEVNULL, stderr=open(os.path.join(self.dir, "record.log"), "w"))
         self._command("enable")
 
@@ -38,6 +39,28 @@ class PerfLock:
         self.proc.wait(timeout=60)
         log = open(os.path.join(self.dir, "record.log")).read()
         assert "LOST" not in log, f"perf lost events, the reference is incomplete: {log}"
+
+
+class PerfRecordAll(_Recorder):
+    """@event recorded on every CPU and counted per process afterwards. Unlike a count
+    attached to a process (perf stat -p, perf lock record -p), it also sees what an exiting
+    thread waits for after perf's per-task events have left it (tasklist_lock and siglock
+    in exit_notify): ~10 % of the waits of threads that live a few milliseconds."""
+
+    def __init__(self, event="lock:contention_end"):
+        super().__init__("record", "-a", "-e", event)
+
+    def count(self, pid):
+        """Stops perf and returns @pid's events."""
+        self.stop()
+        out = subprocess.run(["perf", "script", "-i", self.data, "-F", "pid"], capture_output=True,
+                             text=True, timeout=120, check=True).stdout
+        return sum(1 for line in out.split() if line == str(pid))
+
+
+class PerfLock(_Recorder):
+    def __init__(self, pid):
+        super().__init__("lock", "record", "-p", str(pid))
 
     def per_thread(self):
         """{tid: contended} from perf lock contention -t."""

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from conftest import LOCKSCOPE, WORKLOADS, Workload, check_response, require_bpf, require_tool
-from perfref import PerfLock, PerfStat
+from perfref import PerfLock, PerfRecordAll, PerfStat
 
 TOLERANCE = 0.05
 # Enough mmap_lock traffic to compare in a few seconds on 2 CPUs, little enough that perf's
@@ -263,3 +263,41 @@ def test_mutex_spins_preempted_on_a_busy_machine_count_exactly(daemon):
         if moved:
             return
     pytest.fail("no mutex spin was preempted in 10 runs: the case this test is for did not occur")
+
+
+# the daemon frees the thread slots of exited threads this often (engine.c GC_INTERVAL_NS)
+GC_INTERVAL_S = 10
+
+
+def test_churned_threads_kernel_waits_count_exactly(daemon):
+    """Ten thousand short-lived threads, each waiting on mmap_lock (a sleeping lock, timed
+    in a thread slot) and exiting, twice, with the daemon's sweep of exited threads between:
+    their tids wrap the thread-slot array twice a run, so slots are claimed, found held by
+    exited threads (the hash takes over), freed and claimed again. Each run's count is
+    perf's count of its contention_end on every CPU (a count attached to the process misses
+    its threads' last waits, in exit), less at most the waits the kernel skipped."""
+    require_tool("perf")
+    for run in range(2):
+        before = daemon.cli_json("status")
+        w = Workload("thread_churn", "--threads", "10000", "--batch", "50", "--kernel")
+        perf = PerfRecordAll()
+        base = kernel_waits(daemon, w.pid)
+        w.go()
+        res = w.wait()
+        ref = perf.count(w.pid)
+        time.sleep(0.5)  # one drain tick
+        ours = kernel_waits(daemon, w.pid) - base
+        after = daemon.cli_json("status")
+        skipped = sum(after["dropped"][k] - before["dropped"][k] for k in ("prog_recursion", "self_lock"))
+        lost = {k: after["dropped"][k] - before["dropped"][k] for k in ("ringbuf_full", "nest_too_deep",
+                                                                       "wait_table_full", "wait_map_full")}
+        freed = after["events"]["thread_slots_freed"]
+        print(f"run {run}: {res['threads']} threads, perf {ref}, lockscope {ours}, skipped {skipped}, {lost}, "
+              f"slots freed so far {freed}")
+        assert ref > 5000, "thread_churn made too little kernel-lock contention"
+        assert 0 <= ref - ours <= skipped
+        assert not any(lost.values()), lost
+        if run == 0:
+            time.sleep(GC_INTERVAL_S + 1)  # the sweep: the first run's slots are free again
+    # the second run reused slots the sweep freed from the first run's threads
+    assert freed >= 1000, f"only {freed} thread slots were freed"

@@ -2,17 +2,30 @@
 /*
  * Thread churn: --threads N short-lived threads, --batch B alive at a time, each taking one
  * shared mutex --rounds R times and exiting; every thread id is new, so whatever a tracer
- * keeps per thread must be freed again. Prints a JSON line: threads created, its pid.
+ * keeps per thread must be freed again. With --kernel each round also maps and unmaps a
+ * page: a write of the process's mmap_lock, a kernel sleeping lock the batch contends.
+ * Prints a JSON line: threads created, its pid.
  */
 #include <getopt.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include "workload.h"
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static volatile unsigned long shared;
 static int rounds = 20;
+static int kernel;
+
+/* One mmap_lock write each way: mmap and munmap of a page. */
+static void map_page(void)
+{
+	void *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	if (p != MAP_FAILED)
+		munmap(p, 4096);
+}
 
 static void *churn(void *arg)
 {
@@ -23,6 +36,8 @@ static void *churn(void *arg)
 		pthread_mutex_lock(&lock);
 		shared++;
 		pthread_mutex_unlock(&lock);
+		if (kernel)
+			map_page();
 	}
 	return NULL;
 }
@@ -34,6 +49,7 @@ int main(int argc, char **argv)
 		{ "batch", required_argument, NULL, 'b' },
 		{ "rounds", required_argument, NULL, 'r' },
 		{ "wait", no_argument, NULL, 'w' },
+		{ "kernel", no_argument, NULL, 'k' },
 		{}
 	};
 	int threads = 10000, batch = 50, wait = 0, c, done = 0, i;
@@ -45,8 +61,9 @@ int main(int argc, char **argv)
 		case 'b': batch = atoi(optarg); break;
 		case 'r': rounds = atoi(optarg); break;
 		case 'w': wait = 1; break;
+		case 'k': kernel = 1; break;
 		default:
-			fprintf(stderr, "usage: thread_churn [--threads N] [--batch B] [--rounds R] [--wait]\n");
+			fprintf(stderr, "usage: thread_churn [--threads N] [--batch B] [--rounds R] [--kernel] [--wait]\n");
 			return 2;
 		}
 	}
