@@ -22,6 +22,11 @@
 enum ls_defaults {
 	LS_DEF_MAX_LOCKS	= 8192,		/* stack sampler buckets (a power of two) */
 	LS_DEF_STACK_RATE	= 200,		/* stacks/s per lock per CPU before sampling */
+	/*
+	 * Stacks/s per CPU, all locks: a sampled wait costs 2.5-5 us here (a kernel stack
+	 * walk, the owner's, the record), so 500 is at most 0.25 % of a CPU
+	 */
+	LS_DEF_CPU_STACK_RATE	= 500,
 	LS_DEF_WAIT_KEYS	= 16384,	/* distinct waits per second in a wait table */
 	/*
 	 * Buckets of the pending filter: the switch program looks a thread up in its maps

@@ -20,7 +20,7 @@
 
 /* Stack budgets, in nanoseconds of credit per stack; 0 turns stacks off. */
 const volatile __u64 lock_stack_cost_ns = LS_NSEC_PER_SEC / LS_DEF_STACK_RATE;
-const volatile __u64 cpu_stack_cost_ns = LS_NSEC_PER_SEC / (10 * LS_DEF_STACK_RATE);
+const volatile __u64 cpu_stack_cost_ns = LS_NSEC_PER_SEC / LS_DEF_CPU_STACK_RATE;
 /* lock_buckets' max_entries - 1 */
 const volatile __u32 lock_bucket_mask = LS_DEF_MAX_LOCKS - 1;
 /*
