@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <sys/mman.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "collect/collector.h"
@@ -194,20 +193,6 @@ static int configure(struct collector *c, const struct klock_variant *v)
 	c->progs[1] = v->end(s);
 	bpf_program__set_autoload(c->progs[0], true);
 	bpf_program__set_autoload(c->progs[1], true);
-	return 0;
-}
-
-/* klock's slot_cache, mapped for collector__gc() (drain.c): one sweep reads every owner. */
-static int map_slot_cache(struct collector *c)
-{
-	const struct bpf_map *m = c->skel->maps.slot_cache;
-	void *p;
-
-	p = mmap(NULL, KLOCK_SLOT_CACHE * sizeof(struct klock_slot), PROT_READ | PROT_WRITE, MAP_SHARED,
-		 bpf_map__fd(m), 0);
-	if (p == MAP_FAILED)
-		return -errno;
-	c->kslots = p;
 	return 0;
 }
 
@@ -419,9 +404,7 @@ int collector__new(const struct collector_opts *opts, struct collector **out)
 		goto cleanup;
 	c->feat.owner_stacks = c->variant->needs_task_from_pid;
 	c->feat.attach_mode = c->variant->needs_tp_btf ? "tp_btf" : "tracepoint";
-	err = map_slot_cache(c);
-	if (!err)
-		err = create_rings(c);
+	err = create_rings(c);
 	if (!err)
 		err = create_wait_tables(c);
 	if (err)
@@ -508,8 +491,6 @@ void collector__free(struct collector *c)
 		if (c->ring_fds[i] >= 0)
 			close(c->ring_fds[i]);
 	free(c->ring_fds);
-	if (c->kslots)
-		munmap(c->kslots, KLOCK_SLOT_CACHE * sizeof(struct klock_slot));
 	klock_bpf__destroy(c->skel);
 	free(c);
 }

@@ -15,7 +15,6 @@
 #include "lockscope.h"
 
 struct klock_bpf;
-struct klock_slot;
 struct scheduler_bpf;
 
 /*
@@ -66,8 +65,7 @@ struct collector {
 	int nr_rings;
 	int nr_cpus;
 	struct ls_probes probes;
-	struct klock_slot *kslots;		/* klock's slot_cache, mapped: gc frees exited threads' */
-	uint64_t kslots_freed;			/* ... entries freed so far */
+	uint64_t kslots_freed;			/* klock's slot_cache entries of exited threads freed */
 	struct collector_note notes[COLLECTOR_NOTES_MAX];
 	int nr_notes;
 };

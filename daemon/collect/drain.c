@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/mman.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "collect/collector.h"
@@ -416,16 +417,21 @@ static int gc(const struct bpf_map *map)
 
 /*
  * Frees klock's slot_cache entries of exited threads: cleared first, then marked free, so
- * a thread that claims one (a compare-and-swap of owner from 0) finds it empty. Returns
- * the open waits they held.
+ * a thread that claims one (a compare-and-swap of owner from 0) finds it empty. Mapped
+ * for the sweep only: a mapping kept would add the array's pages to the daemon's RSS.
+ * Returns the open waits they held.
  */
 static int gc_slot_cache(struct collector *c)
 {
-	struct klock_slot *slots = c->kslots;
+	const size_t size = KLOCK_SLOT_CACHE * sizeof(struct klock_slot);
+	struct klock_slot *slots;
 	int removed = 0;
 	__u32 i, tid;
 
-	for (i = 0; slots && i < KLOCK_SLOT_CACHE; i++) {
+	slots = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, bpf_map__fd(c->skel->maps.slot_cache), 0);
+	if (slots == MAP_FAILED)
+		return 0;	/* the next sweep tries again */
+	for (i = 0; i < KLOCK_SLOT_CACHE; i++) {
 		tid = __atomic_load_n(&slots[i].owner, __ATOMIC_ACQUIRE);
 		if (!tid || thread_exists(tid))
 			continue;
@@ -435,6 +441,7 @@ static int gc_slot_cache(struct collector *c)
 		__atomic_store_n(&slots[i].owner, 0, __ATOMIC_RELEASE);
 		c->kslots_freed++;
 	}
+	munmap(slots, size);
 	return removed;
 }
 
