@@ -249,6 +249,16 @@ struct sched_task_rec {
 };
 
 /*
+ * A thread's last counters in the exited_cache array: claimed by its tid (owner), then
+ * filled, then published (ready); the daemon reads the ready ones and frees them.
+ */
+struct sched_exited {
+	__u32 owner;		/* 0: free */
+	__u32 ready;
+	struct sched_task_rec rec;
+};
+
+/*
  * The figures the programs count per thread, only for threads that yield or are sampled
  * (an LRU map: those long quiet age out).
  */
@@ -368,6 +378,7 @@ enum sched_defaults {
 	 */
 	SCHED_DEF_MAX_SPINNERS	= 4096,
 	SCHED_DEF_MAX_EXITED	= 16384,	/* threads exiting between two reads (a second) */
+	SCHED_EXITED_CACHE	= 4096,		/* ... most of them in the direct-mapped array (a power of 2) */
 	SCHED_DEF_MAX_PEERS	= 4096,		/* (yielder, peer) pairs */
 	SCHED_DEF_MAX_STOPS	= 1024,		/* threads stopped at once */
 	/*

@@ -99,34 +99,72 @@ static void thread_of(const struct sched_task_rec *r, const struct sched_spin_th
 	st->storm_via = sp->storm_via;
 }
 
+/* One thread that exited: the kernel's counters as it left, with its spin figures. */
+static int report_exited(const struct sched_task_rec *r, struct htab *spinners, __u64 now, collector_thread_fn fn,
+			 void *ctx)
+{
+	struct spinner *sp = htab__find(spinners, &r->tid);
+	struct sched_thread st;
+
+	if (sp)
+		sp->alive = true;	/* reported here, with its counters */
+	thread_of(r, sp ? &sp->sp : NULL, now, &st);
+	st.flags |= SCHED_THREAD_EXITED | SCHED_THREAD_FINAL;
+	return fn(ctx, r->tid, &st);
+}
+
+/*
+ * The exited_cache array's published entries, reported and freed: the record cleared,
+ * then the entry marked free. Mapped for the read only: a mapping kept would add the
+ * array's pages to the daemon's RSS.
+ */
+static int exited_cached(const struct collector *c, struct htab *spinners, __u64 now, collector_thread_fn fn,
+			 void *ctx)
+{
+	const struct bpf_map *m = c->sskel->maps.exited_cache;
+	__u32 n = bpf_map__max_entries(m), i;
+	size_t size = n * sizeof(struct sched_exited);
+	struct sched_exited *x;
+	int err = 0;
+
+	x = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, bpf_map__fd(m), 0);
+	if (x == MAP_FAILED)
+		return -errno;
+	for (i = 0; i < n && !err; i++) {
+		if (!__atomic_load_n(&x[i].ready, __ATOMIC_ACQUIRE))
+			continue;
+		err = report_exited(&x[i].rec, spinners, now, fn, ctx);
+		memset(&x[i].rec, 0, sizeof(x[i].rec));
+		x[i].ready = 0;
+		__atomic_store_n(&x[i].owner, 0, __ATOMIC_RELEASE);
+	}
+	munmap(x, size);
+	return err;
+}
+
 /*
  * Threads that exited since the last read: the kernel's counters as they left
- * (sched_process_exit), with their spin figures.
+ * (sched_process_exit), with their spin figures; the array's, then the hash's.
  */
 static int exited_tasks(const struct collector *c, struct htab *spinners, __u64 now, collector_thread_fn fn,
 			void *ctx)
 {
 	static __u32 keys[THREADS_BATCH];
 	static struct sched_task_rec vals[THREADS_BATCH];
-	int fd = bpf_map__fd(c->sskel->maps.exited_tasks), ret, err = 0;
-	struct sched_thread st;
+	int fd = bpf_map__fd(c->sskel->maps.exited_tasks), ret, err;
 	__u32 batch, count, i;
 	void *in = NULL;
 
+	err = exited_cached(c, spinners, now, fn, ctx);
+	if (err)
+		return err;
 	do {
 		count = THREADS_BATCH;
 		ret = bpf_map_lookup_and_delete_batch(fd, in, &batch, keys, vals, &count, NULL);
 		if (ret && errno != ENOENT)	/* ENOENT: the last batch */
 			return -errno;
-		for (i = 0; i < count && !err; i++) {
-			struct spinner *sp = htab__find(spinners, &vals[i].tid);
-
-			if (sp)
-				sp->alive = true;	/* reported here, with its counters */
-			thread_of(&vals[i], sp ? &sp->sp : NULL, now, &st);
-			st.flags |= SCHED_THREAD_EXITED | SCHED_THREAD_FINAL;
-			err = fn(ctx, vals[i].tid, &st);
-		}
+		for (i = 0; i < count && !err; i++)
+			err = report_exited(&vals[i], spinners, now, fn, ctx);
 		in = &batch;
 	} while (!ret && !err);
 	return err;

@@ -4,17 +4,21 @@
  * shared mutex --rounds R times and exiting; every thread id is new, so whatever a tracer
  * keeps per thread must be freed again. With --kernel each round also maps and unmaps a
  * page: a write of the process's mmap_lock, a kernel sleeping lock the batch contends.
- * Prints a JSON line: threads created, its pid.
+ * Each thread adds its own switch counts (getrusage(RUSAGE_THREAD), as it ends) to a
+ * total. Prints a JSON line: threads created, its pid, the threads' switches.
  */
+#define _GNU_SOURCE	/* RUSAGE_THREAD */
 #include <getopt.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include "workload.h"
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static volatile unsigned long shared;
+static unsigned long switches;	/* the churned threads' own, voluntary and not */
 static int rounds = 20;
 static int kernel;
 
@@ -29,6 +33,7 @@ static void map_page(void)
 
 static void *churn(void *arg)
 {
+	struct rusage ru;
 	int i;
 
 	(void)arg;
@@ -39,6 +44,8 @@ static void *churn(void *arg)
 		if (kernel)
 			map_page();
 	}
+	if (!getrusage(RUSAGE_THREAD, &ru))
+		__atomic_fetch_add(&switches, ru.ru_nvcsw + ru.ru_nivcsw, __ATOMIC_RELAXED);
 	return NULL;
 }
 
@@ -81,7 +88,8 @@ int main(int argc, char **argv)
 			pthread_join(tids[i], NULL);
 		done += n;
 	}
-	printf("{\"pid\": %d, \"threads\": %d, \"locked\": %lu}\n", getpid(), done, shared);
+	printf("{\"pid\": %d, \"threads\": %d, \"locked\": %lu, \"switches\": %lu}\n", getpid(), done, shared,
+	       switches);
 	free(tids);
 	return 0;
 }
