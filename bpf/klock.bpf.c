@@ -34,6 +34,8 @@ const volatile __u64 spin_stale_ns = 10 * LS_NSEC_PER_SEC;
 const volatile __u32 nr_cpus = 1;
 /* Note named owners in kholders for ulock's switch program (set when ulock is loaded). */
 const volatile bool note_holders = false;
+/* slot_cache's max_entries - 1: max-threads rounded down to a power of 2, at most KLOCK_SLOT_CACHE */
+const volatile __u32 slot_cache_mask = KLOCK_SLOT_CACHE - 1;
 
 /*
  * Sleeping locks (mutex, rwsem, rt-mutex, percpu-rwsem): the waiter sleeps and may wake on
@@ -48,7 +50,8 @@ struct {
 } thread_slots SEC(".maps");
 
 /*
- * In front of thread_slots: an array indexed by the tid's low bits, each entry claimed by
+ * In front of thread_slots: an array indexed by the tid's low bits (slot_cache_mask: it
+ * holds max-threads at most, like the hash), each entry claimed by
  * the first thread that needs it (owner). An array lookup costs next to nothing where a
  * hash lookup costs ~80 ns here, twice per sleeping wait. A thread whose entry another
  * thread holds uses thread_slots. No program sees a thread exit, so the daemon frees the
@@ -121,7 +124,7 @@ static __always_inline bool is_continuation(__u32 old_flags, __u32 new_flags)
 /* @tid's slot: its slot_cache entry, else its thread_slots entry; @create: claim one. */
 static __always_inline struct klock_slot *thread_slot(__u32 tid, bool create)
 {
-	__u32 idx = tid & (KLOCK_SLOT_CACHE - 1);
+	__u32 idx = tid & slot_cache_mask;
 	struct klock_slot *cached = bpf_map_lookup_elem(&slot_cache, &idx), *slot;
 
 	/* 0 marks a free entry: tid 0 (the idle tasks, one per CPU) keeps to the hash */

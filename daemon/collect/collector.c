@@ -173,7 +173,11 @@ static int configure(struct collector *c, const struct klock_variant *v)
 
 	SET_SHARED_RODATA(s->rodata, o);
 
+	/* the array takes as many threads as the hash does at most, so max-threads bounds both */
+	s->rodata->slot_cache_mask = (1U << (31 - __builtin_clz(o->max_threads < KLOCK_SLOT_CACHE ?
+								o->max_threads : KLOCK_SLOT_CACHE))) - 1;
 	if ((err = bpf_map__set_max_entries(s->maps.ringbufs, c->nr_cpus)) ||
+	    (err = bpf_map__set_max_entries(s->maps.slot_cache, s->rodata->slot_cache_mask + 1)) ||
 	    (err = bpf_map__set_max_entries(s->maps.thread_slots, o->max_threads)) ||
 	    (err = bpf_map__set_max_entries(s->maps.stacks, o->stack_entries)) ||
 	    (err = bpf_map__set_value_size(s->maps.stacks, o->max_stack * sizeof(__u64))) ||
