@@ -121,48 +121,6 @@ enum task_state_bits {
 /* cgroup v2's freezer traps the task in a plain interruptible sleep, flagged in jobctl */
 #define JOBCTL_TRAP_FREEZE	(1UL << 23)
 
-enum slot_state {
-	SLOT_IDLE,	/* no futex wait open; kept for the thread's next wait */
-	SLOT_BLOCKED,	/* switch mode: asleep in a futex wait since begin_ns */
-	SLOT_SYSCALL,	/* precise mode: inside a futex wait call since begin_ns */
-};
-
-/* What is open for one thread: a futex wait, a preemption while holding a lock, a stop. */
-struct sched_slot {
-	/* the futex wait */
-	__u64 uaddr;
-	__u64 begin_ns;
-	__u32 state;		/* enum slot_state */
-	__u32 op;
-	__u32 val;
-	__u32 word0;
-	__u32 word8;
-	__u32 rec_flags;	/* enum ulock_rec_flags */
-	__s32 stack_id;
-	__s32 releaser_stack_id;
-	__u64 stack_dump;
-	__u64 releaser_dump;
-	__u32 releaser_pid;
-	__u32 releaser_tid;
-	char releaser_comm[LS_COMM_LEN];
-	/* the thread's switches out (nvcsw + nivcsw) and on-CPU time when the wait began */
-	__u64 exec_ns;
-	__u32 switches;
-	__u32 chain_pid;	/* the wait open: its waker had been waiting on this process */
-	__u32 pad1;
-	/* a blocking wait's poll timeout runs out then (bpf_ktime_get_ns()); 0: none known */
-	__u64 deadline_ns;
-	/* the thread, holding a contended lock, was preempted at preempt_ns (0: it was not) */
-	__u64 preempt_ns;
-	__u64 preempt_addr;
-	__u32 preempt_kind;	/* enum ulock_holder_kind */
-	__u32 preempt_flags;	/* user: ULOCK_RF_SHARED; kernel: the lock's klock_lcb_flags */
-	/* stopped, or in the burst window after the resume (stop.stop_ns != 0) */
-	struct sched_stop stop;
-	__u32 resumed;		/* the stop is over: counting the burst window */
-	__u32 owner;		/* slot_cache: the thread this entry is the slot of; 0: free */
-};
-
 /*
  * One slot per thread that ever blocked on a futex, was preempted holding a lock or was
  * stopped: the thread sleeps and wakes on any CPU. A preallocated hash, not task storage:

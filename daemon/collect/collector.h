@@ -120,8 +120,9 @@ void collector__hold_sampling(struct collector *c, bool on);
 /* sched_waking attached (futex releasers named) while @on or a precise scan runs */
 void collector__name_releasers(struct collector *c, bool on);
 /*
- * Removes open waits of threads that no longer exist: their end was missed (the kernel
- * skipped the program) and they would hold a slot forever. Returns how many were removed.
+ * Frees the slots of threads that no longer exist, which would hold them forever. Returns
+ * how many held a wait open: its end was missed (the kernel skipped the program, or the
+ * thread exited mid-wait), reported as stale_thread_slots.
  */
 int collector__gc(struct collector *c);
 /* Thread slots of exited threads collector__gc() freed for other threads so far. */

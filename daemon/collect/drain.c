@@ -422,19 +422,35 @@ static bool thread_exists(__u32 tid)
 	return !access(path, F_OK);
 }
 
-/*
- * Deletes the entries of exited threads from the tid-keyed map @fd (of @max entries): all
- * of them, as a churn of short-lived threads leaves thousands per pass.
- */
-static int gc_map(int fd, size_t max)
-{
-	__u32 key, next, *dead = calloc(max, sizeof(*dead));
-	size_t n = 0, i;
-	int removed = 0;
-	void *prev = NULL;
+/* Whether an exited thread's slot held a wait (or for the scheduler, anything) open. */
+typedef bool (*slot_open_fn)(const void *value);
 
-	if (!dead)
-		return 0;	/* the next pass tries again */
+static bool klock_slot_open(const void *value)
+{
+	return ((const struct klock_slot *)value)->depth > 0;
+}
+
+static bool sched_slot_open(const void *value)
+{
+	const struct sched_slot *e = value;
+
+	return e->state != SLOT_IDLE || e->preempt_ns || e->stop.stop_ns;
+}
+
+/*
+ * Deletes the entries of exited threads from the tid-keyed map @map: all of them, as a
+ * churn of short-lived threads leaves thousands per pass. Returns how many held something
+ * open (@open; NULL: none is counted): ends that were missed.
+ */
+static int gc(const struct bpf_map *map, slot_open_fn open)
+{
+	size_t max = bpf_map__max_entries(map), n = 0, i;
+	__u32 key, next, *dead = calloc(max, sizeof(*dead));
+	void *prev = NULL, *val = malloc(bpf_map__value_size(map));
+	int fd = bpf_map__fd(map), removed = 0;
+
+	if (!dead || !val)
+		goto out;	/* the next pass tries again */
 	/* collect first: deleting while walking with get_next_key restarts the walk */
 	while (!bpf_map_get_next_key(fd, prev, &next)) {
 		key = next;
@@ -442,15 +458,15 @@ static int gc_map(int fd, size_t max)
 		if (!thread_exists(key) && n < max)
 			dead[n++] = key;
 	}
-	for (i = 0; i < n; i++)
-		removed += !bpf_map_delete_elem(fd, &dead[i]);
+	for (i = 0; i < n; i++) {
+		bool held = open && !bpf_map_lookup_elem(fd, &dead[i], val) && open(val);
+
+		removed += !bpf_map_delete_elem(fd, &dead[i]) && held;
+	}
+out:
+	free(val);
 	free(dead);
 	return removed;
-}
-
-static int gc(const struct bpf_map *map)
-{
-	return gc_map(bpf_map__fd(map), bpf_map__max_entries(map));
 }
 
 /*
@@ -461,19 +477,20 @@ static int gc(const struct bpf_map *map)
  */
 static int gc_slot_cache(struct collector *c)
 {
-	const size_t size = KLOCK_SLOT_CACHE * sizeof(struct klock_slot);
+	const struct bpf_map *m = c->skel->maps.slot_cache;
+	__u32 n = bpf_map__max_entries(m), i, tid;
+	const size_t size = n * sizeof(struct klock_slot);
 	struct klock_slot *slots;
 	int removed = 0;
-	__u32 i, tid;
 
-	slots = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, bpf_map__fd(c->skel->maps.slot_cache), 0);
+	slots = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, bpf_map__fd(m), 0);
 	if (slots == MAP_FAILED)
 		return 0;	/* the next sweep tries again */
-	for (i = 0; i < KLOCK_SLOT_CACHE; i++) {
+	for (i = 0; i < n; i++) {
 		tid = __atomic_load_n(&slots[i].owner, __ATOMIC_ACQUIRE);
 		if (!tid || thread_exists(tid))
 			continue;
-		removed += slots[i].depth > 0;
+		removed += klock_slot_open(&slots[i]);
 		memset(&slots[i], 0, offsetof(struct klock_slot, owner));
 		memset(slots[i].e, 0, sizeof(slots[i].e));
 		__atomic_store_n(&slots[i].owner, 0, __ATOMIC_RELEASE);
@@ -492,10 +509,10 @@ int collector__gc(struct collector *c)
 {
 	int removed;
 
-	gc(c->skel->maps.owner_stacks);
-	removed = gc(c->skel->maps.thread_slots) + gc_slot_cache(c);
+	gc(c->skel->maps.owner_stacks, NULL);
+	removed = gc(c->skel->maps.thread_slots, klock_slot_open) + gc_slot_cache(c);
 	if (c->sskel)
-		removed += gc(c->sskel->maps.thread_slots);
+		removed += gc(c->sskel->maps.thread_slots, sched_slot_open);
 	return removed;
 }
 
