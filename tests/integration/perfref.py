@@ -48,14 +48,17 @@ class PerfRecordAll(_Recorder):
     in exit_notify): ~10 % of the waits of threads that live a few milliseconds."""
 
     def __init__(self, event="lock:contention_end"):
-        super().__init__("record", "-a", "-e", event)
+        # 8 MiB of buffer per CPU: the whole host's events, not only the process's
+        super().__init__("record", "-a", "-m", "2048", "-e", event)
 
     def count(self, pid):
         """Stops perf and returns @pid's events."""
         self.stop()
-        out = subprocess.run(["perf", "script", "-i", self.data, "-F", "pid"], capture_output=True,
-                             text=True, timeout=120, check=True).stdout
-        return sum(1 for line in out.split() if line == str(pid))
+        p = subprocess.run(["perf", "script", "-i", self.data, "-F", "pid"], capture_output=True,
+                           text=True, timeout=120, check=True)
+        # perf script warns "Processed N events and lost M chunks!" when the buffer overflowed
+        assert "lost" not in p.stderr.lower(), f"perf lost events, the reference is incomplete: {p.stderr}"
+        return sum(1 for line in p.stdout.split() if line == str(pid))
 
 
 class PerfLock(_Recorder):
