@@ -114,21 +114,37 @@ static int report_exited(const struct sched_task_rec *r, struct htab *spinners, 
 }
 
 /*
+ * A BPF_F_MMAPABLE array of entries of @elem bytes, mapped for one pass over it (*n
+ * entries); NULL on failure. Unmapped after the pass (unmap_array()): a mapping kept would
+ * add the array's pages to the daemon's RSS.
+ */
+static void *map_array(const struct bpf_map *m, size_t elem, __u32 *n)
+{
+	void *p;
+
+	*n = bpf_map__max_entries(m);
+	p = mmap(NULL, *n * elem, PROT_READ | PROT_WRITE, MAP_SHARED, bpf_map__fd(m), 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static void unmap_array(void *p, size_t elem, __u32 n)
+{
+	munmap(p, n * elem);
+}
+
+/*
  * The exited_cache array's published entries, reported and freed: the record cleared,
- * then the entry marked free. Mapped for the read only: a mapping kept would add the
- * array's pages to the daemon's RSS.
+ * then the entry marked free.
  */
 static int exited_cached(const struct collector *c, struct htab *spinners, __u64 now, collector_thread_fn fn,
 			 void *ctx)
 {
-	const struct bpf_map *m = c->sskel->maps.exited_cache;
-	__u32 n = bpf_map__max_entries(m), i;
-	size_t size = n * sizeof(struct sched_exited);
 	struct sched_exited *x;
 	int err = 0;
+	__u32 n, i;
 
-	x = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, bpf_map__fd(m), 0);
-	if (x == MAP_FAILED)
+	x = map_array(c->sskel->maps.exited_cache, sizeof(*x), &n);
+	if (!x)
 		return -errno;
 	for (i = 0; i < n && !err; i++) {
 		if (!__atomic_load_n(&x[i].ready, __ATOMIC_ACQUIRE))
@@ -138,7 +154,7 @@ static int exited_cached(const struct collector *c, struct htab *spinners, __u64
 		x[i].ready = 0;
 		__atomic_store_n(&x[i].owner, 0, __ATOMIC_RELEASE);
 	}
-	munmap(x, size);
+	unmap_array(x, sizeof(*x), n);
 	return err;
 }
 
@@ -471,20 +487,17 @@ out:
 
 /*
  * Frees klock's slot_cache entries of exited threads: cleared first, then marked free, so
- * a thread that claims one (a compare-and-swap of owner from 0) finds it empty. Mapped
- * for the sweep only: a mapping kept would add the array's pages to the daemon's RSS.
- * Returns the open waits they held.
+ * a thread that claims one (a compare-and-swap of owner from 0) finds it empty. Returns
+ * the open waits they held.
  */
 static int gc_slot_cache(struct collector *c)
 {
-	const struct bpf_map *m = c->skel->maps.slot_cache;
-	__u32 n = bpf_map__max_entries(m), i, tid;
-	const size_t size = n * sizeof(struct klock_slot);
 	struct klock_slot *slots;
 	int removed = 0;
+	__u32 n, i, tid;
 
-	slots = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, bpf_map__fd(m), 0);
-	if (slots == MAP_FAILED)
+	slots = map_array(c->skel->maps.slot_cache, sizeof(*slots), &n);
+	if (!slots)
 		return 0;	/* the next sweep tries again */
 	for (i = 0; i < n; i++) {
 		tid = __atomic_load_n(&slots[i].owner, __ATOMIC_ACQUIRE);
@@ -496,7 +509,7 @@ static int gc_slot_cache(struct collector *c)
 		__atomic_store_n(&slots[i].owner, 0, __ATOMIC_RELEASE);
 		c->kslots_freed++;
 	}
-	munmap(slots, size);
+	unmap_array(slots, sizeof(*slots), n);
 	return removed;
 }
 
