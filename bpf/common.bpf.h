@@ -43,6 +43,13 @@ const volatile __u32 targ_tgid = 0;		/* 0: every process */
  */
 const volatile __u64 wakeup_bytes = 0;
 
+/*
+ * Plain loads through a pointer the verifier cannot type (6.2+; faulting-safe, as a
+ * probe read is, without its helper call). Only the program variants the daemon loads
+ * where kfuncs exist call it.
+ */
+extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym __weak;
+
 /* Runtime switch: collector__start()/stop() flip it without detaching. */
 bool enabled = false;
 

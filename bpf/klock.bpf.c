@@ -99,10 +99,9 @@ struct {
 static const struct klock_slot empty_slot;
 static const struct owner_stack empty_owner_stack;
 
-/* Kernels 6.2+; only the *_owner_stack program variants call them. */
+/* Kernels 6.2+; only the *_owner_stack program variants call them (and bpf_rdonly_cast()). */
 extern struct task_struct *bpf_task_from_pid(s32 pid) __ksym __weak;
 extern void bpf_task_release(struct task_struct *p) __ksym __weak;
-extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym __weak;
 
 /*
  * Waits timed in the per-CPU slot: spinlocks and rwlocks, and a mutex's optimistic spin
@@ -289,7 +288,7 @@ static __always_inline int __lock_contended(struct klock_slot *cpu, __u64 id, __
 		e->rec_flags |= KLOCK_RF_SAMPLED;
 	owner = read_owner(e, lock, flags, with_owner_stack);
 	if (note_holders && owner)
-		note_holder(cpu, e, lock, flags);
+		note_holder(e, lock, flags);
 	/* named now, not at the end: the end runs inside the critical section */
 	e->rec_flags |= lock_name_flags(lock, flags);
 	if (with_owner_stack && owner && (e->rec_flags & KLOCK_RF_SAMPLED))

@@ -90,9 +90,6 @@ struct klock_pending {
 struct klock_slot {
 	__u32 depth;
 	__u32 busy;	/* cpu slot: one of our programs runs on this CPU (see guard_enter()) */
-	/* cpu slot: the owner this CPU last noted in kholders, to skip noting it again */
-	__u64 noted_lock;
-	__u32 noted_tid;
 	/* a slot_cache entry: the thread that claimed it; 0: free (the daemon frees it) */
 	__u32 owner;
 	struct klock_pending e[KLOCK_NEST_MAX];

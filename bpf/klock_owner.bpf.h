@@ -175,25 +175,26 @@ static __always_inline const char *owner_comm(const struct klock_pending *e)
 
 /*
  * Remembers that @e's owner holds its lock, for the check at its next involuntary switch.
- * Most waits on a lock name the owner the previous one named: this CPU remembers the
- * last one it noted, and the map is looked at only when that changes.
+ * Most waits on a lock name the owner the previous one named: the entry is written only
+ * when that changes, so waiters on many CPUs read one shared line and write none.
  */
-static __always_inline void note_holder(struct klock_slot *cpu, const struct klock_pending *e, __u64 lock,
-					__u32 flags)
+static __always_inline void note_holder(const struct klock_pending *e, __u64 lock, __u32 flags)
 {
-	struct kholder h = { .lock = lock, .lcb_flags = flags & ~KLOCK_F_SPIN };
 	__u32 tid = e->owner_tid;
-	struct kholder *old;
+	struct kholder *h = kholder_entry(tid);
 
-	if (cpu->noted_tid == tid && cpu->noted_lock == lock)
+	if (!h || (h->tid == tid && h->lock == lock))
 		return;
-	cpu->noted_tid = tid;
-	cpu->noted_lock = lock;
-	old = bpf_map_lookup_elem(&kholders, &tid);
-	if (old && old->lock == lock)
-		return;
-	if (!bpf_map_update_elem(&kholders, &tid, &h, BPF_ANY))
-		ls_count(LS_CNT_KHOLDERS);
+	/*
+	 * Untagged while it changes: a switch that reads it meanwhile finds no owner, never
+	 * one owner's tid with another's lock (x86 and arm64 keep plain stores in order
+	 * for a reader on the same word; the lock check at the switch catches the rest)
+	 */
+	h->tid = 0;
+	h->lock = lock;
+	h->lcb_flags = flags & ~KLOCK_F_SPIN;
+	h->tid = tid;
+	ls_count(LS_CNT_KHOLDERS);
 }
 
 static __always_inline void take_owner_stack(__u32 tid, struct klock_pending *e,

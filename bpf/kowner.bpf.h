@@ -55,16 +55,32 @@ struct rw_semaphore___rt {
 struct kholder {
 	__u64 lock;
 	__u32 lcb_flags;
-	__u32 pad;
+	__u32 tid;		/* the owner's; 0: a free entry */
 };
 
-/* Keyed by the owner's tid; LRU, so owners never switched out again age out. */
+/*
+ * Indexed by the owner's tid's low bits (kholders_mask), each entry tagged with its tid;
+ * an owner whose entry another one took is noted again at the next wait that names it.
+ * An array, not a hash: the switch program looks here at every preemption, of any
+ * thread, and an LRU hash's lookup cost it ~40 ns there (ping-pong preempts at every
+ * round trip); an array's is one load.
+ */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, KLOCK_DEF_MAX_HOLDERS);
 	__type(key, __u32);
 	__type(value, struct kholder);
 } kholders SEC(".maps");
+/* kholders' max_entries - 1 (a power of 2, set by the daemon in both objects) */
+const volatile __u32 kholders_mask = KLOCK_DEF_MAX_HOLDERS - 1;
+
+/* Where owner @tid is noted, or would be: an entry of kholders, whoever it holds now. */
+static __always_inline struct kholder *kholder_entry(__u32 tid)
+{
+	__u32 idx = tid & kholders_mask;
+
+	return bpf_map_lookup_elem(&kholders, &idx);
+}
 
 /* @flags name a plain (non-RT) kernel's rw_semaphore, whose owner word is its own. */
 static __always_inline bool is_plain_rwsem(__u32 flags)

@@ -62,12 +62,10 @@ static __always_inline bool holder_preempted(struct task_struct *prev)
  */
 static __always_inline void kholder_preempted(struct task_struct *prev)
 {
-	__u32 tid = prev->pid;
-	struct kholder *h;
+	struct kholder *h = kholder_entry(prev->pid);
 	bool waiters;
 
-	h = bpf_map_lookup_elem(&kholders, &tid);
-	if (h && kowner_read(h->lock, h->lcb_flags, &waiters) == prev)
+	if (h && h->tid == (__u32)prev->pid && kowner_read(h->lock, h->lcb_flags, &waiters) == prev)
 		preempt_begin(prev, h->lock, ULOCK_HOLDER_KERNEL, h->lcb_flags);
 }
 

@@ -294,6 +294,27 @@ static const struct sched_slot empty_slot;
 static const struct sched_spin_thread empty_spinner;
 static const struct sched_peer empty_peer;
 
+/*
+ * Where @t entered the kernel: its registers at the top of its kernel stack. @direct (the
+ * variants loaded where kfuncs exist): plain loads at the offset the kernel's own helper
+ * gave once (task_pt_regs() is a constant offset from task->stack on every layout),
+ * instead of that helper's call: ~17 ns at every switch that sleeps. NULL stacks (a
+ * task past its exit) give a pointer whose loads fault safely and read 0.
+ */
+__u64 regs_off = 0;
+
+static __always_inline struct pt_regs *task_regs(struct task_struct *t, bool direct)
+{
+	__u64 stack;
+
+	if (!direct)
+		return (struct pt_regs *)bpf_task_pt_regs(t);
+	stack = (__u64)t->stack;
+	if (!regs_off && stack)		/* the first switch calibrates, the same for all */
+		regs_off = (__u64)bpf_task_pt_regs(t) - stack;
+	return bpf_rdonly_cast((void *)(stack + regs_off), bpf_core_type_id_kernel(struct pt_regs));
+}
+
 /* ---- the pending filter ---- */
 
 /*
@@ -380,7 +401,8 @@ static __always_inline struct sched_slot *thread_slot(__u32 tid, bool create)
 /* ---- the switch ---- */
 
 /* @prev goes to sleep (a voluntary switch): a futex wait, a zero sleep, or a stop. */
-static __always_inline void switched_out_asleep(void *ctx, struct task_struct *prev, unsigned int prev_state)
+static __always_inline void switched_out_asleep(void *ctx, struct task_struct *prev, unsigned int prev_state,
+						bool direct)
 {
 	struct pt_regs *regs;
 	long nr;
@@ -392,7 +414,7 @@ static __always_inline void switched_out_asleep(void *ctx, struct task_struct *p
 	/* kernel threads make no syscalls; a dead task waits for nothing, nor runs again */
 	if (!prev->mm || (prev_state & TASK_DEAD_BIT))
 		return;
-	regs = (struct pt_regs *)bpf_task_pt_regs(prev);
+	regs = task_regs(prev, direct);
 	nr = LS_SYSCALL_NR(regs);
 	if (nr == LS_SYS_FUTEX || nr == LS_SYS_FUTEX_WAITV) {
 		if (futex_waits)
@@ -405,13 +427,13 @@ static __always_inline void switched_out_asleep(void *ctx, struct task_struct *p
 }
 
 /* Kernel threads make no syscalls: their registers are not even looked up. */
-static __always_inline bool is_yield(struct task_struct *t)
+static __always_inline bool is_yield(struct task_struct *t, bool direct)
 {
-	return t->mm && LS_SYSCALL_NR((struct pt_regs *)bpf_task_pt_regs(t)) == LS_SYS_SCHED_YIELD;
+	return t->mm && LS_SYSCALL_NR(task_regs(t, direct)) == LS_SYS_SCHED_YIELD;
 }
 
 static __always_inline void switched_out(void *ctx, bool preempt, struct task_struct *prev,
-					 struct task_struct *next, unsigned int prev_state)
+					 struct task_struct *next, unsigned int prev_state, bool direct)
 {
 	struct pending_bucket *b = pending_bucket(prev->pid);
 	struct sched_slot *e;
@@ -432,19 +454,20 @@ static __always_inline void switched_out(void *ctx, bool preempt, struct task_st
 		/* written only when it changes: most switches leave the line clean */
 		if (b->preempted)
 			b->preempted = 0;
-		switched_out_asleep(ctx, prev, prev_state);
+		switched_out_asleep(ctx, prev, prev_state, direct);
 		return;
 	}
 	/*
 	 * Runnable and not yielding: it lost its CPU, by preemption or at its return to user
 	 * space (a wakeup that made it reschedule there switches it out without the flag)
 	 */
-	yield = !preempt && spin_source && is_yield(prev);
+	yield = !preempt && spin_source && is_yield(prev, direct);
 	if (b->preempted != !yield)
 		b->preempted = !yield;
 	if (yield)
 		yielded(prev, next, bpf_ktime_get_ns());
-	if (futex_waits && !holder_preempted(prev))	/* one preemption, charged to one lock */
+	/* one preemption, charged to one lock; the bucket's mark spares most a lookup */
+	if (futex_waits && !((b->marks & PB_HOLDER) && holder_preempted(prev)))
 		kholder_preempted(prev);
 }
 
@@ -467,16 +490,30 @@ static __always_inline void switched_in(struct task_struct *next)
 	}
 }
 
+static __always_inline int on_switch(void *ctx, bool preempt, struct task_struct *prev,
+				     struct task_struct *next, unsigned int prev_state, bool direct)
+{
+	/* the idle task is not a thread of anyone's */
+	if (prev->pid && ls_tgid_wanted(prev->tgid))
+		switched_out(ctx, preempt, prev, next, prev_state, direct);
+	if (next->pid && enabled && pending_any(next->pid))
+		switched_in(next);
+	return 0;
+}
+
+/* The daemon loads one of the two: sched_switch_direct where kfuncs exist (6.2+). */
 SEC("tp_btf/sched_switch")
 int BPF_PROG(sched_switch, bool preempt, struct task_struct *prev, struct task_struct *next,
 	     unsigned int prev_state)
 {
-	/* the idle task is not a thread of anyone's */
-	if (prev->pid && ls_tgid_wanted(prev->tgid))
-		switched_out(ctx, preempt, prev, next, prev_state);
-	if (next->pid && enabled && pending_any(next->pid))
-		switched_in(next);
-	return 0;
+	return on_switch(ctx, preempt, prev, next, prev_state, false);
+}
+
+SEC("tp_btf/sched_switch")
+int BPF_PROG(sched_switch_direct, bool preempt, struct task_struct *prev, struct task_struct *next,
+	     unsigned int prev_state)
+{
+	return on_switch(ctx, preempt, prev, next, prev_state, true);
 }
 
 /*

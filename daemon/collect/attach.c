@@ -101,7 +101,8 @@ void collector_sampler_off(struct sampler *sm, int nr_cpus)
 static struct bpf_program *sched_prog(const struct collector *c, int i)
 {
 	struct bpf_program *progs[SCHED_PROGS] = {
-		c->sskel->progs.sched_switch, c->sskel->progs.sched_waking, c->sskel->progs.sched_process_exit,
+		sched_switch_prog(c->sskel, c->feat.task_from_pid), c->sskel->progs.sched_waking,
+		c->sskel->progs.sched_process_exit,
 	};
 
 	return progs[i];

@@ -155,6 +155,12 @@ static const struct bpf_object_open_opts open_opts = {
 	.btf_custom_path = "/sys/kernel/btf/vmlinux",
 };
 
+/* The mask of a direct-mapped array for @n entries: @n rounded down to a power of 2, less 1. */
+static __u32 pow2_mask(__u32 n)
+{
+	return (1U << (31 - __builtin_clz(n))) - 1;
+}
+
 static bool variant_usable(const struct collector *c, const struct klock_variant *v)
 {
 	if (v->needs_tp_btf && (!c->feat.tp_btf || c->opts.force_tp))
@@ -174,8 +180,8 @@ static int configure(struct collector *c, const struct klock_variant *v)
 	SET_SHARED_RODATA(s->rodata, o);
 
 	/* the array takes as many threads as the hash does at most, so max-threads bounds both */
-	s->rodata->slot_cache_mask = (1U << (31 - __builtin_clz(o->max_threads < KLOCK_SLOT_CACHE ?
-								o->max_threads : KLOCK_SLOT_CACHE))) - 1;
+	s->rodata->slot_cache_mask = pow2_mask(o->max_threads < KLOCK_SLOT_CACHE ? o->max_threads : KLOCK_SLOT_CACHE);
+	s->rodata->kholders_mask = pow2_mask(o->max_holders);
 	if ((err = bpf_map__set_max_entries(s->maps.ringbufs, c->nr_cpus)) ||
 	    (err = bpf_map__set_max_entries(s->maps.slot_cache, s->rodata->slot_cache_mask + 1)) ||
 	    (err = bpf_map__set_max_entries(s->maps.thread_slots, o->max_threads)) ||
@@ -183,7 +189,7 @@ static int configure(struct collector *c, const struct klock_variant *v)
 	    (err = bpf_map__set_value_size(s->maps.stacks, o->max_stack * sizeof(__u64))) ||
 	    (err = bpf_map__set_max_entries(s->maps.lock_buckets, o->max_locks)) ||
 	    (err = bpf_map__set_max_entries(s->maps.owner_stacks, o->owner_stacks)) ||
-	    (err = bpf_map__set_max_entries(s->maps.kholders, o->max_holders)))
+	    (err = bpf_map__set_max_entries(s->maps.kholders, s->rodata->kholders_mask + 1)))
 		return err;
 	/* ulock's switch program reads the owners noted (setup_ulock needs tp_btf) */
 	s->rodata->note_holders = o->user_locks && c->feat.tp_btf;
@@ -287,8 +293,16 @@ static int create_wait_tables(struct collector *c)
 	 bpf_map__reuse_fd((m)->wait_cache, bpf_map__fd((c)->skel->maps.wait_cache)) ?:	\
 	 bpf_map__reuse_fd((m)->wait_cache_busy, bpf_map__fd((c)->skel->maps.wait_cache_busy)))
 
-static void sched_autoload(struct scheduler_bpf *s, bool precise, bool spin)
+struct bpf_program *sched_switch_prog(struct scheduler_bpf *s, bool direct)
 {
+	return direct ? s->progs.sched_switch_direct : s->progs.sched_switch;
+}
+
+static void sched_autoload(struct scheduler_bpf *s, bool precise, bool spin, bool direct)
+{
+	bpf_program__set_autoload(s->progs.sched_switch, false);
+	bpf_program__set_autoload(s->progs.sched_switch_direct, false);
+	bpf_program__set_autoload(sched_switch_prog(s, direct), true);
 	/* the precise programs load with the rest but attach only on demand */
 	bpf_program__set_autoload(s->progs.sched_enter_futex, precise);
 	bpf_program__set_autoload(s->progs.sched_exit_futex, precise);
@@ -323,7 +337,8 @@ static int load_sched(struct collector *c)
 	s->rodata->spin_source = o->sched_threads != 0;
 	s->rodata->rq_clock_global = ls_sched_clock_global();
 	/* holders is indexed by the tid's low bits: the largest power of 2 the setting allows */
-	s->rodata->holders_mask = (1U << (31 - __builtin_clz(o->max_holders))) - 1;
+	s->rodata->holders_mask = pow2_mask(o->max_holders);
+	s->rodata->kholders_mask = pow2_mask(o->max_holders);	/* as klock sized the map */
 	c->feat.switch_clock = s->rodata->rq_clock_global ? "run_queue" : "monotonic";
 	if ((err = REUSE_SHARED_MAPS(&s->maps, c)) ||
 	    (err = bpf_map__reuse_fd(s->maps.kholders, bpf_map__fd(c->skel->maps.kholders))) ||
@@ -337,7 +352,7 @@ static int load_sched(struct collector *c)
 	    (err = bpf_map__set_max_entries(s->maps.exited_cache, o->sched_threads ? SCHED_EXITED_CACHE : 1)) ||
 	    (err = bpf_map__set_max_entries(s->maps.ustack_scratch, c->nr_cpus)))
 		return err;
-	sched_autoload(s, c->feat.precise, o->sched_threads != 0);
+	sched_autoload(s, c->feat.precise, o->sched_threads != 0, c->feat.task_from_pid);
 	return scheduler_bpf__load(s);
 }
 

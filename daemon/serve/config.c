@@ -78,7 +78,7 @@ const struct ls_setting ls_settings[] = {
 	U32("user-stack-entries", ENG(collector.ustack_entries), 64, 1U << 22, 0, "maps",
 	    "distinct user stacks (BPF stack map)"),
 	U32("max-holders", ENG(collector.max_holders), 16, 1U << 20, 0, "maps",
-	    "lock holders noted for sampling and the preemption check (user and kernel each; user: rounded down to a power of 2)"),
+	    "lock holders noted for sampling and the preemption check (user and kernel each, rounded down to a power of 2)"),
 	U32("max-keys", ENG(max_keys), 1024, 1U << 26, 0, "maps", "aggregation keys per time slot"),
 	U32("max-stacks", ENG(max_stacks), 1024, 1U << 26, 0, "maps", "distinct stacks the daemon keeps"),
 
