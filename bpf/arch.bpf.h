@@ -80,8 +80,12 @@ enum ls_syscall_nr {
 /*
  * The privilege level of the interrupted code is in the low bits of its %cs. Read as the
  * whole 8-byte slot: the verifier allows only full-width loads from a perf_event context.
+ * By its place in the UAPI layout (asm/ptrace.h: a perf_event context's registers are
+ * that ABI), not through CO-RE: 6.9+ (FRED) declares cs a 2-byte member of a union at the
+ * same place, and a relocation from a 6.9+ vmlinux.h refuses an older kernel's 8-byte cs.
  */
-#define LS_USER_MODE(regs)	((*(volatile __u64 *)&(regs)->cs & 3) == 3)
+enum { LS_PT_REGS_CS_WORD = 17 };	/* r15 ... orig_ax, ip, then cs */
+#define LS_USER_MODE(regs)	((((volatile const __u64 *)(regs))[LS_PT_REGS_CS_WORD] & 3) == 3)
 #elif defined(__TARGET_ARCH_arm64)
 /* arm64 has no poll, select, epoll_wait or pause: only their p* forms (negative: none) */
 enum ls_syscall_nr {

@@ -26,6 +26,8 @@ def test_debian_61_kernels():
         assert v["ok"], v
         # 6.1 has BTF tracepoints but no bpf_task_from_pid: the middle variant
         assert v["attach_mode"] == "tp_btf" and v["owner_stacks"] is False, v
+        # the scheduler loads too, its switch program the one that reads registers by a helper
+        assert v["sched"] and v["user_locks"] and v["switch_prog"] == ["sched_switch"], v
         assert not v["dropped"].get("ringbuf_full"), v
         # degraded mode: what 6.1 lacks is probed, named, and only it is off; --strict refuses
         assert v["missing"] == ["task_from_pid"], v

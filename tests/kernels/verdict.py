@@ -28,8 +28,12 @@ def main():
                    check={f.split()[0]: f.split()[1] for f in lines["LOCKSCOPE-CHECK"].split("|")[:-2] if f.strip()},
                    strict_rc=int(lines["LOCKSCOPE-STRICT"].split()[0]),
                    strict_log=lines["LOCKSCOPE-STRICT"].partition(" ")[2],
-                   missing=sorted(p["name"] for p in st["probes"] if not p["ok"]))
+                   missing=sorted(p["name"] for p in st["probes"] if not p["ok"]),
+                   switch_prog=[p["name"] for p in st["programs"] if p["hook"] == "tp_btf/sched_switch"],
+                   degraded=st["degraded"], sched=st["features"]["sched"], user_locks=st["features"]["user_locks"])
+        # every component loads: a kernel without a kfunc degrades a feature, not a component
         res["ok"] = (bool(mm) and "mmap_storm" in res["owners"] and "pipe_storm" in res["mutex_owners"]
+                     and not st["degraded"] and res["sched"] and res["user_locks"]
                      and all(p["attached"] or p["on_demand"] for p in st["programs"]))
     except (KeyError, ValueError) as e:
         res["error"] = f"{type(e).__name__}: {e}"
