@@ -49,7 +49,20 @@ enum ls_defaults {
  * the daemon drains whenever it likes (once a second, and before answering a query),
  * and no wait is lost to the drain.
  */
-#define LS_MAX_CPUS		4096	/* wait_writers' slots (CPU ids beyond share slots) */
+#define LS_MAX_CPUS		1024	/* wait_writers' slots (CPU ids beyond share slots) */
+/*
+ * Each CPU's count on lines of its own, apart from the read-mostly globals beside them:
+ * two locked adds per wait on a line another CPU writes too (or reads at every event)
+ * made every wait pull it across. 128, not 64: x86's adjacent-line prefetcher pairs
+ * lines, and some arm64 parts have 128-byte lines. (.bss maps are mmapable: the kernel
+ * places their value at a page boundary, so the ELF alignment holds there.)
+ */
+#define LS_CACHE_LINE		128
+
+struct ls_wait_writer {
+	__u32 n;
+	__u8 pad[LS_CACHE_LINE - sizeof(__u32)];
+} __attribute__((aligned(LS_CACHE_LINE)));
 #define LS_HIST_BUCKETS		41	/* log2 of the wait in ns: [2^i, 2^(i+1)); 2^40 ns is 18 min */
 /*
  * In front of the shared tables, each CPU keeps a small direct-mapped cache of entries

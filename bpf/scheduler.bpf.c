@@ -589,14 +589,14 @@ static __always_inline bool timed_out(const struct sched_slot *e)
  * own timeout ran out. An interrupt taken while a thread was inside one of those is still
  * named instead: what the check cannot exclude.
  */
-static __always_inline bool woke_it(const struct sched_slot *e, struct task_struct *cur)
+static __always_inline bool woke_it(const struct sched_slot *e, struct task_struct *cur, bool direct)
 {
 	struct pt_regs *regs;
 	long nr;
 
 	if (!cur->mm)
 		return false;
-	regs = (struct pt_regs *)bpf_task_pt_regs(cur);
+	regs = task_regs(cur, direct);
 	nr = LS_SYSCALL_NR(regs);
 	if (e->rec_flags & ULOCK_RF_BLOCKCALL)
 		return thread_ended(e->op) && ends_waits(nr) && !timed_out(e);
@@ -624,8 +624,7 @@ static __always_inline void note_chain(struct sched_slot *e, __u32 tid, __u32 wa
  * in the waker's context on every kernel, where sched_wakeup may run on the wakee's CPU.
  * Tasks with nothing open (the pending filter) cost one array load.
  */
-SEC("tp_btf/sched_waking")
-int BPF_PROG(sched_waking, struct task_struct *p)
+static __always_inline int on_waking(void *ctx, struct task_struct *p, bool direct)
 {
 	struct task_struct *cur;
 	__u32 tid = p->pid;
@@ -637,7 +636,7 @@ int BPF_PROG(sched_waking, struct task_struct *p)
 	if (!e || e->state == SLOT_IDLE || (e->rec_flags & ULOCK_RF_RELEASER))
 		return 0;
 	cur = bpf_get_current_task_btf();
-	if (!woke_it(e, cur))
+	if (!woke_it(e, cur, direct))
 		return 0;
 	e->releaser_pid = cur->tgid;
 	e->releaser_tid = cur->pid;
@@ -650,6 +649,19 @@ int BPF_PROG(sched_waking, struct task_struct *p)
 		take_stack(ctx, &e->releaser_stack_id, &e->releaser_dump, &e->rec_flags,
 			   ULOCK_RF_RELEASER_STACK, ULOCK_RF_RELEASER_DUMP, false);
 	return 0;
+}
+
+/* The daemon loads one of the two, as it does sched_switch's. */
+SEC("tp_btf/sched_waking")
+int BPF_PROG(sched_waking, struct task_struct *p)
+{
+	return on_waking(ctx, p, false);
+}
+
+SEC("tp_btf/sched_waking")
+int BPF_PROG(sched_waking_direct, struct task_struct *p)
+{
+	return on_waking(ctx, p, true);
 }
 
 #include "sched_samplers.bpf.h"

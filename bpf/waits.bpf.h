@@ -61,7 +61,7 @@ struct {
 /* Which table programs write; the daemon moves it on (lockscope.h). */
 __u32 wait_epoch = 0;
 /* Programs using a table right now, per CPU: the daemon drains when all are 0. */
-__u32 wait_writers[LS_MAX_CPUS];
+struct ls_wait_writer wait_writers[LS_MAX_CPUS];
 
 /*
  * floor(log2(@v)) for @v > 0, 0 for 0: the histogram bucket, branch-free as bcc's log2l().
@@ -273,11 +273,11 @@ static __always_inline void wait_add(const struct ls_wait_key *key, __u64 wait_n
 	void *table;
 
 	/* the fetching form: JITs make it a full barrier on every architecture (ldaddal on arm64) */
-	before = __sync_fetch_and_add(&wait_writers[cpu], 1);
+	before = __sync_fetch_and_add(&wait_writers[cpu].n, 1);
 	barrier_var(before);
 	epoch = wait_epoch;
 	if (wait_cache_add(key, epoch, wait_ns, nonblocking, names)) {
-		__sync_fetch_and_add(&wait_writers[cpu], -1);
+		__sync_fetch_and_add(&wait_writers[cpu].n, -1);
 		return;
 	}
 	epoch &= LS_WAIT_TABLES - 1;
@@ -286,7 +286,7 @@ static __always_inline void wait_add(const struct ls_wait_key *key, __u64 wait_n
 		v = wait_entry(table, key, names);
 	if (v)
 		wait_count(v, wait_ns, nonblocking);
-	__sync_fetch_and_add(&wait_writers[cpu], -1);
+	__sync_fetch_and_add(&wait_writers[cpu].n, -1);
 	if (!v)
 		wait_overflow(key, wait_ns, nonblocking, names);
 }

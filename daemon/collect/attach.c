@@ -100,12 +100,7 @@ void collector_sampler_off(struct sampler *sm, int nr_cpus)
 
 static struct bpf_program *sched_prog(const struct collector *c, int i)
 {
-	struct bpf_program *progs[SCHED_PROGS] = {
-		sched_switch_prog(c->sskel, c->feat.task_from_pid), c->sskel->progs.sched_waking,
-		c->sskel->progs.sched_process_exit,
-	};
-
-	return progs[i];
+	return sched_prog_variant(c->sskel, i, c->feat.task_from_pid);
 }
 
 /* sched_waking is on demand unless waker-min-rate is 0: see waker_on in scheduler.bpf.c. */

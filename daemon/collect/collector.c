@@ -293,16 +293,25 @@ static int create_wait_tables(struct collector *c)
 	 bpf_map__reuse_fd((m)->wait_cache, bpf_map__fd((c)->skel->maps.wait_cache)) ?:	\
 	 bpf_map__reuse_fd((m)->wait_cache_busy, bpf_map__fd((c)->skel->maps.wait_cache_busy)))
 
-struct bpf_program *sched_switch_prog(struct scheduler_bpf *s, bool direct)
+struct bpf_program *sched_prog_variant(struct scheduler_bpf *s, int i, bool direct)
 {
-	return direct ? s->progs.sched_switch_direct : s->progs.sched_switch;
+	struct bpf_program *progs[SCHED_PROGS][2] = {
+		[SCHED_SWITCH] = { s->progs.sched_switch, s->progs.sched_switch_direct },
+		[SCHED_WAKING] = { s->progs.sched_waking, s->progs.sched_waking_direct },
+		[SCHED_EXIT] = { s->progs.sched_process_exit, s->progs.sched_process_exit },
+	};
+
+	return progs[i][direct];
 }
 
 static void sched_autoload(struct scheduler_bpf *s, bool precise, bool spin, bool direct)
 {
-	bpf_program__set_autoload(s->progs.sched_switch, false);
-	bpf_program__set_autoload(s->progs.sched_switch_direct, false);
-	bpf_program__set_autoload(sched_switch_prog(s, direct), true);
+	int i;
+
+	for (i = 0; i < SCHED_PROGS; i++) {
+		bpf_program__set_autoload(sched_prog_variant(s, i, !direct), false);
+		bpf_program__set_autoload(sched_prog_variant(s, i, direct), true);
+	}
 	/* the precise programs load with the rest but attach only on demand */
 	bpf_program__set_autoload(s->progs.sched_enter_futex, precise);
 	bpf_program__set_autoload(s->progs.sched_exit_futex, precise);

@@ -33,8 +33,8 @@ struct klock_variant {
 enum { PRECISE_PROGS = 4 };
 /* The scheduler's tracepoint programs, in sched_prog()'s order. */
 enum { SCHED_SWITCH, SCHED_WAKING, SCHED_EXIT, SCHED_PROGS };
-/* The switch program of the two variants: @direct, the one with plain loads (kfuncs, 6.2+). */
-struct bpf_program *sched_switch_prog(struct scheduler_bpf *s, bool direct);
+/* Scheduler program @i: of two variants, @direct the one with plain loads (kfuncs, 6.2+). */
+struct bpf_program *sched_prog_variant(struct scheduler_bpf *s, int i, bool direct);
 
 /* A cpu-clock sampler: while on, an event with the program on each CPU; NULL while off. */
 struct sampler {

@@ -264,8 +264,8 @@ static bool waits_busy(const struct collector *c)
 	int cpu;
 
 	for (cpu = 0; cpu < c->nr_cpus && cpu < LS_MAX_CPUS; cpu++) {
-		if (__atomic_load_n(&c->skel->bss->wait_writers[cpu], __ATOMIC_SEQ_CST) ||
-		    (c->sskel && __atomic_load_n(&c->sskel->bss->wait_writers[cpu], __ATOMIC_SEQ_CST)))
+		if (__atomic_load_n(&c->skel->bss->wait_writers[cpu].n, __ATOMIC_SEQ_CST) ||
+		    (c->sskel && __atomic_load_n(&c->sskel->bss->wait_writers[cpu].n, __ATOMIC_SEQ_CST)))
 			return true;
 	}
 	return false;

@@ -168,8 +168,9 @@ def test_capability_bounding_set_is_enough():
         st = d.call({"cmd": "status"})
         attached = {p["name"] for p in st["programs"] if p["attached"] or p["on_demand"]}
         print(bounding, sorted(attached))
-        for prog in ("contention_begin_btf_owner_stack", "contention_end_btf", "sched_switch",
-                     "sched_waking", "hold_sample", "spin_sample"):
+        # the variants of a kernel with kfuncs (this one's): owner stacks, plain loads
+        for prog in ("contention_begin_btf_owner_stack", "contention_end_btf", "sched_switch_direct",
+                     "sched_waking_direct", "hold_sample", "spin_sample"):
             assert prog in attached, (prog, attached)
         assert st["degraded"] == [], st["degraded"]
         # the on-demand ones attach under the same set once needed: a contended mutex
@@ -178,10 +179,10 @@ def test_capability_bounding_set_is_enough():
         w.wait()
         for _ in range(50):
             now = {p["name"] for p in d.call({"cmd": "status"})["programs"] if p["attached"]}
-            if {"sched_waking", "hold_sample"} <= now:
+            if {"sched_waking_direct", "hold_sample"} <= now:
                 break
             time.sleep(0.1)
-        assert {"sched_waking", "hold_sample"} <= now, now
+        assert {"sched_waking_direct", "hold_sample"} <= now, now
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 0

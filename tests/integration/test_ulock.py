@@ -83,7 +83,7 @@ def test_releasers_named_on_demand(daemon):
     program asks with a ring record), and it is detached once the waits stop."""
     def waking():
         st = daemon.call({"cmd": "status"})
-        return next(p for p in st["programs"] if p["name"] == "sched_waking"), st
+        return next(p for p in st["programs"] if p["hook"] == "tp_btf/sched_waking"), st
 
     prog, _ = waking()
     assert prog["on_demand"] and not prog["attached"], prog
