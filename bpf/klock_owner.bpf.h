@@ -186,14 +186,15 @@ static __always_inline void note_holder(const struct klock_pending *e, __u64 loc
 	if (!h || (h->tid == tid && h->lock == lock))
 		return;
 	/*
-	 * Untagged while it changes: a switch that reads it meanwhile finds no owner, never
-	 * one owner's tid with another's lock (x86 and arm64 keep plain stores in order
-	 * for a reader on the same word; the lock check at the switch catches the rest)
+	 * Untagged while it changes, as the user holders' entries are (exchanges: full
+	 * barriers on every architecture), so a switch that reads it meanwhile finds no
+	 * owner rather than one owner's tid with another's lock; whatever it reads, the
+	 * switch checks against the lock's own owner word before it counts anything
 	 */
-	h->tid = 0;
+	__sync_lock_test_and_set(&h->tid, 0);
 	h->lock = lock;
 	h->lcb_flags = flags & ~KLOCK_F_SPIN;
-	h->tid = tid;
+	__sync_lock_test_and_set(&h->tid, tid);
 	ls_count(LS_CNT_KHOLDERS);
 }
 
