@@ -39,10 +39,12 @@ def scan_report(daemon, name, *args):
     finally:
         assert w.wait(timeout=60) == 0
     REPORT.validate(r)
+    own = w.stdout.read().strip()
     print("scan of", name, "pid", w.pid, "span_s", r.get("span_s"), "window", r.get("window"),
-          "process_exited", r.get("process_exited"), "own count", w.stdout.read().strip())
+          "process_exited", r.get("process_exited"), "own count", own)
     if until:
         assert r["process_exited"]
+    scan_report.own = json.loads(own.splitlines()[-1]) if own.startswith("{") else {}
     return r
 
 
@@ -66,6 +68,7 @@ CASES = {
     "futex_wake_contention": (("futex_bucket",), ("futex_bucket", "--fixed")),
 }
 LOCK_RULES = {"redesign", "coarse_lock", "blocking_work", "wait_jitter"}
+CONTENDED_RATE = 1000	# the daemon's report-contended-rate at defaults: waits/s
 
 
 @pytest.mark.parametrize("rule", sorted(CASES))
@@ -119,6 +122,13 @@ def test_rule_fires_and_fixed_is_silent(daemon, rule):
         # that makes are real: wait_jitter names them by those preemptions. It is not the
         # design problem this rule's workload was built for (seen under a parallel build).
         silent.discard("wait_jitter")
+    own = scan_report.own
+    if rule == "redesign" and own["sleeps"] / own["seconds"] >= CONTENDED_RATE / 2:
+        # the fixed server's few sleeps last ms (a preempted holder; 200-420/s measured on a
+        # quiet machine). When its own count says they came at the rule's rate this time
+        # (1074/s once in CI), the finding is true of this run, not a false alarm.
+        print("fixed variant slept at", own["sleeps"] / own["seconds"], "/s by its own count")
+        silent.discard("redesign")
     assert not rules(r) & silent
 
 
