@@ -29,8 +29,9 @@ def run_workload(name, *args, seconds=4):
 
 
 def scan_report(daemon, name, *args):
-    """The report of a 3 s scan of workload @name; of its whole run if it runs until it has
-    produced what the test needs (--until-*), as the scan ends when the process does."""
+    """The report of a 3 s scan of workload @name (of its whole run if it runs until it has
+    produced what the test needs, --until-*, as the scan ends when the process does), and
+    the workload's own count (its last line, {} if it prints none)."""
     until = any(a.startswith("--until") for a in args)
     w = run_workload(name, *args, seconds=3 if until else 4)
     try:
@@ -44,8 +45,7 @@ def scan_report(daemon, name, *args):
           "process_exited", r.get("process_exited"), "own count", own)
     if until:
         assert r["process_exited"]
-    scan_report.own = json.loads(own.splitlines()[-1]) if own.startswith("{") else {}
-    return r
+    return r, json.loads(own.splitlines()[-1]) if own.startswith("{") else {}
 
 
 def rules(report):
@@ -74,7 +74,7 @@ CONTENDED_RATE = 1000	# the daemon's report-contended-rate at defaults: waits/s
 @pytest.mark.parametrize("rule", sorted(CASES))
 def test_rule_fires_and_fixed_is_silent(daemon, rule):
     bad, fixed = CASES[rule]
-    r = scan_report(daemon, *bad)
+    r, _ = scan_report(daemon, *bad)
     print(rule, [(f["rule"], f["title"]) for f in r["findings"]])
     assert rule in rules(r)
     f = next(f for f in r["findings"] if f["rule"] == rule)
@@ -110,7 +110,7 @@ def test_rule_fires_and_fixed_is_silent(daemon, rule):
         assert not [x for x in r["findings"] if x["rule"] in LOCK_RULES and x["lock"] == f["lock"]]
     text = daemon.cli("report", "-p", str(os.getpid()), "-w", "10s").stdout
     assert "lockscope report: pid" in text
-    r = scan_report(daemon, *fixed)
+    r, own = scan_report(daemon, *fixed)
     print("fixed", [(f["rule"], f["title"]) for f in r["findings"]])
     silent = LOCK_RULES | {"futex_wake_contention"}
     if bad[0] == "prio_inversion":
@@ -122,7 +122,6 @@ def test_rule_fires_and_fixed_is_silent(daemon, rule):
         # that makes are real: wait_jitter names them by those preemptions. It is not the
         # design problem this rule's workload was built for (seen under a parallel build).
         silent.discard("wait_jitter")
-    own = scan_report.own
     if rule == "redesign" and own["sleeps"] / own["seconds"] >= CONTENDED_RATE / 2:
         # the fixed server's few sleeps last ms (a preempted holder; 200-420/s measured on a
         # quiet machine). When its own count says they came at the rule's rate this time
@@ -151,7 +150,7 @@ def test_report_thresholds_are_settings(daemon):
     """Raising report-contended-rate turns the coarse lock into no finding at all."""
     d = start_daemon(["--report-contended-rate", "100000000"])
     try:
-        r = scan_report(d, "mutex_server", "--workers", "2")
+        r, _ = scan_report(d, "mutex_server", "--workers", "2")
         assert r["thresholds"]["report-contended-rate"] == 100000000
         assert "coarse_lock" not in rules(r)
     finally:
