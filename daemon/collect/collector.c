@@ -347,7 +347,7 @@ static int load_sched(struct collector *c)
 	s->rodata->rq_clock_global = ls_sched_clock_global();
 	/* holders is indexed by the tid's low bits: the largest power of 2 the setting allows */
 	s->rodata->holders_mask = pow2_mask(o->max_holders);
-	s->rodata->kholders_mask = pow2_mask(o->max_holders);	/* as klock sized the map */
+	s->rodata->kholders_mask = c->skel->rodata->kholders_mask;	/* klock sized the map */
 	c->feat.switch_clock = s->rodata->rq_clock_global ? "run_queue" : "monotonic";
 	if ((err = REUSE_SHARED_MAPS(&s->maps, c)) ||
 	    (err = bpf_map__reuse_fd(s->maps.kholders, bpf_map__fd(c->skel->maps.kholders))) ||
