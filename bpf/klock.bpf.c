@@ -96,6 +96,35 @@ struct {
 	__type(value, struct owner_stack);
 } owner_stacks SEC(".maps");
 
+/*
+ * Waits that ended on this CPU and are not in the table yet. contention_end runs inside
+ * the critical section of the lock it ends on (the lock is held, and a mutex that slept
+ * holds its wait_lock too), so what it spends there every other waiter of the lock spends
+ * spinning: the end only queues the wait, and the next spinning begin on this CPU, which
+ * takes no lock of its own, adds it to the table (count_queued()). The daemon runs
+ * count_queued_waits on every CPU before it moves the table epoch on, so a window misses
+ * none. A full queue counts the wait at once.
+ */
+struct klock_done {
+	struct klock_pending e;
+	__u64 id;		/* the waiter's pid_tgid */
+	__u64 wait_ns;
+	char comm[TASK_COMM_LEN];
+};
+
+struct klock_done_queue {
+	__u32 n;
+	__u32 pad;
+	struct klock_done d[KLOCK_DONE_MAX];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct klock_done_queue);
+} done_queue SEC(".maps");
+
 static const struct klock_slot empty_slot;
 static const struct owner_stack empty_owner_stack;
 
@@ -120,15 +149,20 @@ static __always_inline bool is_continuation(__u32 old_flags, __u32 new_flags)
 	       !(new_flags & KLOCK_F_SPIN);
 }
 
+/* @tid's slot_cache entry, whoever owns it; NULL for tid 0 (see below). */
+static __always_inline struct klock_slot *slot_cache_entry(__u32 tid)
+{
+	__u32 idx = tid & slot_cache_mask;
+
+	/* 0 marks a free entry: tid 0 (the idle tasks, one per CPU) keeps to the hash */
+	return tid ? bpf_map_lookup_elem(&slot_cache, &idx) : NULL;
+}
+
 /* @tid's slot: its slot_cache entry, else its thread_slots entry; @create: claim one. */
 static __always_inline struct klock_slot *thread_slot(__u32 tid, bool create)
 {
-	__u32 idx = tid & slot_cache_mask;
-	struct klock_slot *cached = bpf_map_lookup_elem(&slot_cache, &idx), *slot;
+	struct klock_slot *cached = slot_cache_entry(tid), *slot;
 
-	/* 0 marks a free entry: tid 0 (the idle tasks, one per CPU) keeps to the hash */
-	if (!tid)
-		cached = NULL;
 	if (cached && cached->owner == tid)
 		return cached;
 	slot = bpf_map_lookup_elem(&thread_slots, &tid);
@@ -303,8 +337,17 @@ static __always_inline bool slot_pop(struct klock_slot *slot, __u64 lock, __u32 
 {
 	__u32 depth = slot->depth, i, found = KLOCK_NEST_MAX;
 
-	if (depth > KLOCK_NEST_MAX)
+	if (!depth || depth > KLOCK_NEST_MAX)
 		return false;
+	/* most waits end in the order they began: the top one, with nothing to move */
+	i = depth - 1;
+	barrier_var(i);
+	i &= KLOCK_NEST_MAX - 1;
+	if (slot->e[i].lock == lock && slot->e[i].tid == tid) {
+		*out = slot->e[i];
+		slot->depth = i;
+		return true;
+	}
 	for (i = 0; i < KLOCK_NEST_MAX; i++) {
 		if (i < depth && slot->e[i].lock == lock && slot->e[i].tid == tid)
 			found = i;
@@ -413,10 +456,10 @@ static __always_inline __u16 wait_type(__u32 lcb_flags)
 	return lcb_flags & KLOCK_F_MUTEX ? KLOCK_F_MUTEX : lcb_flags;
 }
 
-/* The exact part: one wait added to its table entry. */
-static __always_inline void count_wait(const struct klock_pending *e, __u64 id, __u64 wait_ns, __u32 names)
+/* The exact part: one wait of thread @id, named @comm, added to its table entry. */
+static __always_inline void count_wait(const struct klock_pending *e, __u64 id, __u64 wait_ns, const char *comm)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
+	__u32 names = e->rec_flags;
 	struct ls_wait_key key = {
 		.lock = e->lock,
 		.pid = id >> 32,
@@ -428,9 +471,57 @@ static __always_inline void count_wait(const struct klock_pending *e, __u64 id, 
 		.owner_pid = e->owner_pid,
 		.owner_tid = e->owner_tid,
 	};
-	struct ls_wait_names nm = { .comm = task->comm, .owner_comm = owner_comm(e) };
+	struct ls_wait_names nm = { .comm = comm, .owner_comm = owner_comm(e) };
 
 	wait_add(&key, wait_ns, false, &nm);
+}
+
+static __always_inline struct klock_done_queue *done_queue_get(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&done_queue, &zero);
+}
+
+/* The current thread's wait in @e, ended after @wait_ns: queued for count_queued(). */
+static __always_inline void count_later(const struct klock_pending *e, __u64 id, __u64 wait_ns)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct klock_done_queue *q = done_queue_get();
+	struct klock_done *d;
+	__u32 n;
+
+	if (!q || (n = q->n) >= KLOCK_DONE_MAX) {
+		count_wait(e, id, wait_ns, task->comm);
+		return;
+	}
+	barrier_var(n);
+	d = &q->d[n & (KLOCK_DONE_MAX - 1)];
+	d->e = *e;
+	d->id = id;
+	d->wait_ns = wait_ns;
+	__builtin_memcpy(d->comm, task->comm, sizeof(d->comm));
+	q->n = n + 1;
+}
+
+static long count_queued_one(__u32 i, struct klock_done_queue **qp)
+{
+	struct klock_done *d = &(*qp)->d[i & (KLOCK_DONE_MAX - 1)];
+
+	count_wait(&d->e, d->id, d->wait_ns, d->comm);
+	return 0;
+}
+
+/* The waits this CPU's ends queued, added to the table. Inside guard_enter(). */
+static __always_inline void count_queued(void)
+{
+	struct klock_done_queue *q = done_queue_get();
+	__u32 n;
+
+	if (!q || !(n = q->n))
+		return;
+	bpf_loop(n < KLOCK_DONE_MAX ? n : KLOCK_DONE_MAX, count_queued_one, &q, 0);
+	q->n = 0;
 }
 
 static __always_inline int __lock_acquired(struct klock_slot *cpu, void *ctx, __u64 id, __u64 lock)
@@ -443,10 +534,12 @@ static __always_inline int __lock_acquired(struct klock_slot *cpu, void *ctx, __
 		return 0;
 	}
 	now = bpf_ktime_get_ns();
-	count_wait(&e, id, now - e.begin_ns, e.rec_flags);
-	/* the sampled part: the wait again, with the stacks its caller is told by */
-	if (!(e.rec_flags & KLOCK_RF_SAMPLED))
+	if (!(e.rec_flags & KLOCK_RF_SAMPLED)) {
+		count_later(&e, id, now - e.begin_ns);
 		return 0;
+	}
+	/* the sampled part, rate-limited: counted now, and again with its stacks */
+	count_wait(&e, id, now - e.begin_ns, bpf_get_current_task_btf()->comm);
 	ls_count(LS_CNT_SAMPLED);
 	if (e.rec_flags & KLOCK_RF_OWNER_STACK)
 		emit_sample(ctx, &e, id, now, true);
@@ -485,6 +578,9 @@ static __always_inline int lock_contended(__u64 lock, __u32 flags, bool with_own
 
 	if (!ls_tgid_wanted(id >> 32) || !(cpu = guard_enter()))
 		return 0;
+	/* not where a mutex's sleeping begin runs: under the wait_lock its unlocker takes */
+	if (is_spinning(flags))
+		count_queued();
 	__lock_contended(cpu, id, lock, flags, with_owner_stack);
 	cpu->busy = 0;
 	return 0;
@@ -498,6 +594,24 @@ static __always_inline int lock_acquired(void *ctx, __u64 lock)
 	if (!ls_tgid_wanted(id >> 32) || !(cpu = guard_enter()))
 		return 0;
 	__lock_acquired(cpu, ctx, id, lock);
+	cpu->busy = 0;
+	return 0;
+}
+
+/*
+ * Run by the daemon on each CPU (BPF_PROG_TEST_RUN, BPF_F_TEST_RUN_ON_CPU) before it moves
+ * the table epoch on: that CPU's queued waits go into the table being written. When it
+ * interrupted one of our programs there, it leaves the queue to it and says so.
+ */
+SEC("raw_tp")
+int count_queued_waits(void *ctx)
+{
+	struct klock_slot *cpu = cpu_slot();
+
+	if (!cpu || cpu->busy)
+		return KLOCK_QUEUE_BUSY;
+	cpu->busy = 1;
+	count_queued();
 	cpu->busy = 0;
 	return 0;
 }

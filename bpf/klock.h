@@ -41,6 +41,9 @@ enum klock_rec_flags {
  * plus room for a continued one.
  */
 #define KLOCK_NEST_MAX		4
+#define KLOCK_DONE_MAX		4	/* waits a CPU queues between begins (a power of 2) */
+/* count_queued_waits' return: the CPU was inside one of our programs; ask again */
+#define KLOCK_QUEUE_BUSY	1
 /* Owner stacks are copied into the record, so keep them short. */
 #define KLOCK_OWNER_STACK_DEPTH	32
 

@@ -56,28 +56,41 @@ static __always_inline bool claim_moved_spin(__u64 lock, __u32 tid, __u64 now, s
 	return true;
 }
 
+/* @slot's open wait at the top, when it is on @lock; else NULL. */
+static __always_inline struct klock_pending *slot_top_on(struct klock_slot *slot, __u64 lock)
+{
+	__u32 depth = slot->depth;
+	struct klock_pending *top;
+
+	if (!depth || depth > KLOCK_NEST_MAX)
+		return NULL;
+	top = &slot->e[(depth - 1) & (KLOCK_NEST_MAX - 1)];
+	return top->lock == lock ? top : NULL;
+}
+
 /*
  * A mutex's first waiter, woken, spins again (MUTEX|SPIN) before it may sleep again
  * (MUTEX): the same wait, open in the thread's slot since its first begin. Marks it so
  * that the sleep which may follow continues it too. True when that was the case.
+ *
+ * Most spinning begins are first tries, with nothing open: a thread whose slot is in
+ * slot_cache learns that from its own entry, before it reads the lock's first waiter,
+ * whose line is on another task's stack. Only a thread without one asks the waiter
+ * first, which spares it the hash lookup.
  */
 static __always_inline bool respin(__u32 tid, __u64 lock, const bool direct)
 {
+	struct klock_slot *slot = slot_cache_entry(tid);
 	struct klock_pending *top;
-	struct klock_slot *slot;
-	__u32 depth;
 
-	if (!mutex_first_waiter_is_current(lock, direct))
-		return false;
-	slot = thread_slot(tid, false);
-	if (!slot)
-		return false;
-	depth = slot->depth;
-	if (!depth || depth > KLOCK_NEST_MAX)
-		return false;
-	top = &slot->e[(depth - 1) & (KLOCK_NEST_MAX - 1)];
-	if (top->lock != lock)
-		return false;
+	if (slot && slot->owner == tid) {
+		if (!(top = slot_top_on(slot, lock)) || !mutex_first_waiter_is_current(lock, direct))
+			return false;
+	} else {
+		if (!mutex_first_waiter_is_current(lock, direct) || !(slot = thread_slot(tid, false)) ||
+		    !(top = slot_top_on(slot, lock)))
+			return false;
+	}
 	top->rec_flags |= KLOCK_RF_RESPIN;
 	ls_count(LS_CNT_CONTINUED);
 	return true;

@@ -31,6 +31,8 @@
  * the hypervisor descheduled (or emulates: qemu TCG) can hold one for milliseconds.
  */
 #define WAITS_WAIT_MAX_NS (100 * 1000 * 1000ULL)
+/* Tries per CPU to count the waits klock queued there (klock_count_queued()). */
+#define QUEUED_TRIES 8
 
 /* A thread's spin figures, and whether the task iterator still found it. */
 struct spinner {
@@ -272,6 +274,28 @@ static bool waits_busy(const struct collector *c)
 }
 
 /*
+ * klock's ends leave their waits queued on their CPU for the next begin there (they run
+ * inside the critical section): each CPU's queue goes into the table being written, so
+ * the window drained now has every wait that ended in it. A CPU where one of our programs
+ * runs at that instant says so (KLOCK_QUEUE_BUSY) and is asked again; one still busy after that,
+ * or offline, keeps its queue for its next begin, which counts it in the next window.
+ */
+static void klock_count_queued(struct collector *c)
+{
+	int fd = bpf_program__fd(c->skel->progs.count_queued_waits), cpu, tries;
+
+	for (cpu = 0; fd >= 0 && cpu < c->nr_cpus; cpu++) {
+		LIBBPF_OPTS(bpf_test_run_opts, opts, .flags = BPF_F_TEST_RUN_ON_CPU, .cpu = cpu);
+
+		for (tries = 0; tries < QUEUED_TRIES; tries++) {
+			if (bpf_prog_test_run_opts(fd, &opts) || opts.retval != KLOCK_QUEUE_BUSY)
+				break;
+			sched_yield();
+		}
+	}
+}
+
+/*
  * Moves the programs on to the other table, then waits until none still uses the old one:
  * programs run for microseconds, but one may be preempted (PREEMPT kernels) or its vCPU
  * descheduled; past the bound the drain goes ahead and the race is counted.
@@ -280,6 +304,7 @@ static void waits_flip(struct collector *c)
 {
 	struct timespec t0, t;
 
+	klock_count_queued(c);
 	c->epoch++;
 	__atomic_store_n(&c->skel->bss->wait_epoch, c->epoch, __ATOMIC_SEQ_CST);
 	if (c->sskel)
