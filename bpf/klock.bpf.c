@@ -512,16 +512,19 @@ static long count_queued_one(__u32 i, struct klock_done_queue **qp)
 	return 0;
 }
 
-/* The waits this CPU's ends queued, added to the table. Inside guard_enter(). */
-static __always_inline void count_queued(void)
+/* The waits this CPU's ends queued, added to the table; how many. Inside guard_enter(). */
+static __always_inline __u32 count_queued(void)
 {
 	struct klock_done_queue *q = done_queue_get();
 	__u32 n;
 
 	if (!q || !(n = q->n))
-		return;
-	bpf_loop(n < KLOCK_DONE_MAX ? n : KLOCK_DONE_MAX, count_queued_one, &q, 0);
+		return 0;
+	if (n > KLOCK_DONE_MAX)
+		n = KLOCK_DONE_MAX;
+	bpf_loop(n, count_queued_one, &q, 0);
 	q->n = 0;
+	return n;
 }
 
 static __always_inline int __lock_acquired(struct klock_slot *cpu, void *ctx, __u64 id, __u64 lock)
@@ -611,7 +614,8 @@ int count_queued_waits(void *ctx)
 	if (!cpu || cpu->busy)
 		return KLOCK_QUEUE_BUSY;
 	cpu->busy = 1;
-	count_queued();
+	if (count_queued())
+		ls_count(LS_CNT_QUEUED_AT_DRAIN);
 	cpu->busy = 0;
 	return 0;
 }

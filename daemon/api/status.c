@@ -322,6 +322,8 @@ cJSON *engine__status(struct engine *e)
 	cJSON_AddNumberToObject(ev, "continued", cnt[LS_CNT_CONTINUED]);
 	/* mutex waits whose spin called schedule(), found on the CPU they left */
 	cJSON_AddNumberToObject(ev, "spin_rescheduled", cnt[LS_CNT_SPIN_RESCHED]);
+	/* CPUs whose queued kernel-lock waits a drain counted (the rest, later begins did) */
+	cJSON_AddNumberToObject(ev, "queued_at_drain", cnt[LS_CNT_QUEUED_AT_DRAIN]);
 	/* slots of exited threads the daemon freed for new ones (kernel locks) */
 	cJSON_AddNumberToObject(ev, "thread_slots_freed", collector__slots_freed(e->coll));
 	cJSON_AddNumberToObject(ev, "nested", cnt[LS_CNT_NESTED]);

@@ -60,6 +60,7 @@ static const char *const counter_names[LS_CNT_MAX] = {
 	[LS_CNT_OWNER_STACKED] = "owner_stacked",
 	[LS_CNT_CONTINUED] = "continued",
 	[LS_CNT_SPIN_RESCHED] = "spin_rescheduled",
+	[LS_CNT_QUEUED_AT_DRAIN] = "queued_at_drain",
 	[LS_CNT_RB_WAKEUPS] = "ringbuf_wakeups",
 	[LS_CNT_OWNER_ON_CPU] = "owner_on_cpu",
 	[LS_CNT_NESTED] = "nested",
