@@ -17,6 +17,7 @@
 #include "collect/collector_int.h"
 #include "lib/clock.h"
 #include "lib/htab.h"
+#include "lib/log.h"
 #include "klock.h"
 #include "klock.skel.h"
 #include "scheduler.h"
@@ -277,20 +278,29 @@ static bool waits_busy(const struct collector *c)
  * klock's ends leave their waits queued on their CPU for the next begin there (they run
  * inside the critical section): each CPU's queue goes into the table being written, so
  * the window drained now has every wait that ended in it. A CPU where one of our programs
- * runs at that instant says so (KLOCK_QUEUE_BUSY) and is asked again; one still busy after that,
- * or offline, keeps its queue for its next begin, which counts it in the next window.
+ * runs at that instant says so (KLOCK_QUEUE_BUSY) and is asked again; one still busy
+ * after that, or offline, keeps its queue for its next begin, which counts it in the next
+ * window. A kernel that refuses the test run is named once: its waits are then counted
+ * at the next begin on their CPU, in whatever window that falls.
  */
 static void klock_count_queued(struct collector *c)
 {
-	int fd = bpf_program__fd(c->skel->progs.count_queued_waits), cpu, tries;
+	int fd = bpf_program__fd(c->skel->progs.count_queued_waits), cpu, tries, err;
+	static bool warned;
 
 	for (cpu = 0; fd >= 0 && cpu < c->nr_cpus; cpu++) {
 		LIBBPF_OPTS(bpf_test_run_opts, opts, .flags = BPF_F_TEST_RUN_ON_CPU, .cpu = cpu);
 
 		for (tries = 0; tries < QUEUED_TRIES; tries++) {
-			if (bpf_prog_test_run_opts(fd, &opts) || opts.retval != KLOCK_QUEUE_BUSY)
+			err = bpf_prog_test_run_opts(fd, &opts) ? -errno : 0;
+			if (err || opts.retval != KLOCK_QUEUE_BUSY)
 				break;
 			sched_yield();
+		}
+		if (err && err != -ENXIO && !warned) {	/* ENXIO: an offline CPU */
+			pr_warn("klock: cannot count the waits queued on CPU %d (%s): they count at its next "
+				"kernel-lock wait, maybe in a later window\n", cpu, strerror(-err));
+			warned = true;
 		}
 	}
 }
