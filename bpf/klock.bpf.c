@@ -175,6 +175,21 @@ static __always_inline struct klock_slot *thread_slot(__u32 tid, bool create)
 	return bpf_map_lookup_elem(&thread_slots, &tid);
 }
 
+/* @slot's top wait when it is @tid's on @lock, else NULL: where a wait goes on or ends. */
+static __always_inline struct klock_pending *slot_top(struct klock_slot *slot, __u64 lock, __u32 tid)
+{
+	__u32 depth = slot->depth, idx;
+	struct klock_pending *top;
+
+	if (!depth || depth > KLOCK_NEST_MAX)
+		return NULL;
+	idx = depth - 1;
+	/* keep the mask: the compiler knows depth <= KLOCK_NEST_MAX, the verifier does not */
+	barrier_var(idx);
+	top = &slot->e[idx & (KLOCK_NEST_MAX - 1)];
+	return top->lock == lock && top->tid == tid ? top : NULL;
+}
+
 /* Pushes @e onto @tid's slot (a wait that goes on in a thread's slot); false if it cannot. */
 static __always_inline bool thread_push(__u32 tid, const struct klock_pending *e)
 {
@@ -275,24 +290,21 @@ static __always_inline int __lock_contended(struct klock_slot *cpu, __u64 id, __
 	depth = slot->depth;
 	if (spinning && depth)
 		depth = expire_stale(slot, depth, tid, now);
-	if (depth > 0 && depth <= KLOCK_NEST_MAX) {
-		top = &slot->e[(depth - 1) & (KLOCK_NEST_MAX - 1)];
-		if (top->lock == lock && top->tid == tid) {
-			/* a mutex that spun (MUTEX|SPIN), or spun again once woken (RESPIN),
-			 * now sleeps (MUTEX) on the same lock: one wait, timed from its first
-			 * begin */
-			if (is_continuation(top->lcb_flags, flags) || (top->rec_flags & KLOCK_RF_RESPIN)) {
-				top->lcb_flags = flags;
-				top->rec_flags &= ~KLOCK_RF_RESPIN;
-				ls_count(LS_CNT_CONTINUED);
-				return 0;
-			}
-			/* anything else means the previous wait's end never reached us (the
-			 * kernel skips a program that fires while it runs on that CPU): that
-			 * wait cannot be timed, so drop it rather than stretch it to now */
-			ls_count(LS_DROP_MISSED_END);
-			depth--;
+	/* expire_stale() left slot->depth == depth */
+	if ((top = slot_top(slot, lock, tid))) {
+		/* a mutex that spun (MUTEX|SPIN), or spun again once woken (RESPIN), now
+		 * sleeps (MUTEX) on the same lock: one wait, timed from its first begin */
+		if (is_continuation(top->lcb_flags, flags) || (top->rec_flags & KLOCK_RF_RESPIN)) {
+			top->lcb_flags = flags;
+			top->rec_flags &= ~KLOCK_RF_RESPIN;
+			ls_count(LS_CNT_CONTINUED);
+			return 0;
 		}
+		/* anything else means the previous wait's end never reached us (the kernel
+		 * skips a program that fires while it runs on that CPU): that wait cannot be
+		 * timed, so drop it rather than stretch it to now */
+		ls_count(LS_DROP_MISSED_END);
+		depth--;
 	}
 	if (depth >= KLOCK_NEST_MAX) {
 		ls_count(LS_DROP_NEST_DEPTH);
@@ -337,17 +349,16 @@ static __always_inline bool slot_pop(struct klock_slot *slot, __u64 lock, __u32 
 {
 	__u32 depth = slot->depth, i, found = KLOCK_NEST_MAX;
 
-	if (!depth || depth > KLOCK_NEST_MAX)
-		return false;
+	struct klock_pending *top = slot_top(slot, lock, tid);
+
 	/* most waits end in the order they began: the top one, with nothing to move */
-	i = depth - 1;
-	barrier_var(i);
-	i &= KLOCK_NEST_MAX - 1;
-	if (slot->e[i].lock == lock && slot->e[i].tid == tid) {
-		*out = slot->e[i];
-		slot->depth = i;
+	if (top) {
+		*out = *top;
+		slot->depth = depth - 1;
 		return true;
 	}
+	if (depth > KLOCK_NEST_MAX)
+		return false;
 	for (i = 0; i < KLOCK_NEST_MAX; i++) {
 		if (i < depth && slot->e[i].lock == lock && slot->e[i].tid == tid)
 			found = i;

@@ -56,18 +56,6 @@ static __always_inline bool claim_moved_spin(__u64 lock, __u32 tid, __u64 now, s
 	return true;
 }
 
-/* @slot's open wait at the top, when it is on @lock; else NULL. */
-static __always_inline struct klock_pending *slot_top_on(struct klock_slot *slot, __u64 lock)
-{
-	__u32 depth = slot->depth;
-	struct klock_pending *top;
-
-	if (!depth || depth > KLOCK_NEST_MAX)
-		return NULL;
-	top = &slot->e[(depth - 1) & (KLOCK_NEST_MAX - 1)];
-	return top->lock == lock ? top : NULL;
-}
-
 /*
  * A mutex's first waiter, woken, spins again (MUTEX|SPIN) before it may sleep again
  * (MUTEX): the same wait, open in the thread's slot since its first begin. Marks it so
@@ -84,11 +72,11 @@ static __always_inline bool respin(__u32 tid, __u64 lock, const bool direct)
 	struct klock_pending *top;
 
 	if (slot && slot->owner == tid) {
-		if (!(top = slot_top_on(slot, lock)) || !mutex_first_waiter_is_current(lock, direct))
+		if (!(top = slot_top(slot, lock, tid)) || !mutex_first_waiter_is_current(lock, direct))
 			return false;
 	} else {
 		if (!mutex_first_waiter_is_current(lock, direct) || !(slot = thread_slot(tid, false)) ||
-		    !(top = slot_top_on(slot, lock)))
+		    !(top = slot_top(slot, lock, tid)))
 			return false;
 	}
 	top->rec_flags |= KLOCK_RF_RESPIN;
@@ -103,19 +91,13 @@ static __always_inline bool respin(__u32 tid, __u64 lock, const bool direct)
  */
 static __always_inline bool continue_sleeping(struct klock_slot *cpu, __u32 tid, __u64 lock, __u32 flags)
 {
-	__u32 depth = cpu->depth, idx;
-	struct klock_pending *top, moved;
+	struct klock_pending *top = slot_top(cpu, lock, tid), moved;
 
-	if (!depth || depth > KLOCK_NEST_MAX)
-		return false;
-	idx = depth - 1;
-	barrier_var(idx);
-	top = &cpu->e[idx & (KLOCK_NEST_MAX - 1)];
-	if (top->lock != lock || top->tid != tid || !is_continuation(top->lcb_flags, flags))
+	if (!top || !is_continuation(top->lcb_flags, flags))
 		return false;
 	moved = *top;
 	moved.lcb_flags = flags;
-	cpu->depth = depth - 1;
+	cpu->depth--;
 	if (thread_push(tid, &moved))
 		ls_count(LS_CNT_CONTINUED);
 	return true;
