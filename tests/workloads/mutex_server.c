@@ -2,7 +2,8 @@
 /*
  * mutex_server: the IPC server of seed report 004. Workers share one pthread mutex that
  * guards a message deque; in the default (bad) mode each worker formats a log line with
- * snprintf inside the critical section, with --fixed it formats outside.
+ * snprintf inside the critical section, with --fixed it formats outside. --log-lines sets
+ * how many lines a request formats, and so how long the critical section is.
  *
  * The workload counts its own contention independently of any tracer: an acquisition is
  * contended when trylock fails, and getrusage(RUSAGE_THREAD)'s voluntary context switches
@@ -20,14 +21,15 @@
 #include <sys/resource.h>
 #include "workload.h"
 
-enum { MAX_WORKERS = 64, QUEUE_LEN = 1024, LOG_LEN = 256 };
+enum { MAX_WORKERS = 64, QUEUE_LEN = 1024, LOG_LEN = 256, MAX_LOG_LINES = 1024 };
 
 static struct {
 	int workers;
 	struct workload_span span;	/* --until counts futex sleeps */
 	int fixed;
+	int log_lines;
 	int wait_go;
-} opts = { .workers = 8, .span.seconds = 3 };
+} opts = { .workers = 8, .span.seconds = 3, .log_lines = 4 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static struct {
@@ -89,7 +91,7 @@ __attribute__((noinline)) static void format_log(char *buf, int worker, unsigned
 	int i;
 
 	/* a few lines' worth of formatting, as a request log with several fields */
-	for (i = 0; i < 4; i++)
+	for (i = 0; i < opts.log_lines; i++)
 		snprintf(buf, LOG_LEN, "worker=%d seq=%lu latency=%.6f status=%s bytes=%lu peer=%s:%d",
 			 worker, seq, latency * (i + 1), "ok", seq * 64 + i, "10.1.2.3", 40000 + i);
 }
@@ -133,6 +135,7 @@ int main(int argc, char **argv)
 		{ "seconds", required_argument, NULL, 's' },
 		{ "fixed", no_argument, NULL, 'f' },
 		{ "wait", no_argument, NULL, 'W' },
+		{ "log-lines", required_argument, NULL, 'l' },
 		WORKLOAD_SPAN_OPTIONS,
 		{},
 	};
@@ -141,7 +144,7 @@ int main(int argc, char **argv)
 	double start, elapsed;
 	int c, i, rc;
 
-	while ((c = getopt_long(argc, argv, "w:s:fW", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "w:s:fWl:", longopts, NULL)) != -1) {
 		if (workload_span_opt(&opts.span, c, optarg))
 			continue;
 		switch (c) {
@@ -149,14 +152,17 @@ int main(int argc, char **argv)
 		case 's': opts.span.seconds = atof(optarg); break;
 		case 'f': opts.fixed = 1; break;
 		case 'W': opts.wait_go = 1; break;
+		case 'l': opts.log_lines = atoi(optarg); break;
 		default:
-			fprintf(stderr, "usage: mutex_server [--workers N] [--seconds S] %s [--fixed] [--wait]\n",
+			fprintf(stderr, "usage: mutex_server [--workers N] [--seconds S] %s [--fixed] [--log-lines N] [--wait]\n",
 				WORKLOAD_SPAN_USAGE);
 			return 2;
 		}
 	}
-	if (opts.workers < 1 || opts.workers > MAX_WORKERS || opts.span.seconds <= 0) {
-		fprintf(stderr, "mutex_server: --workers must be 1..%d and --seconds > 0\n", MAX_WORKERS);
+	if (opts.workers < 1 || opts.workers > MAX_WORKERS || opts.span.seconds <= 0 ||
+	    opts.log_lines < 1 || opts.log_lines > MAX_LOG_LINES) {
+		fprintf(stderr, "mutex_server: --workers must be 1..%d, --log-lines 1..%d and --seconds > 0\n",
+			MAX_WORKERS, MAX_LOG_LINES);
 		return 2;
 	}
 	if (opts.wait_go && workload_wait_for_go())
