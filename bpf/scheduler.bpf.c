@@ -105,7 +105,10 @@ struct {
 /* Whether a spin sample may take a dump: the spin budget, then the CPU's. */
 static __always_inline bool sample_spin_dump(__u64 now)
 {
-	return bucket_take(&spin_dump_bucket, now, spin_dump_cost_ns, spin_dump_cost_ns) &&
+	__u32 zero = 0;
+
+	return bucket_take(bpf_map_lookup_elem(&spin_dump_bucket, &zero), now, spin_dump_cost_ns,
+			   spin_dump_cost_ns) &&
 	       sample_cpu_stack(now);
 }
 
