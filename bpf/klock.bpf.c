@@ -348,7 +348,6 @@ static __always_inline int __lock_contended(struct klock_slot *cpu, __u64 id, __
 static __always_inline bool slot_pop(struct klock_slot *slot, __u64 lock, __u32 tid, struct klock_pending *out)
 {
 	__u32 depth = slot->depth, i, found = KLOCK_NEST_MAX;
-
 	struct klock_pending *top = slot_top(slot, lock, tid);
 
 	/* most waits end in the order they began: the top one, with nothing to move */
