@@ -197,7 +197,7 @@ enum ls_counter {
 	LS_CNT_TABLE_FULL,	/* waits sent by ring because the wait table was full */
 	LS_CNT_BLOCK_WAKERS,	/* other blocking waits ended by a thread, named */
 	LS_CNT_UNSEEN_SWITCH_IN,/* waits whose end no sched_switch showed, timed at the
-				 * thread's next switch out from the kernel's own accounting */
+				 * thread's next switch out (or exit) from the kernel's accounting */
 
 	LS_DROP_FIRST,
 	LS_DROP_RINGBUF = LS_DROP_FIRST,	/* ring buffer full: record lost */

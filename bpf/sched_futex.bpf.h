@@ -297,14 +297,16 @@ static __always_inline void wait_close(struct sched_slot *e, __u32 tgid, __u32 t
 }
 
 /*
- * @t, asleep in the wait in @e, is being switched out again: it ran, yet sched_switch never
- * named it as next (this kernel skips a few switch-ins from idle: more switches out than
- * in are seen, ftrace's and perf's event streams too). If this is its first switch out since
- * the wait began, it ran without a break since its switch in: the wait lasted the time
- * since it began less the time it has run since, which the kernel accounts. Otherwise
- * the end is unknown and the wait is dropped, counted.
+ * @t, asleep in the wait in @e, is running again, yet sched_switch never named it as next
+ * (this kernel skips a few switch-ins from idle: more switches out than in are seen,
+ * ftrace's and perf's event streams too). Called at its next switch out (@switching: that
+ * switch is counted already) or as it exits. If it was not switched out in between, it
+ * ran without a break since its switch in: the wait lasted the time since it began less
+ * the time it has run since, which the kernel accounts (at an exit, up to the last tick:
+ * what it ran since counts as waiting). Otherwise the end is unknown and the wait is
+ * dropped, counted.
  */
-static __always_inline void wait_close_unseen(struct sched_slot *e, struct task_struct *t)
+static __always_inline void wait_close_unseen(struct sched_slot *e, struct task_struct *t, bool switching)
 {
 	__u64 now = sched_now(t), exec_ns, ran, off;
 	__u32 switches;
@@ -312,7 +314,7 @@ static __always_inline void wait_close_unseen(struct sched_slot *e, struct task_
 	task_switches(t, &switches, &exec_ns);
 	ran = exec_ns - e->exec_ns;
 	off = now - e->begin_ns;
-	if (switches != e->switches + 1 || ran > off) {
+	if (switches != e->switches + switching || ran > off) {
 		e->state = SLOT_IDLE;
 		pending_close(t->pid);
 		ls_count(LS_DROP_MISSED_END);

@@ -447,7 +447,7 @@ static __always_inline void switched_out(void *ctx, bool preempt, struct task_st
 	if (b->open && (e = thread_slot(prev->pid, false))) {
 		/* it ran again, yet no switch named it as next: end its wait now */
 		if (e->state == SLOT_BLOCKED)
-			wait_close_unseen(e, prev);
+			wait_close_unseen(e, prev, true);
 		/* in the window after a stop: its events are counted at its switches out */
 		if (e->resumed)
 			resume_window(e, prev, true);
@@ -733,10 +733,17 @@ int BPF_PROG(sched_process_exit, struct task_struct *p)
 {
 	struct sched_task_rec r;
 	struct sched_exited *x;
+	struct sched_slot *e;
 	__u32 tid = p->pid, idx;
 
 	if (!tid)
 		return 0;
+	/*
+	 * a wait still open: its switch-in went unseen and it ran on to its exit. Ended here,
+	 * or it would go with the slot, uncounted.
+	 */
+	if (enabled && pending_any(tid) && (e = thread_slot(tid, false)) && e->state == SLOT_BLOCKED)
+		wait_close_unseen(e, p, false);
 	slot_release(tid);
 	if (!enabled || !spin_source || (targ_tgid && (__u32)p->tgid != targ_tgid))
 		return 0;

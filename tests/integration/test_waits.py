@@ -80,8 +80,11 @@ def test_blocking_waits_are_counted_exactly(daemon, mode, types):
     total = sum(r["total_wait_ns"] for r in got)
     print(mode, truth, count, total, steal)
     assert truth["wait"]["sleeps"] >= MIN_SLEEPS
-    missed = daemon.call({"cmd": "status"})["dropped"]["missed_end"]
-    assert count + missed == truth["wait"]["sleeps"], (count, missed, truth)
+    status = daemon.call({"cmd": "status"})
+    missed = status["dropped"]["missed_end"]
+    # the drops and the waits ended without a switch-in, named should it ever fail
+    assert count + missed == truth["wait"]["sleeps"], (count, truth, status["dropped"],
+                                                       status["events"]["unseen_switch_ins"])
     # lockscope times from the switch out to the switch in: the calls' time off the CPU,
     # which the workload measures as their time less the thread's CPU time across them
     assert time_agrees(total, truth["wait"], steal), (total, truth)
