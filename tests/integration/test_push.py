@@ -265,7 +265,7 @@ def test_parca_grpc_web_request_and_status():
         series = grpcweb.parse(req[2][0])  # labels = 1, samples = 2
         labels = [grpcweb.parse(l) for l in grpcweb.parse(series[1][0])[1]]
         # the spin profile too, for an interval anything on the host spun in (CI's once did)
-        name = labels[0][2][0] if labels and labels[0][1] == [b"__name__"] else None
+        name = labels[0][2][0]
         assert name in (b"locks", b"locks_spin"), labels
         assert [(l[1][0], l[2][0]) for l in labels] == [(b"__name__", name), (b"host", b"node-7")]
         sample, = series[2]
