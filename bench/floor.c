@@ -10,6 +10,13 @@
  *
  * floor --helpers: bench/helpers.bpf.c instead, one program per helper call or map lookup
  * on sched_switch, all attached, served the same way: what each operation costs here.
+ *
+ * floor --switch: only the empty sched_switch program, the one hook no futex timing can do
+ * without here (without kprobes or fentry, nothing else sees a futex wait end but the
+ * syscall tracepoints, which put every syscall on the slow path).
+ *
+ * floor --bound: bench/bound.bpf.c instead, the least work that counts and times every
+ * wait exactly, on the same hooks, with the same spin sampler.
  */
 #include <errno.h>
 #include <linux/perf_event.h>
@@ -25,6 +32,7 @@
 #include "collect/cpuclock.h"
 #include "floor.skel.h"
 #include "helpers.skel.h"
+#include "bound.skel.h"
 
 /* lockscoped's defaults: spin-freq and hold-freq */
 enum { SPIN_FREQ = 173, HOLD_FREQ = 997, MAX_CPUS = 1024 };
@@ -86,15 +94,49 @@ static void on_signal(int sig)
 	(void)sig;
 }
 
-/* "ready", then the programs' figures for each line on stdin, until it closes or a signal comes. */
+/*
+ * The bound's waits so far, summed over the CPUs, as {"klock": [waits, ns], "futex": [...]}:
+ * what a test checks against an independent count, so that the bound is known to do the
+ * work it stands for.
+ */
+static void print_totals(struct bpf_object *obj)
+{
+	struct bpf_map *map = bpf_object__find_map_by_name(obj, "totals");
+	int nr_cpus = libbpf_num_possible_cpus(), cpu;
+	__u64 sum[2][2] = {};
+	__u32 key;
+
+	for (key = 0; map && nr_cpus > 0 && key < 2; key++) {
+		__u64 vals[nr_cpus][2];
+
+		if (bpf_map__lookup_elem(map, &key, sizeof(key), vals, sizeof(vals), 0))
+			break;
+		for (cpu = 0; cpu < nr_cpus; cpu++) {
+			sum[key][0] += vals[cpu][0];
+			sum[key][1] += vals[cpu][1];
+		}
+	}
+	printf("{\"klock\": [%llu, %llu], \"futex\": [%llu, %llu]}\n", (unsigned long long)sum[0][0],
+	       (unsigned long long)sum[0][1], (unsigned long long)sum[1][0], (unsigned long long)sum[1][1]);
+	fflush(stdout);
+}
+
+/*
+ * "ready", then for each line on stdin the programs' figures ("totals": the bound's
+ * waits), until it closes or a signal comes.
+ */
 static void serve_stats(struct bpf_object *obj)
 {
 	char line[16];
 
 	printf("ready\n");
 	fflush(stdout);
-	while (fgets(line, sizeof(line), stdin))
-		print_stats(obj);
+	while (fgets(line, sizeof(line), stdin)) {
+		if (!strcmp(line, "totals\n"))
+			print_totals(obj);
+		else
+			print_stats(obj);
+	}
 }
 
 static int helpers(void)
@@ -115,24 +157,53 @@ static int helpers(void)
 	return err ? 1 : 0;
 }
 
+static int bound(int nr_cpus)
+{
+	struct bound_bpf *skel = bound_bpf__open_and_load();
+	static struct sampler spin;
+	int err;
+
+	if (!skel) {
+		fprintf(stderr, "floor: cannot load the bound's programs: %s\n", strerror(errno));
+		return 1;
+	}
+	err = bound_bpf__attach(skel);
+	if (!err)
+		err = sampler_attach(&spin, nr_cpus, skel->progs.scheduler_spin_sample, SPIN_FREQ);
+	if (err)
+		fprintf(stderr, "floor: cannot attach the bound's programs: %s\n", strerror(-err));
+	else
+		serve_stats(skel->obj);
+	sampler_free(&spin, nr_cpus);
+	bound_bpf__destroy(skel);
+	return err ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
 	static struct sampler spin, hold;
-	int nr_cpus = libbpf_num_possible_cpus(), err;
-	bool all = argc > 1 && !strcmp(argv[1], "--all");
+	int nr_cpus = libbpf_num_possible_cpus(), err = 0;
+	const char *mode = argc > 1 ? argv[1] : "";
+	bool all = !strcmp(mode, "--all"), switch_only = !strcmp(mode, "--switch");
 	struct sigaction sa = { .sa_handler = on_signal };
+	struct bpf_program *prog;
 	struct floor_bpf *skel;
 
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
-	if (argc > 1 && !strcmp(argv[1], "--helpers"))
+	if (!strcmp(mode, "--helpers"))
 		return helpers();
-	if (argc > 1 && !all) {
-		fprintf(stderr, "usage: floor [--all | --helpers]\n");
+	if (!strcmp(mode, "--bound"))
+		return bound(nr_cpus);
+	if (argc > 2 || (*mode && !all && !switch_only)) {
+		fprintf(stderr, "usage: floor [--all | --switch | --bound | --helpers]\n");
 		return 2;
 	}
 	skel = floor_bpf__open();
-	if (skel && !all) {
+	if (skel && switch_only) {
+		bpf_object__for_each_program(prog, skel->obj)
+			bpf_program__set_autoload(prog, prog == skel->progs.scheduler_switch);
+	} else if (skel && !all) {
 		bpf_program__set_autoload(skel->progs.scheduler_waking, false);
 		bpf_program__set_autoload(skel->progs.scheduler_hold_sample, false);
 	}
@@ -142,7 +213,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	err = floor_bpf__attach(skel);
-	if (!err)
+	if (!err && !switch_only)
 		err = sampler_attach(&spin, nr_cpus, skel->progs.scheduler_spin_sample, SPIN_FREQ);
 	if (!err && all)
 		err = sampler_attach(&hold, nr_cpus, skel->progs.scheduler_hold_sample, HOLD_FREQ);

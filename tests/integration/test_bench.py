@@ -3,12 +3,16 @@ test never asserts a speed).
 
 - the floor (bench/floor.bpf.c) builds, loads, and stands on exactly the hooks lockscoped
   attaches: a program added to lockscoped without its empty twin fails here
+- the bound (bench/bound.bpf.c) does the work it stands for: it times the waits that an
+  independent count says happened, or its cost would say less than it claims
 """
+import json
 import os
+import re
 import subprocess
 import sys
 
-from conftest import BUILD, ROOT
+from conftest import BUILD, ROOT, WORKLOADS
 
 
 def test_floor_stands_on_lockscopeds_hooks():
@@ -17,3 +21,41 @@ def test_floor_stands_on_lockscopeds_hooks():
                        capture_output=True, text=True, timeout=120, env={**os.environ, "OUTPUT": BUILD})
     print(r.stdout, r.stderr)
     assert r.returncode == 0 and "the floor's hooks are lockscoped's" in r.stdout
+
+
+def bound_totals(floor):
+    floor.stdin.write("totals\n")
+    floor.stdin.flush()
+    return json.loads(floor.stdout.readline())
+
+
+def test_bound_times_the_waits_that_happened():
+    subprocess.run(["make", "-s", f"OUTPUT={BUILD}", os.path.join(BUILD, "bench", "floor")], cwd=ROOT, check=True)
+    floor = subprocess.Popen([os.path.join(BUILD, "bench", "floor"), "--bound"], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert floor.stdout.readline().strip() == "ready"
+        before = bound_totals(floor)
+        # kernel locks: perf counts every contention_end on the host while pipe_storm runs
+        perf = subprocess.run(["perf", "stat", "-a", "-x,", "-e", "lock:contention_end", "--",
+                               os.path.join(WORKLOADS, "pipe_storm"), "--threads", "4", "--messages", "200000"],
+                              capture_output=True, text=True, timeout=120, check=True)
+        ends = int(re.search(r"^(\d+),", perf.stderr, re.M).group(1))
+        middle = bound_totals(floor)
+        # futex waits: mutex_server counts its own futex sleeps (getrusage around the lock)
+        ms = subprocess.run([os.path.join(WORKLOADS, "mutex_server"), "--workers", "8", "--until", "2000"],
+                            capture_output=True, text=True, timeout=120, check=True)
+        sleeps = json.loads(ms.stdout)["sleeps"]
+        after = bound_totals(floor)
+    finally:
+        floor.stdin.close()
+        floor.wait(timeout=30)
+    klock = middle["klock"][0] - before["klock"][0]
+    futex = after["futex"][0] - middle["futex"][0]
+    print(f"bound: {klock} kernel-lock waits (perf: {ends} ends), {futex} futex waits (mutex_server: {sleeps} sleeps)")
+    # one wait per CPU slot: a mutex that slept and woke on another CPU is not matched (few
+    # here); the bound's window holds perf's and a little of the host's waiting beside it
+    assert ends > 10000 and abs(klock - ends) <= ends // 100
+    # the host's other threads wait on futexes too, a few in a second
+    assert sleeps >= 2000 and sleeps <= futex <= sleeps + sleeps // 50
+    assert after["futex"][1] > middle["futex"][1] and middle["klock"][1] > before["klock"][1]
