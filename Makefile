@@ -239,32 +239,15 @@ $(OUTPUT)/workloads/mutex_server_nocfi: tests/workloads/mutex_server.c tests/wor
 $(OUTPUT)/bench:
 	$(Q)mkdir -p $@
 
-$(OUTPUT)/bench/floor.bpf.o: bench/floor.bpf.c $(OUTPUT)/vmlinux.h | $(OUTPUT)/bench
+# the floor's, the helpers' and the bound's programs (empty ones leave their arguments unused)
+$(OUTPUT)/bench/%.bpf.o: bench/%.bpf.c bpf/arch.bpf.h $(OUTPUT)/vmlinux.h | $(OUTPUT)/bench
 	$(call msg,BPF,$@)
 	$(Q)$(CLANG) $(BPF_CFLAGS) -Wno-unused-parameter -c $< -o $@.tmp
 	$(Q)$(BPFTOOL) gen object $@ $@.tmp && rm -f $@.tmp
 
-$(OUTPUT)/bench/floor.skel.h: $(OUTPUT)/bench/floor.bpf.o
+$(OUTPUT)/bench/%.skel.h: $(OUTPUT)/bench/%.bpf.o
 	$(call msg,GEN-SKEL,$@)
-	$(Q)$(BPFTOOL) gen skeleton $< name floor_bpf > $@
-
-$(OUTPUT)/bench/helpers.bpf.o: bench/helpers.bpf.c bpf/arch.bpf.h $(OUTPUT)/vmlinux.h | $(OUTPUT)/bench
-	$(call msg,BPF,$@)
-	$(Q)$(CLANG) $(BPF_CFLAGS) -c $< -o $@.tmp
-	$(Q)$(BPFTOOL) gen object $@ $@.tmp && rm -f $@.tmp
-
-$(OUTPUT)/bench/helpers.skel.h: $(OUTPUT)/bench/helpers.bpf.o
-	$(call msg,GEN-SKEL,$@)
-	$(Q)$(BPFTOOL) gen skeleton $< name helpers_bpf > $@
-
-$(OUTPUT)/bench/bound.bpf.o: bench/bound.bpf.c bpf/arch.bpf.h $(OUTPUT)/vmlinux.h | $(OUTPUT)/bench
-	$(call msg,BPF,$@)
-	$(Q)$(CLANG) $(BPF_CFLAGS) -Wno-unused-parameter -c $< -o $@.tmp
-	$(Q)$(BPFTOOL) gen object $@ $@.tmp && rm -f $@.tmp
-
-$(OUTPUT)/bench/bound.skel.h: $(OUTPUT)/bench/bound.bpf.o
-	$(call msg,GEN-SKEL,$@)
-	$(Q)$(BPFTOOL) gen skeleton $< name bound_bpf > $@
+	$(Q)$(BPFTOOL) gen skeleton $< name $*_bpf > $@
 
 $(OUTPUT)/bench/floor: bench/floor.c $(OUTPUT)/bench/floor.skel.h $(OUTPUT)/bench/helpers.skel.h \
 		$(OUTPUT)/bench/bound.skel.h
