@@ -245,6 +245,9 @@ $(OUTPUT)/bench/%.bpf.o: bench/%.bpf.c bpf/arch.bpf.h $(OUTPUT)/vmlinux.h | $(OU
 	$(Q)$(CLANG) $(BPF_CFLAGS) -Wno-unused-parameter -c $< -o $@.tmp
 	$(Q)$(BPFTOOL) gen object $@ $@.tmp && rm -f $@.tmp
 
+# the bound takes the futex commands and the slot cache's size from the scheduler's header
+$(OUTPUT)/bench/bound.bpf.o: bpf/scheduler.h bpf/lockscope.h
+
 $(OUTPUT)/bench/%.skel.h: $(OUTPUT)/bench/%.bpf.o
 	$(call msg,GEN-SKEL,$@)
 	$(Q)$(BPFTOOL) gen skeleton $< name $*_bpf > $@

@@ -19,11 +19,9 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include "arch.bpf.h"
+#include "scheduler.h"
 
 char LICENSE[] SEC("license") = "Dual BSD/GPL";
-
-/* Thread slots, indexed by the tid's low bits like lockscope's slot cache. */
-enum { SLOTS = 8192, FUTEX_WAIT_OP = 0, FUTEX_WAIT_BITSET_OP = 9, FUTEX_CMD_MASK = 0x7f };
 
 struct start {
 	__u64 key;	/* the lock's address, or the thread's tid */
@@ -42,9 +40,10 @@ struct {
 	__type(value, struct start);
 } lock_start SEC(".maps");
 
+/* thread slots, indexed by the tid's low bits as lockscope's slot cache is */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, SLOTS);
+	__uint(max_entries, ULOCK_SLOT_CACHE);
 	__type(key, __u32);
 	__type(value, struct start);
 } futex_start SEC(".maps");
@@ -100,7 +99,7 @@ int BPF_PROG(klock_end, void *lock, int ret)
 
 static __always_inline struct start *futex_slot(__u32 tid)
 {
-	__u32 idx = tid & (SLOTS - 1);
+	__u32 idx = tid & (ULOCK_SLOT_CACHE - 1);
 
 	return bpf_map_lookup_elem(&futex_start, &idx);
 }
@@ -119,8 +118,8 @@ int BPF_PROG(scheduler_switch, bool preempt, struct task_struct *prev, struct ta
 		if (!regs_off && stack)
 			regs_off = (__u64)bpf_task_pt_regs(prev) - stack;
 		regs = bpf_rdonly_cast((void *)(stack + regs_off), bpf_core_type_id_kernel(struct pt_regs));
-		op = LS_SYSCALL_ARG2(regs) & FUTEX_CMD_MASK;
-		if (LS_SYSCALL_NR(regs) == LS_SYS_FUTEX && (op == FUTEX_WAIT_OP || op == FUTEX_WAIT_BITSET_OP) &&
+		op = LS_SYSCALL_ARG2(regs) & ULOCK_FUTEX_CMD_MASK;
+		if (LS_SYSCALL_NR(regs) == LS_SYS_FUTEX && (op == ULOCK_FUTEX_WAIT || op == ULOCK_FUTEX_WAIT_BITSET) &&
 		    (s = futex_slot(prev->pid))) {
 			s->key = prev->pid;
 			s->ns = now;
