@@ -56,6 +56,8 @@ def test_bound_times_the_waits_that_happened():
     # one wait per CPU slot: a mutex that slept and woke on another CPU is not matched (few
     # here); the bound's window holds perf's and a little of the host's waiting beside it
     assert ends > 10000 and abs(klock - ends) <= ends // 100
-    # the host's other threads wait on futexes too, a few in a second
-    assert sleeps >= 2000 and sleeps <= futex <= sleeps + sleeps // 50
+    # the host's other threads wait on futexes too, a few in a second, and add to the bound's
+    # count; a host thread whose tid shares a worker's slot bits (the bound has no fallback
+    # hash, lockscope has) can overwrite a worker's slot and take from it (28 of 175 401 once)
+    assert sleeps >= 2000 and sleeps - sleeps // 100 <= futex <= sleeps + sleeps // 50
     assert after["futex"][1] > middle["futex"][1] and middle["klock"][1] > before["klock"][1]
