@@ -72,11 +72,15 @@ struct klock_wait_rec {
 
 /*
  * A wait between its begin and its end, in a slot: a CPU's (spinning locks) or a
- * thread's (sleeping locks). The daemon frees slot_cache entries (owner).
+ * thread's (sleeping locks); once ended, until it is counted (the CPU slot's done mask,
+ * the done queue). The daemon frees slot_cache entries (owner). One cache line.
  */
 struct klock_pending {
 	__u64 lock;
-	__u64 begin_ns;
+	union {
+		__u64 begin_ns;	/* while open */
+		__u64 wait_ns;	/* once ended */
+	};
 	__u32 lcb_flags;
 	__u32 rec_flags;
 	__u32 nest;
@@ -84,10 +88,13 @@ struct klock_pending {
 	__u32 owner_pid;
 	__u32 owner_tid;
 	/*
-	 * The owner's task: its name is read only where it is kept (a new table entry, a
-	 * sampled record), not on every wait
+	 * The owner's and the waiter's tasks: their names are read only where they are kept
+	 * (a new table entry, a sampled record), not on every wait
 	 */
 	__u64 owner_task;
+	__u64 task;
+	__u32 pid;	/* the waiter's tgid */
+	__u32 pad;
 };
 
 struct klock_slot {
@@ -95,6 +102,8 @@ struct klock_slot {
 	__u32 busy;	/* cpu slot: one of our programs runs on this CPU (see guard_enter()) */
 	/* a slot_cache entry: the thread that claimed it; 0: free (the daemon frees it) */
 	__u32 owner;
+	/* cpu slot: e[i] at or above depth ended and is not counted yet (bit i; count_done()) */
+	__u32 done;
 	struct klock_pending e[KLOCK_NEST_MAX];
 };
 

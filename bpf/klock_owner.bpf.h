@@ -12,9 +12,8 @@
  * Names the two per-task locks the waiter's task points at; only where the type fits.
  * The task as BTF: its mm and sighand are plain loads, not a helper read each.
  */
-static __always_inline __u32 lock_name_flags(__u64 lock, __u32 flags)
+static __always_inline __u32 lock_name_flags(struct task_struct *task, __u64 lock, __u32 flags)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
 	struct sighand_struct *sighand;
 	struct mm_struct *mm;
 
@@ -167,10 +166,19 @@ static __always_inline struct task_struct *read_owner(struct klock_pending *e, _
 	return owner;
 }
 
-/* Where the owner's name is, for a helper to read when it is kept. */
+/*
+ * Where the owner's and the waiter's names are, for a helper to read when they are kept:
+ * soon after the wait, while the tasks still are (a name read after one exited and was
+ * freed would be wrong, never unsafe: the helper reads what it can)
+ */
 static __always_inline const char *owner_comm(const struct klock_pending *e)
 {
 	return e->owner_tid ? (const char *)(e->owner_task + bpf_core_field_offset(struct task_struct, comm)) : NULL;
+}
+
+static __always_inline const char *waiter_comm(const struct klock_pending *e)
+{
+	return (const char *)(e->task + bpf_core_field_offset(struct task_struct, comm));
 }
 
 /*

@@ -275,11 +275,11 @@ static bool waits_busy(const struct collector *c)
 }
 
 /*
- * klock's ends leave their waits queued on their CPU for the next begin there (they run
- * inside the critical section): each CPU's queue goes into the table being written, so
- * the window drained now has every wait that ended in it. A CPU where one of our programs
- * runs at that instant says so (KLOCK_QUEUE_BUSY) and is asked again; one still busy
- * after that, or offline, keeps its queue for its next begin, which counts it in the next
+ * klock's ends leave their waits on their CPU for the next begin there (they run inside
+ * the critical section; see klock.bpf.c): each CPU's ended waits go into the table being
+ * written, so the window drained now has every wait that ended in it. A CPU where one of
+ * our programs runs at that instant says so (KLOCK_QUEUE_BUSY) and is asked again; one
+ * still busy after that, or offline, keeps its waits for its next begin, which counts them in the next
  * window. A kernel that refuses the test run is named once: its waits are then counted
  * at the next begin on their CPU, in whatever window that falls.
  */
