@@ -207,42 +207,61 @@ static __always_inline __u32 wait_key_slot(const struct ls_wait_key *k)
 }
 
 /*
- * One wait into this CPU's cache slot for @key in the half of @epoch: true when done,
- * false when the slot holds another key (or the cache is in use on this CPU).
+ * Whether cache slot @c is @key's in @epoch: it was, or it was free (an older epoch of
+ * this half was drained already) and now is.
  */
+static __always_inline bool wait_cache_claim(struct ls_wait_cached *c, const struct ls_wait_key *key, __u32 epoch,
+					     const struct ls_wait_names *names)
+{
+	if (c->used && c->epoch == epoch)
+		return wait_key_eq(&c->key, key);
+	__builtin_memset(&c->val, 0, sizeof(c->val));
+	c->key = *key;
+	c->val.min_ns = ~0ULL;
+	if (names->comm)
+		bpf_probe_read_kernel_str(c->val.comm, sizeof(c->val.comm), names->comm);
+	if (names->owner_comm)
+		bpf_probe_read_kernel_str(c->val.owner_comm, sizeof(c->val.owner_comm), names->owner_comm);
+	if (names->releaser_comm)
+		bpf_probe_read_kernel_str(c->val.releaser_comm, sizeof(c->val.releaser_comm), names->releaser_comm);
+	c->epoch = epoch;
+	c->used = 1;
+	return true;
+}
+
+/*
+ * One wait into this CPU's cache slot for @key in the half of @epoch: true when done,
+ * false when its set's slots hold other keys (or the cache is in use on this CPU). Slots
+ * are freed only with their epoch, so a key's place is the same for the whole epoch: the
+ * first slot of its set that was free when it first came.
+ */
+/* slot ^ way stays in the set and in the half */
+_Static_assert((LS_WAIT_CACHE_WAYS & (LS_WAIT_CACHE_WAYS - 1)) == 0 && LS_WAIT_CACHE_WAYS <= LS_WAIT_CACHE_SLOTS,
+	       "cache ways: a power of 2, at most the slots");
+
 static __always_inline bool wait_cache_add(const struct ls_wait_key *key, __u32 epoch, __u64 wait_ns,
 					   bool nonblocking, const struct ls_wait_names *names)
 {
-	__u32 idx = (epoch & (LS_WAIT_TABLES - 1)) * LS_WAIT_CACHE_SLOTS + wait_key_slot(key), zero = 0;
-	struct ls_wait_cached *c;
-	__u32 *busy;
+	/* the set: LS_WAIT_CACHE_WAYS aligned slots, the hash's first */
+	__u32 base = (epoch & (LS_WAIT_TABLES - 1)) * LS_WAIT_CACHE_SLOTS, slot = wait_key_slot(key);
+	struct ls_wait_cached *c = NULL;
+	__u32 *busy, zero = 0, idx;
 	bool done = false;
+	int way;
 
 	busy = bpf_map_lookup_elem(&wait_cache_busy, &zero);
 	if (!busy || *busy)
 		return false;
 	*busy = 1;
-	c = bpf_map_lookup_elem(&wait_cache, &idx);
-	if (!c)
-		goto out;
-	/* a slot of an older epoch of this half was drained already: it is free */
-	if (!c->used || c->epoch != epoch) {
-		__builtin_memset(&c->val, 0, sizeof(c->val));
-		c->key = *key;
-		c->val.min_ns = ~0ULL;
-		if (names->comm)
-			bpf_probe_read_kernel_str(c->val.comm, sizeof(c->val.comm), names->comm);
-		if (names->owner_comm)
-			bpf_probe_read_kernel_str(c->val.owner_comm, sizeof(c->val.owner_comm), names->owner_comm);
-		if (names->releaser_comm)
-			bpf_probe_read_kernel_str(c->val.releaser_comm, sizeof(c->val.releaser_comm),
-						  names->releaser_comm);
-		c->epoch = epoch;
-		c->used = 1;
-	} else if (!wait_key_eq(&c->key, key)) {
-		goto out;
+	for (way = 0; way < LS_WAIT_CACHE_WAYS && !done; way++) {
+		idx = base + (slot ^ way);
+		c = bpf_map_lookup_elem(&wait_cache, &idx);
+		if (!c)
+			break;
+		done = wait_cache_claim(c, key, epoch, names);
 	}
-	done = true;
+	if (!done || !c)
+		goto out;
 	if (nonblocking) {
 		c->val.nonblocking++;
 		goto out;
@@ -280,6 +299,7 @@ static __always_inline void wait_add(const struct ls_wait_key *key, __u64 wait_n
 		__sync_fetch_and_add(&wait_writers[cpu].n, -1);
 		return;
 	}
+	ls_count(LS_CNT_WAIT_SHARED);
 	epoch &= LS_WAIT_TABLES - 1;
 	table = bpf_map_lookup_elem(&wait_tables, &epoch);
 	if (table)

@@ -345,6 +345,8 @@ cJSON *engine__status(struct engine *e)
 	cJSON_AddNumberToObject(ev, "spin_samples_unstacked", cnt[LS_CNT_SPIN_UNSTACKED]);
 	cJSON_AddNumberToObject(ev, "yield_sites", cnt[LS_CNT_YIELD_SITES]);
 	cJSON_AddNumberToObject(ev, "resumes", cnt[LS_CNT_RESUMES]);
+	/* waits past the CPU's cache, added to the shared table with atomics (waits.bpf.h) */
+	cJSON_AddNumberToObject(ev, "shared_table_waits", cnt[LS_CNT_WAIT_SHARED]);
 	/* waits whose end sched_switch never showed, timed from the kernel's accounting */
 	cJSON_AddNumberToObject(ev, "unseen_switch_ins", cnt[LS_CNT_UNSEEN_SWITCH_IN]);
 	st = cJSON_AddObjectToObject(o, "stacks");

@@ -101,6 +101,7 @@ static const char *const counter_names[LS_CNT_MAX] = {
 	[LS_DROP_EXITED_FULL] = "exited_thread_map_full",
 	[LS_CNT_TABLE_FULL] = "table_overflow_records",
 	[LS_CNT_BLOCK_WAKERS] = "block_wakers",
+	[LS_CNT_WAIT_SHARED] = "shared_table_waits",
 	[LS_CNT_UNSEEN_SWITCH_IN] = "unseen_switch_ins",
 };
 
