@@ -71,7 +71,7 @@ struct ls_wait_writer {
  * hash's set that is free or its own. A wait whose set holds other keys goes to the shared
  * table (status: shared_table_waits), where every CPU's atomic adds on one entry bounce
  * its lines between them. Direct-mapped, a quarter of pipe_storm's waits went there (its
- * few dozen keys collided in 256 slots); four ways, 0.001-1.5 %.
+ * few dozen keys collided in 256 slots); four ways, 0.0005-3.3 % (five runs).
  */
 #define LS_WAIT_CACHE_SLOTS	256
 #define LS_WAIT_CACHE_WAYS	4
@@ -201,7 +201,7 @@ enum ls_counter {
 	LS_CNT_KHOLDER_PREEMPT,	/* owners of a contended kernel lock preempted while others waited */
 	LS_CNT_TABLE_FULL,	/* waits sent by ring because the wait table was full */
 	LS_CNT_BLOCK_WAKERS,	/* other blocking waits ended by a thread, named */
-	LS_CNT_WAIT_SHARED,	/* waits added to the shared table: both their cache slots held
+	LS_CNT_WAIT_SHARED,	/* waits added to the shared table: their set of cache slots held
 				 * other keys (or a program on the CPU had the cache) */
 	LS_CNT_UNSEEN_SWITCH_IN,/* waits whose end no sched_switch showed, timed at the
 				 * thread's next switch out (or exit) from the kernel's accounting */

@@ -229,16 +229,16 @@ static __always_inline bool wait_cache_claim(struct ls_wait_cached *c, const str
 	return true;
 }
 
+/* slot ^ way stays in the set and in the half */
+_Static_assert((LS_WAIT_CACHE_WAYS & (LS_WAIT_CACHE_WAYS - 1)) == 0 && LS_WAIT_CACHE_WAYS <= LS_WAIT_CACHE_SLOTS,
+	       "cache ways: a power of 2, at most the slots");
+
 /*
  * One wait into this CPU's cache slot for @key in the half of @epoch: true when done,
  * false when its set's slots hold other keys (or the cache is in use on this CPU). Slots
  * are freed only with their epoch, so a key's place is the same for the whole epoch: the
  * first slot of its set that was free when it first came.
  */
-/* slot ^ way stays in the set and in the half */
-_Static_assert((LS_WAIT_CACHE_WAYS & (LS_WAIT_CACHE_WAYS - 1)) == 0 && LS_WAIT_CACHE_WAYS <= LS_WAIT_CACHE_SLOTS,
-	       "cache ways: a power of 2, at most the slots");
-
 static __always_inline bool wait_cache_add(const struct ls_wait_key *key, __u32 epoch, __u64 wait_ns,
 					   bool nonblocking, const struct ls_wait_names *names)
 {
