@@ -101,26 +101,13 @@ struct {
  * the critical section of the lock it ends on (the lock is held, and a mutex that slept
  * holds its wait_lock too), so what it spends there every other waiter of the lock spends
  * spinning: the end only notes the wait, and the next spinning begin on this CPU, which
- * takes no lock of its own, adds it to the table. A wait that ends at the top of this
- * CPU's slot (a lock storm's every wait) stays where it is, marked in the slot's done
- * mask (count_done()); one that ends elsewhere (a thread's slot) is copied to this queue
- * (count_queued()), and a full queue counts it at once. The daemon runs
- * count_queued_waits on every CPU before it moves the table epoch on, so a window misses
- * none.
+ * takes no lock of its own, adds it to the table (count_done()). A noted wait lies in this
+ * CPU's slot at or above its depth, marked in its done mask: a wait that ends at the
+ * slot's top (a lock storm's every wait) stays where it is; one that ends in a thread's
+ * slot is copied to a free entry there (count_later()), or counted at once when there is
+ * none. The daemon runs count_done_waits on every CPU before it moves the table epoch on,
+ * so a window misses none.
  */
-struct klock_done_queue {
-	__u32 n;
-	__u32 pad;
-	struct klock_pending d[KLOCK_DONE_MAX];
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct klock_done_queue);
-} done_queue SEC(".maps");
-
 static const struct klock_slot empty_slot;
 static const struct owner_stack empty_owner_stack;
 
@@ -485,49 +472,6 @@ static __always_inline void count_wait(const struct klock_pending *e)
 	wait_add(&key, e->wait_ns, false, &nm);
 }
 
-static __always_inline struct klock_done_queue *done_queue_get(void)
-{
-	__u32 zero = 0;
-
-	return bpf_map_lookup_elem(&done_queue, &zero);
-}
-
-/* The ended wait @e (out of its slot): queued for count_queued(). */
-static __always_inline void count_later(const struct klock_pending *e)
-{
-	struct klock_done_queue *q = done_queue_get();
-	__u32 n;
-
-	if (!q || (n = q->n) >= KLOCK_DONE_MAX) {
-		count_wait(e);
-		return;
-	}
-	barrier_var(n);
-	q->d[n & (KLOCK_DONE_MAX - 1)] = *e;
-	q->n = n + 1;
-}
-
-static long count_queued_one(__u32 i, struct klock_done_queue **qp)
-{
-	count_wait(&(*qp)->d[i & (KLOCK_DONE_MAX - 1)]);
-	return 0;
-}
-
-/* The waits this CPU's ends queued, added to the table; how many. Inside guard_enter(). */
-static __always_inline __u32 count_queued(void)
-{
-	struct klock_done_queue *q = done_queue_get();
-	__u32 n;
-
-	if (!q || !(n = q->n))
-		return 0;
-	if (n > KLOCK_DONE_MAX)
-		n = KLOCK_DONE_MAX;
-	bpf_loop(n, count_queued_one, &q, 0);
-	q->n = 0;
-	return n;
-}
-
 static long count_done_one(__u32 i, struct klock_slot **cpu)
 {
 	if ((*cpu)->done & (1U << i))
@@ -535,10 +479,16 @@ static long count_done_one(__u32 i, struct klock_slot **cpu)
 	return 0;
 }
 
+/* The index of @bit, a mask of one of the low four bits (BPF has no count-trailing-zeros). */
+static __always_inline __u32 bit_index(__u32 bit)
+{
+	_Static_assert(KLOCK_NEST_MAX == 4, "bit_index() knows four entries");
+	return (bit & 0xa ? 1 : 0) | (bit & 0xc ? 2 : 0);
+}
+
 /*
- * The waits that ended in place in this CPU's slot (__lock_acquired()), added to the
- * table; how many. Before anything is pushed there: they lie at and above its depth.
- * Inside guard_enter().
+ * The waits that ended in this CPU's slot (see above), added to the table; how many.
+ * Before anything is pushed there: they lie at and above its depth. Inside guard_enter().
  */
 static __always_inline __u32 count_done(struct klock_slot *cpu)
 {
@@ -546,9 +496,32 @@ static __always_inline __u32 count_done(struct klock_slot *cpu)
 
 	if (!done)
 		return 0;
-	bpf_loop(KLOCK_NEST_MAX, count_done_one, &cpu, 0);
+	/* nearly always one wait (a storm's begin follows its previous end): no loop */
+	if (!(done & (done - 1)))
+		count_wait(&cpu->e[bit_index(done) & (KLOCK_NEST_MAX - 1)]);
+	else
+		bpf_loop(KLOCK_NEST_MAX, count_done_one, &cpu, 0);
 	cpu->done = 0;
 	return __builtin_popcount(done);
+}
+
+/* The ended wait @e, out of a thread's slot: noted in a free entry of @cpu, for count_done(). */
+static __always_inline void count_later(struct klock_slot *cpu, const struct klock_pending *e)
+{
+	__u32 depth = cpu->depth, used = cpu->done, i, free = KLOCK_NEST_MAX;
+
+	for (i = KLOCK_NEST_MAX; i-- > 0;) {
+		if (i >= depth && !(used & (1U << i)))
+			free = i;
+	}
+	if (free >= KLOCK_NEST_MAX) {
+		count_wait(e);
+		return;
+	}
+	/* keep the mask: the compiler knows free < KLOCK_NEST_MAX, the verifier does not */
+	barrier_var(free);
+	cpu->e[free & (KLOCK_NEST_MAX - 1)] = *e;
+	cpu->done = used | (1U << free);
 }
 
 static __always_inline int __lock_acquired(struct klock_slot *cpu, void *ctx, __u64 id, __u64 lock)
@@ -576,7 +549,7 @@ static __always_inline int __lock_acquired(struct klock_slot *cpu, void *ctx, __
 	now = bpf_ktime_get_ns();
 	e.wait_ns = now - e.begin_ns;
 	if (!(e.rec_flags & KLOCK_RF_SAMPLED)) {
-		count_later(&e);
+		count_later(cpu, &e);
 		return 0;
 	}
 	/* the sampled part, rate-limited: counted now, and again with its stacks */
@@ -620,10 +593,8 @@ static __always_inline int lock_contended(__u64 lock, __u32 flags, bool with_own
 	if (!ls_tgid_wanted(id >> 32) || !(cpu = guard_enter()))
 		return 0;
 	/* not where a mutex's sleeping begin runs: under the wait_lock its unlocker takes */
-	if (is_spinning(flags)) {
+	if (is_spinning(flags))
 		count_done(cpu);
-		count_queued();
-	}
 	__lock_contended(cpu, id, lock, flags, with_owner_stack);
 	cpu->busy = 0;
 	return 0;
@@ -643,18 +614,19 @@ static __always_inline int lock_acquired(void *ctx, __u64 lock)
 
 /*
  * Run by the daemon on each CPU (BPF_PROG_TEST_RUN, BPF_F_TEST_RUN_ON_CPU) before it moves
- * the table epoch on: that CPU's queued waits go into the table being written. When it
- * interrupted one of our programs there, it leaves the queue to it and says so.
+ * the table epoch on: the waits that ended there and are not counted yet go into the table
+ * being written. When it interrupted one of our programs there, it leaves them to it and
+ * says so.
  */
 SEC("raw_tp")
-int count_queued_waits(void *ctx)
+int count_done_waits(void *ctx)
 {
 	struct klock_slot *cpu = cpu_slot();
 
 	if (!cpu || cpu->busy)
-		return KLOCK_QUEUE_BUSY;
+		return KLOCK_DRAIN_BUSY;
 	cpu->busy = 1;
-	if (count_done(cpu) + count_queued())
+	if (count_done(cpu))
 		ls_count(LS_CNT_QUEUED_AT_DRAIN);
 	cpu->busy = 0;
 	return 0;

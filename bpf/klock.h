@@ -41,9 +41,8 @@ enum klock_rec_flags {
  * plus room for a continued one.
  */
 #define KLOCK_NEST_MAX		4
-#define KLOCK_DONE_MAX		4	/* waits a CPU queues between begins (a power of 2) */
-/* count_queued_waits' return: the CPU was inside one of our programs; ask again */
-#define KLOCK_QUEUE_BUSY	1
+/* count_done_waits' return: the CPU was inside one of our programs; ask again */
+#define KLOCK_DRAIN_BUSY	1
 /* Owner stacks are copied into the record, so keep them short. */
 #define KLOCK_OWNER_STACK_DEPTH	32
 
@@ -72,8 +71,8 @@ struct klock_wait_rec {
 
 /*
  * A wait between its begin and its end, in a slot: a CPU's (spinning locks) or a
- * thread's (sleeping locks); once ended, until it is counted (the CPU slot's done mask,
- * the done queue). The daemon frees slot_cache entries (owner). One cache line.
+ * thread's (sleeping locks); once ended, in a CPU's slot until it is counted (its done
+ * mask). The daemon frees slot_cache entries (owner). One cache line.
  */
 struct klock_pending {
 	__u64 lock;

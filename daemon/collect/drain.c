@@ -32,8 +32,8 @@
  * the hypervisor descheduled (or emulates: qemu TCG) can hold one for milliseconds.
  */
 #define WAITS_WAIT_MAX_NS (100 * 1000 * 1000ULL)
-/* Tries per CPU to count the waits klock queued there (klock_count_queued()). */
-#define QUEUED_TRIES 8
+/* Tries per CPU to count the waits that ended there uncounted (klock_count_done()). */
+#define DONE_TRIES 8
 
 /* A thread's spin figures, and whether the task iterator still found it. */
 struct spinner {
@@ -278,27 +278,27 @@ static bool waits_busy(const struct collector *c)
  * klock's ends leave their waits on their CPU for the next begin there (they run inside
  * the critical section; see klock.bpf.c): each CPU's ended waits go into the table being
  * written, so the window drained now has every wait that ended in it. A CPU where one of
- * our programs runs at that instant says so (KLOCK_QUEUE_BUSY) and is asked again; one
+ * our programs runs at that instant says so (KLOCK_DRAIN_BUSY) and is asked again; one
  * still busy after that, or offline, keeps its waits for its next begin, which counts them in the next
  * window. A kernel that refuses the test run is named once: its waits are then counted
  * at the next begin on their CPU, in whatever window that falls.
  */
-static void klock_count_queued(struct collector *c)
+static void klock_count_done(struct collector *c)
 {
-	int fd = bpf_program__fd(c->skel->progs.count_queued_waits), cpu, tries, err;
+	int fd = bpf_program__fd(c->skel->progs.count_done_waits), cpu, tries, err;
 	static bool warned;
 
 	for (cpu = 0; fd >= 0 && cpu < c->nr_cpus; cpu++) {
 		LIBBPF_OPTS(bpf_test_run_opts, opts, .flags = BPF_F_TEST_RUN_ON_CPU, .cpu = cpu);
 
-		for (tries = 0; tries < QUEUED_TRIES; tries++) {
+		for (tries = 0; tries < DONE_TRIES; tries++) {
 			err = bpf_prog_test_run_opts(fd, &opts) ? -errno : 0;
-			if (err || opts.retval != KLOCK_QUEUE_BUSY)
+			if (err || opts.retval != KLOCK_DRAIN_BUSY)
 				break;
 			sched_yield();
 		}
 		if (err && err != -ENXIO && !warned) {	/* ENXIO: an offline CPU */
-			pr_warn("klock: cannot count the waits queued on CPU %d (%s): they count at its next "
+			pr_warn("klock: cannot count the waits noted on CPU %d (%s): they count at its next "
 				"kernel-lock wait, maybe in a later window\n", cpu, strerror(-err));
 			warned = true;
 		}
@@ -314,7 +314,7 @@ static void waits_flip(struct collector *c)
 {
 	struct timespec t0, t;
 
-	klock_count_queued(c);
+	klock_count_done(c);
 	c->epoch++;
 	__atomic_store_n(&c->skel->bss->wait_epoch, c->epoch, __ATOMIC_SEQ_CST);
 	if (c->sskel)
