@@ -178,7 +178,7 @@ enum ls_counter {
 	LS_CNT_OWNER_STACKED,	/* waits that carried an owner stack */
 	LS_CNT_CONTINUED,	/* begin on the lock already waited for (mutex spin -> sleep) */
 	LS_CNT_SPIN_RESCHED,	/* a mutex's spin called schedule(): its wait found on the CPU it left */
-	LS_CNT_QUEUED_AT_DRAIN,	/* a drain found kernel-lock waits queued on a CPU and counted them */
+	LS_CNT_QUEUED_AT_DRAIN,	/* a drain found ended kernel-lock waits left on a CPU and counted them */
 	LS_CNT_RB_WAKEUPS,	/* records submitted with a forced ring-buffer wakeup */
 	LS_CNT_OWNER_ON_CPU,	/* owner was running: another CPU's stack cannot be walked */
 	LS_CNT_NESTED,		/* waits that began while another was open in the same slot */

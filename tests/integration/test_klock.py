@@ -232,9 +232,9 @@ def test_mutex_spins_preempted_on_a_busy_machine_count_exactly(daemon):
     Every wait still counts once: lockscope's count is perf stat's count of the workload's
     contention_end, less only the waits the kernel ran none of our programs for (nested
     in one of ours on a CPU), which status reports as prog_recursion and self_lock. The
-    end queues its wait on its CPU for the next begin there; the runs go on until a drain
-    has also found waits still queued and counted them (status: queued_at_drain), so the
-    counts compared include that path."""
+    end leaves its wait on its CPU, marked, for the next begin there; the runs go on until
+    a drain has also found marked waits and counted them (status: queued_at_drain), so
+    the counts compared include that path."""
     require_tool("perf")
     threads = 8 * os.cpu_count()
     moved = flushed = 0
@@ -262,7 +262,7 @@ def test_mutex_spins_preempted_on_a_busy_machine_count_exactly(daemon):
         lost = {k: after["dropped"][k] - before["dropped"][k] for k in ("ringbuf_full", "nest_too_deep",
                                                                        "wait_table_full", "wait_map_full")}
         print(f"attempt {attempt}: perf {ref}, lockscope {ours}, spins moved {moved}, "
-              f"queues counted at a drain {flushed}, skipped {skipped}, {lost}")
+              f"waits counted at a drain {flushed}, skipped {skipped}, {lost}")
         assert ref > 10000, "pipe_storm made too little contention"
         assert 0 <= ref - ours <= skipped
         assert not any(lost.values()), lost
