@@ -487,22 +487,23 @@ static __always_inline __u32 bit_index(__u32 bit)
 }
 
 /*
- * The waits that ended in this CPU's slot (see above), added to the table; how many.
- * Before anything is pushed there: they lie at and above its depth. Inside guard_enter().
+ * The waits that ended in this CPU's slot (see above), added to the table; whether there
+ * were any. Before anything is pushed there: they lie at and above its depth. Inside
+ * guard_enter().
  */
-static __always_inline __u32 count_done(struct klock_slot *cpu)
+static __always_inline bool count_done(struct klock_slot *cpu)
 {
 	__u32 done = cpu->done;
 
 	if (!done)
-		return 0;
+		return false;
 	/* nearly always one wait (a storm's begin follows its previous end): no loop */
 	if (!(done & (done - 1)))
 		count_wait(&cpu->e[bit_index(done) & (KLOCK_NEST_MAX - 1)]);
 	else
 		bpf_loop(KLOCK_NEST_MAX, count_done_one, &cpu, 0);
 	cpu->done = 0;
-	return __builtin_popcount(done);
+	return true;
 }
 
 /* The ended wait @e, out of a thread's slot: noted in a free entry of @cpu, for count_done(). */
