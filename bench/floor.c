@@ -15,6 +15,11 @@
  * without here (without kprobes or fentry, nothing else sees a futex wait end but the
  * syscall tracepoints, which put every syscall on the slow path).
  *
+ * floor --lock-begin, --lock-end: only the empty contention_begin or contention_end
+ * program. The end runs inside the critical section it ends and the begin before the
+ * waiter spins, so a lock storm's throughput answers to each differently: apart, they say
+ * which of the two hooks costs what on a storm, whatever runs on them.
+ *
  * floor --bound: bench/bound.bpf.c instead, the least work that counts and times every
  * wait exactly, on the same hooks, with the same spin sampler.
  */
@@ -179,14 +184,26 @@ static int bound(int nr_cpus)
 	return err ? 1 : 0;
 }
 
+/* The program a single-hook mode attaches alone; NULL for the other modes. */
+static struct bpf_program *single_program(struct floor_bpf *skel, const char *mode)
+{
+	if (!strcmp(mode, "--switch"))
+		return skel->progs.scheduler_switch;
+	if (!strcmp(mode, "--lock-begin"))
+		return skel->progs.klock_begin;
+	if (!strcmp(mode, "--lock-end"))
+		return skel->progs.klock_end;
+	return NULL;
+}
+
 int main(int argc, char **argv)
 {
 	static struct sampler spin, hold;
 	int nr_cpus = libbpf_num_possible_cpus(), err = 0;
 	const char *mode = argc > 1 ? argv[1] : "";
-	bool all = !strcmp(mode, "--all"), switch_only = !strcmp(mode, "--switch");
+	bool all = !strcmp(mode, "--all");
 	struct sigaction sa = { .sa_handler = on_signal };
-	struct bpf_program *prog;
+	struct bpf_program *prog, *only;
 	struct floor_bpf *skel;
 
 	sigaction(SIGTERM, &sa, NULL);
@@ -195,25 +212,31 @@ int main(int argc, char **argv)
 		return helpers();
 	if (!strcmp(mode, "--bound"))
 		return bound(nr_cpus);
-	if (argc > 2 || (*mode && !all && !switch_only)) {
-		fprintf(stderr, "usage: floor [--all | --switch | --bound | --helpers]\n");
+	skel = floor_bpf__open();
+	if (!skel) {
+		fprintf(stderr, "floor: cannot open the empty programs: %s\n", strerror(errno));
+		return 1;
+	}
+	only = single_program(skel, mode);
+	if (argc > 2 || (*mode && !all && !only)) {
+		fprintf(stderr, "usage: floor [--all | --switch | --lock-begin | --lock-end | --bound | --helpers]\n");
+		floor_bpf__destroy(skel);
 		return 2;
 	}
-	skel = floor_bpf__open();
-	if (skel && switch_only) {
+	if (only) {
 		bpf_object__for_each_program(prog, skel->obj)
-			bpf_program__set_autoload(prog, prog == skel->progs.scheduler_switch);
-	} else if (skel && !all) {
+			bpf_program__set_autoload(prog, prog == only);
+	} else if (!all) {
 		bpf_program__set_autoload(skel->progs.scheduler_waking, false);
 		bpf_program__set_autoload(skel->progs.scheduler_hold_sample, false);
 	}
-	if (!skel || floor_bpf__load(skel)) {
+	if (floor_bpf__load(skel)) {
 		fprintf(stderr, "floor: cannot load the empty programs: %s\n", strerror(errno));
 		floor_bpf__destroy(skel);
 		return 1;
 	}
 	err = floor_bpf__attach(skel);
-	if (!err && !switch_only)
+	if (!err && !only)
 		err = sampler_attach(&spin, nr_cpus, skel->progs.scheduler_spin_sample, SPIN_FREQ);
 	if (!err && all)
 		err = sampler_attach(&hold, nr_cpus, skel->progs.scheduler_hold_sample, HOLD_FREQ);

@@ -21,6 +21,11 @@ Configurations (each against `none`, nothing traced):
   bound              the least work that counts and times every wait exactly, on the same
                      hooks (bench/bound.bpf.c, floor --bound): a loss it shows, no exact
                      tracer avoids on this host; what lockscope costs beyond it is its design
+                     (except on a lock storm, where a tracer that holds every waiter back
+                     at contention_begin, as perf's stack walk there does, can gain)
+With --only, also:
+  floor_lock_begin,  the empty contention_begin or contention_end program alone (kernel-lock
+  floor_lock_end     workloads): which of the two hooks a lock storm's loss comes from
 
 Workloads: our reproducers and two third-party benchmarks (stress-ng's mutex and switch
 stressors). Then, under lockscoped alone: BPF ns per event per program against the floor's
@@ -61,7 +66,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 TRACED = ["lockscope_default", "perf_lock_bpf", "bpftrace", "floor", "floor_switch", "bound"]
 # the lock tracers: they time kernel lock waits, which only these workloads make
-KERNEL_LOCK_ONLY = {"perf_lock_bpf", "bpftrace"}
+KERNEL_LOCK_ONLY = {"perf_lock_bpf", "bpftrace", "floor_lock_begin", "floor_lock_end"}
 # the empty sched_switch program alone: where switches, not locks, make the load
 SWITCH_ONLY = ("pingpong", "stress_switch")
 ALL_ARGS = ["--stack-rate=1000000", "--cpu-stack-rate=1000000", "--user-dump-rate=1000000"]
@@ -208,8 +213,10 @@ def first_line(p):
 
 
 # the floor's configurations: empty programs on the hooks (--all: and the on-demand ones;
-# --switch: on sched_switch alone), or the least exact work on them (--bound)
-FLOOR_MODES = {"floor": [], "floor_all": ["--all"], "floor_switch": ["--switch"], "bound": ["--bound"]}
+# --switch: on sched_switch alone; --lock-begin, --lock-end: on one lock tracepoint alone),
+# or the least exact work on them (--bound)
+FLOOR_MODES = {"floor": [], "floor_all": ["--all"], "floor_switch": ["--switch"], "bound": ["--bound"],
+               "floor_lock_begin": ["--lock-begin"], "floor_lock_end": ["--lock-end"]}
 
 
 @contextlib.contextmanager
@@ -656,7 +663,8 @@ def main():
                     "printed; results.md and results.json are left as they are")
     ap.add_argument("--configs", metavar="C,C", default=",".join(TRACED),
                     help="with --only: these configurations (lockscope_default, lockscope_all, "
-                    "lockscope_block_waits, perf_lock_bpf, bpftrace, floor, floor_all, floor_switch, bound)")
+                    "lockscope_block_waits, perf_lock_bpf, bpftrace, floor, floor_all, floor_switch, bound, "
+                    "floor_lock_begin, floor_lock_end)")
     args = ap.parse_args()
     if os.geteuid() != 0:
         sys.exit("bench/run.py loads BPF programs and runs perf -a: run it as root (sudo make bench)")

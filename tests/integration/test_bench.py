@@ -5,12 +5,16 @@ test never asserts a speed).
   attaches: a program added to lockscoped without its empty twin fails here
 - the bound (bench/bound.bpf.c) does the work it stands for: it times the waits that an
   independent count says happened, or its cost would say less than it claims
+- the single-hook floors (floor --lock-begin, --lock-end) attach their one empty program
+  and nothing else, and it runs at every event perf counts on that tracepoint
 """
 import json
 import os
 import re
 import subprocess
 import sys
+
+import pytest
 
 from conftest import BUILD, ROOT, WORKLOADS
 
@@ -61,3 +65,39 @@ def test_bound_times_the_waits_that_happened():
     # hash, lockscope has) can overwrite a worker's slot and take from it (28 of 175 401 once)
     assert sleeps >= 2000 and sleeps - sleeps // 100 <= futex <= sleeps + sleeps // 50
     assert after["futex"][1] > middle["futex"][1] and middle["klock"][1] > before["klock"][1]
+
+
+def floor_stats(floor):
+    floor.stdin.write("stats\n")
+    floor.stdin.flush()
+    return json.loads(floor.stdout.readline())
+
+
+@pytest.mark.parametrize("mode,tracepoint", [("--lock-begin", "contention_begin"), ("--lock-end", "contention_end")])
+def test_single_hook_floor_runs_alone_on_its_hook(mode, tracepoint):
+    subprocess.run(["make", "-s", f"OUTPUT={BUILD}", os.path.join(BUILD, "bench", "floor")], cwd=ROOT, check=True)
+    stats = "/proc/sys/kernel/bpf_stats_enabled"
+    with open(stats) as f:
+        old = f.read().strip()
+    floor = subprocess.Popen([os.path.join(BUILD, "bench", "floor"), mode], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        with open(stats, "w") as f:
+            f.write("1")
+        assert floor.stdout.readline().strip() == "ready"
+        before = floor_stats(floor)
+        perf = subprocess.run(["perf", "stat", "-a", "-x,", "-e", f"lock:{tracepoint}", "--",
+                               os.path.join(WORKLOADS, "pipe_storm"), "--threads", "4", "--messages", "200000"],
+                              capture_output=True, text=True, timeout=120, check=True)
+        events = int(re.search(r"^(\d+),", perf.stderr, re.M).group(1))
+        after = floor_stats(floor)
+    finally:
+        with open(stats, "w") as f:
+            f.write(old)
+        floor.stdin.close()
+        floor.wait(timeout=30)
+    assert [p["hook"] for p in after] == [f"tp_btf/{tracepoint}"]
+    runs = after[0]["run_cnt"] - before[0]["run_cnt"]
+    print(f"floor {mode}: {runs} runs, perf: {events} lock:{tracepoint} events")
+    # the floor's window holds perf's and a little of the host's locking beside it
+    assert events > 10000 and events <= runs <= events + events // 100
