@@ -708,11 +708,6 @@ int dump_tasks(struct bpf_iter__task *ctx)
 }
 
 /*
- * A thread leaving: its counters as they are now, for the daemon's next read (the iterator
- * no longer sees it there). Without them a thread's last second before its exit would be
- * lost from every window. Once per thread's life: nothing on a hot path.
- */
-/*
  * Exiting thread @tid's slot_cache entry, if it owns one, is cleared and freed for another
  * thread (the owner last, after the rest: a thread that claims it finds it clean). What
  * it had open goes with it, as its thread_slots entry goes at the daemon's sweep.
@@ -728,6 +723,11 @@ static __always_inline void slot_release(__u32 tid)
 	__sync_val_compare_and_swap(&cached->owner, tid, 0);
 }
 
+/*
+ * A thread leaving: its counters as they are now, for the daemon's next read (the iterator
+ * no longer sees it there). Without them a thread's last second before its exit would be
+ * lost from every window. Once per thread's life: nothing on a hot path.
+ */
 SEC("tp_btf/sched_process_exit")
 int BPF_PROG(sched_process_exit, struct task_struct *p)
 {
