@@ -85,9 +85,11 @@ static void print_stats(struct bpf_object *obj)
 
 		if (bpf_obj_get_info_by_fd(bpf_program__fd(prog), &info, &len))
 			continue;
-		printf("%s{\"name\": \"%s\", \"hook\": \"%s\", \"run_cnt\": %llu, \"run_time_ns\": %llu}", sep,
-		       bpf_program__name(prog), bpf_program__section_name(prog),
-		       (unsigned long long)info.run_cnt, (unsigned long long)info.run_time_ns);
+		/* recursion_misses: events the kernel skipped, the program already running on that CPU */
+		printf("%s{\"name\": \"%s\", \"hook\": \"%s\", \"run_cnt\": %llu, \"run_time_ns\": %llu, "
+		       "\"recursion_misses\": %llu}", sep, bpf_program__name(prog), bpf_program__section_name(prog),
+		       (unsigned long long)info.run_cnt, (unsigned long long)info.run_time_ns,
+		       (unsigned long long)info.recursion_misses);
 		sep = ", ";
 	}
 	printf("]\n");

@@ -98,6 +98,8 @@ def test_single_hook_floor_runs_alone_on_its_hook(mode, tracepoint):
         floor.wait(timeout=30)
     assert [p["hook"] for p in after] == [f"tp_btf/{tracepoint}"]
     runs = after[0]["run_cnt"] - before[0]["run_cnt"]
-    print(f"floor {mode}: {runs} runs, perf: {events} lock:{tracepoint} events")
-    # the floor's window holds perf's and a little of the host's locking beside it
-    assert events > 10000 and events <= runs <= events + events // 100
+    skipped = after[0]["recursion_misses"] - before[0]["recursion_misses"]
+    print(f"floor {mode}: {runs} runs, {skipped} skipped, perf: {events} lock:{tracepoint} events")
+    # the floor's window holds perf's and a little of the host's locking beside it; an event
+    # that fires while the program runs on its CPU (an interrupt's) is skipped, and counted
+    assert events > 10000 and events <= runs + skipped <= events + events // 100 and skipped <= events // 1000
