@@ -18,6 +18,9 @@ import pytest
 
 from conftest import BUILD, ROOT, WORKLOADS
 
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from lsbench import bpf_stats  # noqa: E402  the bench's own switch for the kernel's program statistics
+
 
 def test_floor_stands_on_lockscopeds_hooks():
     subprocess.run(["make", "-s", f"OUTPUT={BUILD}", os.path.join(BUILD, "bench", "floor")], cwd=ROOT, check=True)
@@ -27,8 +30,9 @@ def test_floor_stands_on_lockscopeds_hooks():
     assert r.returncode == 0 and "the floor's hooks are lockscoped's" in r.stdout
 
 
-def bound_totals(floor):
-    floor.stdin.write("totals\n")
+def floor_ask(floor, what):
+    """One answer of a running floor: "totals" (the bound's waits) or "stats" (its programs')."""
+    floor.stdin.write(what + "\n")
     floor.stdin.flush()
     return json.loads(floor.stdout.readline())
 
@@ -39,18 +43,18 @@ def test_bound_times_the_waits_that_happened():
                              stdout=subprocess.PIPE, text=True)
     try:
         assert floor.stdout.readline().strip() == "ready"
-        before = bound_totals(floor)
+        before = floor_ask(floor, "totals")
         # kernel locks: perf counts every contention_end on the host while pipe_storm runs
         perf = subprocess.run(["perf", "stat", "-a", "-x,", "-e", "lock:contention_end", "--",
                                os.path.join(WORKLOADS, "pipe_storm"), "--threads", "4", "--messages", "200000"],
                               capture_output=True, text=True, timeout=120, check=True)
         ends = int(re.search(r"^(\d+),", perf.stderr, re.M).group(1))
-        middle = bound_totals(floor)
+        middle = floor_ask(floor, "totals")
         # futex waits: mutex_server counts its own futex sleeps (getrusage around the lock)
         ms = subprocess.run([os.path.join(WORKLOADS, "mutex_server"), "--workers", "8", "--until", "2000"],
                             capture_output=True, text=True, timeout=120, check=True)
         sleeps = json.loads(ms.stdout)["sleeps"]
-        after = bound_totals(floor)
+        after = floor_ask(floor, "totals")
     finally:
         floor.stdin.close()
         floor.wait(timeout=30)
@@ -67,33 +71,21 @@ def test_bound_times_the_waits_that_happened():
     assert after["futex"][1] > middle["futex"][1] and middle["klock"][1] > before["klock"][1]
 
 
-def floor_stats(floor):
-    floor.stdin.write("stats\n")
-    floor.stdin.flush()
-    return json.loads(floor.stdout.readline())
-
-
 @pytest.mark.parametrize("mode,tracepoint", [("--lock-begin", "contention_begin"), ("--lock-end", "contention_end")])
 def test_single_hook_floor_runs_alone_on_its_hook(mode, tracepoint):
     subprocess.run(["make", "-s", f"OUTPUT={BUILD}", os.path.join(BUILD, "bench", "floor")], cwd=ROOT, check=True)
-    stats = "/proc/sys/kernel/bpf_stats_enabled"
-    with open(stats) as f:
-        old = f.read().strip()
     floor = subprocess.Popen([os.path.join(BUILD, "bench", "floor"), mode], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, text=True)
     try:
-        with open(stats, "w") as f:
-            f.write("1")
-        assert floor.stdout.readline().strip() == "ready"
-        before = floor_stats(floor)
-        perf = subprocess.run(["perf", "stat", "-a", "-x,", "-e", f"lock:{tracepoint}", "--",
-                               os.path.join(WORKLOADS, "pipe_storm"), "--threads", "4", "--messages", "200000"],
-                              capture_output=True, text=True, timeout=120, check=True)
-        events = int(re.search(r"^(\d+),", perf.stderr, re.M).group(1))
-        after = floor_stats(floor)
+        with bpf_stats():
+            assert floor.stdout.readline().strip() == "ready"
+            before = floor_ask(floor, "stats")
+            perf = subprocess.run(["perf", "stat", "-a", "-x,", "-e", f"lock:{tracepoint}", "--",
+                                   os.path.join(WORKLOADS, "pipe_storm"), "--threads", "4", "--messages", "200000"],
+                                  capture_output=True, text=True, timeout=120, check=True)
+            events = int(re.search(r"^(\d+),", perf.stderr, re.M).group(1))
+            after = floor_ask(floor, "stats")
     finally:
-        with open(stats, "w") as f:
-            f.write(old)
         floor.stdin.close()
         floor.wait(timeout=30)
     assert [p["hook"] for p in after] == [f"tp_btf/{tracepoint}"]
