@@ -35,6 +35,7 @@ struct push_stats {
 	uint64_t dropped_rejected;	/* answered 4xx (but 429): sending it again would not help */
 	uint64_t dropped_retries;	/* failed PUSH_MAX_ATTEMPTS times */
 	uint32_t queued;
+	uint64_t done_through_unix_ns;	/* every interval ending by then: sent or dropped */
 	char last_error[160];		/* "" after a success */
 };
 
@@ -303,6 +304,15 @@ static enum send_result send_one(struct sink *s, struct http_client *c, struct i
 
 /* ---- the queues ---- */
 
+/* With @s->mu held: @it's fate is counted; the queue is oldest first, so the intervals
+ * up to its end are all settled. */
+static void settle(struct sink *s, struct item *it)
+{
+	if (it->end_unix_ns > s->st.done_through_unix_ns)
+		s->st.done_through_unix_ns = it->end_unix_ns;
+	item_free(it);
+}
+
 /* With @s->mu held: @it at the tail (or, retried, at the head); a full queue loses its oldest. */
 static void enqueue(struct sink *s, struct item *it, bool front)
 {
@@ -327,7 +337,7 @@ static void enqueue(struct sink *s, struct item *it, bool front)
 			s->tail = NULL;
 		s->st.queued--;
 		s->st.dropped_queue_full++;
-		item_free(old);
+		settle(s, old);
 	}
 }
 
@@ -368,19 +378,19 @@ static void *sink_main(void *arg)
 			s->st.sent++;
 			s->st.last_error[0] = 0;
 			backoff_ms = 0;
-			item_free(it);
+			settle(s, it);
 			continue;
 		}
 		snprintf(s->st.last_error, sizeof(s->st.last_error), "%s", err);
 		if (res == REJECTED) {
 			s->st.dropped_rejected++;
-			item_free(it);
+			settle(s, it);
 			continue;
 		}
 		s->st.attempts_failed++;
 		if (++it->attempts >= PUSH_MAX_ATTEMPTS) {
 			s->st.dropped_retries++;
-			item_free(it);
+			settle(s, it);
 		} else {
 			enqueue(s, it, true);
 		}
@@ -565,6 +575,7 @@ cJSON *push__json(struct push *p)
 		cJSON_AddNumberToObject(s, "dropped_queue_full", st.dropped_queue_full);
 		cJSON_AddNumberToObject(s, "dropped_rejected", st.dropped_rejected);
 		cJSON_AddNumberToObject(s, "dropped_retries", st.dropped_retries);
+		cJSON_AddNumberToObject(s, "done_through_unix_ns", st.done_through_unix_ns);
 		if (st.last_error[0])
 			cJSON_AddStringToObject(s, "last_error", st.last_error);
 		else

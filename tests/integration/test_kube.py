@@ -13,7 +13,7 @@ import time
 
 from conftest import DATA_DIR, LOCKSCOPED, Workload, require_bpf, start_daemon, stop_daemon
 from test_cgroups import Cgroup
-from test_push import Receiver, pprof_raw
+from test_push import Receiver, pprof_raw, pushed_through
 
 POD_LIST = os.path.join(DATA_DIR, "kubelet-pods.json")
 UID = "1f6c2a3e-5b7d-4c8e-9f00-112233445566"
@@ -131,11 +131,7 @@ def test_pods_are_named():
         w2.go()
         w2.wait()
         mine2 = sum(r["contended"] for r in d.cli_json("top", "-w", "all", "--kind", "user", "-p", str(w2.pid), "-t")["rows"])
-        # the intervals up to now pushed: two more sent and none waiting (a failed attempt
-        # backs off for seconds, with the profiles after it queued)
-        sent = d.call({"cmd": "status"})["push"]["pyroscope"]["sent"]
-        wait_for("the last intervals pushed", lambda: (lambda p: p["sent"] >= sent + 2 and not p["queued"])(
-            d.call({"cmd": "status"})["push"]["pyroscope"]), timeout=90)
+        pushed_through(d, time.time_ns())  # every interval holding what was counted up to now
         in_unit = named = 0
         seen = set()
         for req in pyroscope.requests:

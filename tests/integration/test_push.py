@@ -99,6 +99,18 @@ def push_daemon(*args):
     return start_daemon(("--push-interval=1", *args))
 
 
+def pushed_through(d, t_ns, timeout=90):
+    """Wait until every backend has settled (sent or dropped) each interval ending by @t_ns:
+    what the daemon held at @t_ns is in those intervals, and a backend takes them in order."""
+    deadline = time.monotonic() + timeout
+    while True:
+        push = d.call({"cmd": "status"})["push"]
+        if all(b["done_through_unix_ns"] >= t_ns for b in push.values()):
+            return push
+        assert time.monotonic() < deadline, f"not pushed through {t_ns} within {timeout} s: {push}"
+        time.sleep(0.1)
+
+
 def run_server_in_unit(d):
     cg = Cgroup(f"/lockscope-test.slice/{UNIT}")
     try:
@@ -106,7 +118,7 @@ def run_server_in_unit(d):
         w.go()
         w.wait()
         rows = d.cli_json("top", "-w", "all", "--kind", "user", "-p", str(w.pid), "-t")["rows"]
-        time.sleep(3)  # the last interval pushed
+        pushed_through(d, time.time_ns())
         return sum(r["contended"] for r in rows)
     finally:
         cg.remove()
@@ -124,7 +136,7 @@ def run_spinners_in_unit(d):
         try:
             w.go()
             w.proc.stdout.readline()  # done: its threads are parked from here on
-            time.sleep(3)  # the last interval pushed
+            pushed_through(d, time.time_ns())
             found = [f for f in d.cli_json("spin", "-w", "all", "-p", str(w.pid))["findings"]
                      if f["kind"] == "pause_spin"]
         finally:
@@ -173,7 +185,7 @@ def test_pyroscope_ingest_contract():
         recv.close()
     assert rc == 0, log
     assert st["sent"] == len(requests) >= 3 and st["last_error"] is None, st
-    pushed, until, spin = 0, None, []
+    pushed, until, spin, last_ns = 0, None, [], 0
     for r in requests:
         url = urllib.parse.urlsplit(r["path"])
         q = urllib.parse.parse_qs(url.query, strict_parsing=True)
@@ -187,6 +199,7 @@ def test_pyroscope_ingest_contract():
         assert 0 <= end - start <= 3, (start, end)  # an interval of 1 s, taken at 1-s ticks
         assert until is None or start == until, "intervals follow each other without a gap"
         until = end
+        last_ns = max(last_ns, end * 10**9)
         assert r["headers"]["Content-Type"] == "application/octet-stream"
         assert r["headers"]["User-Agent"].startswith("lockscoped/")
         types, samples = pprof_raw(r["body"])
@@ -196,6 +209,8 @@ def test_pyroscope_ingest_contract():
             if labels.get("unit") == UNIT and labels["kind"] == "user":  # its kernel waits too, not compared
                 assert labels["type"] == "futex:mutex", labels
                 pushed += count
+    # everything delivered: settled through the newest interval's end (the URL has its second)
+    assert st["done_through_unix_ns"] // 10**9 * 10**9 == last_ns, (st, last_ns)
     print(f"pushed {pushed} contentions of {UNIT}; top counted {contended}")
     # per-caller samples are the exact figures shared among sampled stacks, each rounded
     assert abs(pushed - contended) <= max(5, 0.01 * contended), (pushed, contended)
