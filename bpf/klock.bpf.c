@@ -316,7 +316,7 @@ static __always_inline int __lock_contended(struct klock_slot *cpu, __u64 id, __
 	e->rec_flags = (depth ? KLOCK_RF_NESTED : 0) | (spinning ? KLOCK_RF_SPINNING : 0);
 	if (depth)	/* timed on its own, never merged into the wait below it */
 		ls_count(LS_CNT_NESTED);
-	if (sample_stack(lock, now, true))
+	if (sample_stack(lock, now, true, 1))
 		e->rec_flags |= KLOCK_RF_SAMPLED;
 	owner = read_owner(e, lock, flags, with_owner_stack);
 	if (note_holders && owner)

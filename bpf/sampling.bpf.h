@@ -120,9 +120,12 @@ static __always_inline bool sample_cpu_stack(__u64 now)
  * (the lock's credit is spent only when the CPU's was). @now: the caller's clock, which
  * only the lock's bucket sees; the CPU's, which samplers share, runs on the monotonic
  * clock (@now itself when @monotonic), read only when the lock's bucket allows a stack.
+ * @stacks: what the sample will take from the CPU's budget, 2 when its releaser's stack
+ * is taken too (later, on the waker's CPU: paid here, so that it is never refused).
  */
-static __always_inline bool sample_stack(__u64 lock, __u64 now, bool monotonic)
+static __always_inline bool sample_stack(__u64 lock, __u64 now, bool monotonic, __u32 stacks)
 {
+	__u64 cpu_cost = cpu_stack_cost_ns * stacks;
 	/* locks are at least 4-byte aligned; fold the address and spread it (Fibonacci) */
 	__u32 idx = (__u32)(((lock >> 2) * 0x9E3779B97F4A7C15ULL) >> 32) & lock_bucket_mask;
 	struct cpu_stack_bucket *cb;
@@ -141,9 +144,9 @@ static __always_inline bool sample_stack(__u64 lock, __u64 now, bool monotonic)
 	if (!cb || (__s64)(now - cb->retry_ns) < 0)
 		return false;
 	clock = monotonic ? now : bpf_ktime_get_ns();
-	if (!bucket_take(&cb->bucket, clock, cpu_burst_ns, cpu_stack_cost_ns)) {
-		if (cpu_stack_cost_ns > cb->bucket.credit_ns)
-			cb->retry_ns = now + (cpu_stack_cost_ns - cb->bucket.credit_ns);
+	if (!bucket_take(&cb->bucket, clock, cpu_burst_ns, cpu_cost)) {
+		if (cpu_cost > cb->bucket.credit_ns)
+			cb->retry_ns = now + (cpu_cost - cb->bucket.credit_ns);
 		return false;
 	}
 	lb->credit_ns -= lock_stack_cost_ns;

@@ -194,7 +194,8 @@ static __always_inline void wait_open(void *ctx, struct sched_slot *e, struct ta
 			ls_count(LS_DROP_UNREADABLE);
 		}
 	}
-	if (sample_stack(uaddr, clock, false)) {
+	/* with wakers named, the releaser's stack comes with the sample: both are paid for */
+	if (sample_stack(uaddr, clock, false, waker_on ? 2 : 1)) {
 		e->rec_flags |= ULOCK_RF_SAMPLED;
 		take_stack(ctx, &e->stack_id, &e->stack_dump, &e->rec_flags, ULOCK_RF_STACK,
 			   ULOCK_RF_DUMP, false);

@@ -51,7 +51,7 @@ const struct ls_setting ls_settings[] = {
 	U32("cpu-stack-rate", ENG(collector.cpu_stack_rate), 1, 1000000, 0, "sampling",
 	    "stacks/s per CPU, all locks"),
 	U32("user-dump-rate", ENG(collector.udump_rate), 1, 1000000, 0, "sampling",
-	    "user stack dumps/s per CPU, all locks"),
+	    "user stack dumps/s per CPU, all locks (a sample with its releaser's: two)"),
 	U32("spin-dump-rate", ENG(collector.spin_dump_rate), 0, 1000000, 0, "sampling",
 	    "user stack dumps/s per CPU of spin samples (the share counts every sample); 0: none"),
 	U32("user-stack-bytes", ENG(collector.ustack_bytes), 0, LS_USTACK_MAX_BYTES, LS_SET_WINDOW, "sampling",

@@ -62,6 +62,31 @@ def test_waiter_and_releaser_stacks_reach_the_application(daemon):
     assert 0 <= index_of(rel_names, UNLOCK_PATH.pattern) < index_of(rel_names, r"^worker_main$"), rel_names
 
 
+# dumps a second per CPU for the budget test: far below what the server's waits ask for
+DUMP_RATE = 20
+
+
+def test_dump_budget_holds_waiters_and_releasers_together():
+    """user-dump-rate is what a CPU dumps a second, whoever's stack it is: a sample whose
+    releaser is named (once futex waits pass waker-min-rate) pays for both dumps when it is
+    taken. The dumps written stay within the CPUs' budgets (a second's burst each), and
+    the samples still carry the releasers' stacks."""
+    d = start_daemon([f"--user-dump-rate={DUMP_RATE}"])
+    try:
+        pid, _ = run(d, "mutex_server", seconds="5")
+        st = d.call({"cmd": "status"})
+        rows = callers(d, pid, "-o")
+    finally:
+        rc, log = stop_daemon(d)
+    assert rc == 0, log
+    dumps, uptime_s, cpus = st["unwind"]["dumps"], st["uptime_ns"] / 1e9, st["rings"]
+    released = [r for r in rows if r["releaser"] and r["releaser"]["stack"]]
+    print(f"{dumps} dumps in {uptime_s:.1f} s on {cpus} CPUs; {len(released)} of {len(rows)} rows "
+          f"with a releaser's stack; releasers named: {st['events']['futex_releasers']}")
+    assert st["events"]["futex_releasers"] > 0 and released
+    assert dumps <= cpus * DUMP_RATE * (uptime_s + 1), (dumps, uptime_s, cpus)
+
+
 def test_frame_pointer_walk_stops_in_libc():
     """The same server with dumps off: what lockscope saw before DWARF unwinding."""
     d = start_daemon(["--user-stack-bytes=0"])
