@@ -125,7 +125,8 @@ static __always_inline bool sample_cpu_stack(__u64 now)
  */
 static __always_inline bool sample_stack(__u64 lock, __u64 now, bool monotonic, __u32 stacks)
 {
-	__u64 cpu_cost = cpu_stack_cost_ns * stacks;
+	/* never more than the bucket holds (a ring with room for one dump a burst), or never paid */
+	__u64 cpu_cost = cpu_stack_cost_ns * stacks < cpu_burst_ns ? cpu_stack_cost_ns * stacks : cpu_burst_ns;
 	/* locks are at least 4-byte aligned; fold the address and spread it (Fibonacci) */
 	__u32 idx = (__u32)(((lock >> 2) * 0x9E3779B97F4A7C15ULL) >> 32) & lock_bucket_mask;
 	struct cpu_stack_bucket *cb;

@@ -87,6 +87,22 @@ def test_dump_budget_holds_waiters_and_releasers_together():
     assert dumps <= cpus * DUMP_RATE * (uptime_s + 1), (dumps, uptime_s, cpus)
 
 
+def test_a_ring_with_room_for_one_dump_a_burst_still_pays_for_pairs():
+    """The smallest ring the settings allow for 4 KiB windows lets a CPU's budget save up
+    one dump at a time; a sample with its releaser's dump costs two, and is still taken."""
+    d = start_daemon(["--ringbuf-kb=32", "--user-stack-bytes=4096", "--spin-stack-bytes=4096"])
+    try:
+        pid, _ = run(d, "mutex_server")
+        st = d.call({"cmd": "status"})
+        rows = callers(d, pid, "-o")
+    finally:
+        rc, log = stop_daemon(d)
+    assert rc == 0, log
+    print(f"releasers named: {st['events']['futex_releasers']}, dumps: {st['unwind']['dumps']}")
+    assert st["events"]["futex_releasers"] > 0, "wakers were named: each sample paid for two"
+    assert any(r["stack"] for r in rows) and any(r["releaser"] and r["releaser"]["stack"] for r in rows)
+
+
 def test_frame_pointer_walk_stops_in_libc():
     """The same server with dumps off: what lockscope saw before DWARF unwinding."""
     d = start_daemon(["--user-stack-bytes=0"])
