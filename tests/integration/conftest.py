@@ -117,6 +117,17 @@ def require_bpf():
         skip_or_fail("kernel has no lock:contention_begin tracepoint (Linux 5.19+)")
 
 
+def wait_for(what, fn, timeout=30):
+    """fn()'s first true answer, asked every 0.2 s; fails naming @what after @timeout s."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        v = fn()
+        if v:
+            return v
+        time.sleep(0.2)
+    raise AssertionError(f"not within {timeout} s: {what}")
+
+
 def require_tool(name):
     if not shutil.which(name):
         skip_or_fail(f"{name} is not installed (make deps)")

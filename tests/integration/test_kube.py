@@ -11,7 +11,7 @@ import subprocess
 import tempfile
 import time
 
-from conftest import DATA_DIR, LOCKSCOPED, Workload, require_bpf, start_daemon, stop_daemon
+from conftest import DATA_DIR, LOCKSCOPED, Workload, require_bpf, start_daemon, stop_daemon, wait_for
 from test_cgroups import Cgroup
 from test_push import Receiver, pprof_raw, pushed_through
 
@@ -51,16 +51,6 @@ def pod_cgroup():
     # the kubelet's systemd driver: a pod slice and a container scope (under a test parent)
     return Cgroup(f"/lockscope-test-k8s/kubepods-burstable-pod{UID.replace('-', '_')}.slice/"
                   f"cri-containerd-{CID}.scope")
-
-
-def wait_for(what, fn, timeout=30):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        v = fn()
-        if v:
-            return v
-        time.sleep(0.2)
-    raise AssertionError(f"not within {timeout} s: {what}")
 
 
 def test_pods_are_named():

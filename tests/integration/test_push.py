@@ -25,7 +25,7 @@ import time
 import urllib.parse
 
 import grpcweb
-from conftest import LOCKSCOPED, Workload, require_bpf, require_tool, start_daemon, stop_daemon
+from conftest import LOCKSCOPED, Workload, require_bpf, require_tool, start_daemon, stop_daemon, wait_for
 from test_cgroups import Cgroup
 
 UNIT = "seed004-push.service"
@@ -102,13 +102,9 @@ def push_daemon(*args):
 def pushed_through(d, t_ns, timeout=90):
     """Wait until every backend has settled (sent or dropped) each interval ending by @t_ns:
     what the daemon held at @t_ns is in those intervals, and a backend takes them in order."""
-    deadline = time.monotonic() + timeout
-    while True:
-        push = d.call({"cmd": "status"})["push"]
-        if all(b["done_through_unix_ns"] >= t_ns for b in push.values()):
-            return push
-        assert time.monotonic() < deadline, f"not pushed through {t_ns} within {timeout} s: {push}"
-        time.sleep(0.1)
+    return wait_for(f"every backend pushed through {t_ns}", lambda: (
+        lambda push: push if all(b["done_through_unix_ns"] >= t_ns for b in push.values()) else None)(
+        d.call({"cmd": "status"})["push"]), timeout=timeout)
 
 
 def run_server_in_unit(d):
