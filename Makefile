@@ -37,7 +37,7 @@ endif
 
 CFLAGS ?= -O2 -g
 CFLAGS += $(WARN) -std=gnu11 -D_GNU_SOURCE -fno-omit-frame-pointer -MMD -MP \
-	  -I$(OUTPUT) -Ibpf -Idaemon -I$(BLAZESYM_INC)
+	  -I$(OUTPUT) -I$(BPF_OUT) -Ibpf -Idaemon -I$(BLAZESYM_INC)
 ifeq ($(FUZZ),1)
 CC := $(CLANG)
 # libFuzzer's main is linked into the targets only; the engine gets its coverage hooks
@@ -64,12 +64,15 @@ RUST_DIR := $(if $(filter 1,$(SAN) $(FUZZ)),build/rust,$(OUTPUT)/rust)
 RUST_LIB := $(RUST_DIR)/release/liblockscope_rs.a
 BLAZESYM_INC := $(RUST_DIR)/include
 LIBS := -lbpf -ldw -lelf -lz -lcjson -lprotobuf-c -lresolv -lm $(RUST_LIB) -lpthread -ldl
+# The BPF objects, their skeletons and vmlinux.h do not depend on the build flavour: the
+# sanitizer and fuzz builds use the plain build's, as they use its Rust
+BPF_OUT := $(if $(filter 1,$(SAN) $(FUZZ)),build,$(OUTPUT))
 BPF_CFLAGS := -g -O2 -target bpf -mcpu=v3 -D__TARGET_ARCH_$(ARCH) $(WARN) -Wno-unused-function -Wno-unused-parameter \
-	      -I$(OUTPUT) -Ibpf
+	      -I$(BPF_OUT) -Ibpf
 
 BPF_APPS := klock scheduler
-BPF_OBJS := $(patsubst %,$(OUTPUT)/%.bpf.o,$(BPF_APPS))
-SKELS := $(patsubst %,$(OUTPUT)/%.skel.h,$(BPF_APPS))
+BPF_OBJS := $(patsubst %,$(BPF_OUT)/%.bpf.o,$(BPF_APPS))
+SKELS := $(patsubst %,$(BPF_OUT)/%.skel.h,$(BPF_APPS))
 
 # The engine: everything the daemon and `lockscope scan` (embedded) share.
 # One folder per stage of the data's path (tests/layers.py checks the includes follow it)
@@ -125,21 +128,21 @@ help:
 deps:
 	sh deps/install.sh
 
-$(OUTPUT) $(OUTPUT)/daemon $(OUTPUT)/cli $(OUTPUT)/tests $(OUTPUT)/workloads:
+$(sort $(OUTPUT) $(BPF_OUT)) $(OUTPUT)/daemon $(OUTPUT)/cli $(OUTPUT)/tests $(OUTPUT)/workloads:
 	$(Q)mkdir -p $@
 
-$(OUTPUT)/vmlinux.h: | $(OUTPUT)
+$(BPF_OUT)/vmlinux.h: | $(BPF_OUT)
 	$(call msg,GEN,$@)
 	$(Q)command -v $(BPFTOOL) >/dev/null || { echo "bpftool not found: run 'make deps' (Debian package bpftool)" >&2; exit 1; }
 	$(Q)test -r $(VMLINUX_BTF) || { echo "no kernel BTF at $(VMLINUX_BTF): use a kernel with CONFIG_DEBUG_INFO_BTF=y or set VMLINUX_BTF=" >&2; exit 1; }
 	$(Q)$(BPFTOOL) btf dump file $(VMLINUX_BTF) format c > $@
 
-$(OUTPUT)/%.bpf.o: bpf/%.bpf.c $(OUTPUT)/vmlinux.h | $(OUTPUT)
+$(BPF_OUT)/%.bpf.o: bpf/%.bpf.c $(BPF_OUT)/vmlinux.h | $(BPF_OUT)
 	$(call msg,BPF,$@)
 	$(Q)$(CLANG) $(BPF_CFLAGS) -MMD -MP -MF $(@:.o=.d) -MT $@ -c $< -o $@.tmp
 	$(Q)$(BPFTOOL) gen object $@ $@.tmp && rm -f $@.tmp
 
-$(OUTPUT)/%.skel.h: $(OUTPUT)/%.bpf.o
+$(BPF_OUT)/%.skel.h: $(BPF_OUT)/%.bpf.o
 	$(call msg,GEN-SKEL,$@)
 	$(Q)$(BPFTOOL) gen skeleton $< > $@
 
@@ -240,7 +243,7 @@ $(OUTPUT)/bench:
 	$(Q)mkdir -p $@
 
 # the floor's, the helpers' and the bound's programs (empty ones leave their arguments unused)
-$(OUTPUT)/bench/%.bpf.o: bench/%.bpf.c bpf/arch.bpf.h $(OUTPUT)/vmlinux.h | $(OUTPUT)/bench
+$(OUTPUT)/bench/%.bpf.o: bench/%.bpf.c bpf/arch.bpf.h $(BPF_OUT)/vmlinux.h | $(OUTPUT)/bench
 	$(call msg,BPF,$@)
 	$(Q)$(CLANG) $(BPF_CFLAGS) -Wno-unused-parameter -c $< -o $@.tmp
 	$(Q)$(BPFTOOL) gen object $@ $@.tmp && rm -f $@.tmp
@@ -279,15 +282,17 @@ unit-test: $(UNIT_BINS)
 
 # The Parca end-to-end test's server, built from the Go module proxy at the version
 # tests/parca/go.mod pins (~6 minutes the first time); one binary for every build flavour.
-# `make test` builds it when LOCKSCOPE_TEST_PARCA=1 or in CI, and runs the test when it is here.
+# `make test` has the suite build it (beside the other tests, at the lowest priority) when
+# LOCKSCOPE_TEST_PARCA=1 or in CI, and runs the test when it is here.
 PARCA := build/parca/parca
 TEST_PARCA := $(or $(LOCKSCOPE_TEST_PARCA),$(if $(filter true,$(CI)),1,0))
 parca: $(PARCA)
 $(PARCA): tests/parca/go.mod tests/parca/go.sum tests/parca/parca.go
 	$(Q)tests/parca/build.sh $@
 
-integration-test: all $(REPLAY_BINS) $(if $(filter 1,$(TEST_PARCA)),$(PARCA))
-	$(Q)OUTPUT=$(OUTPUT) SAN=$(SAN) LOCKSCOPE_PARCA=$(abspath $(PARCA)) $(PYTHON) -m pytest -v --durations=12 tests/integration
+integration-test: all $(REPLAY_BINS)
+	$(Q)OUTPUT=$(OUTPUT) SAN=$(SAN) LOCKSCOPE_PARCA=$(abspath $(PARCA)) LOCKSCOPE_PARCA_BUILD=$(TEST_PARCA) \
+		$(PYTHON) -m pytest -v --durations=12 tests/integration
 
 # `make fuzz [FUZZ_TIME=s] [FUZZ_JOBS=n] [FUZZ_TARGETS=...]`: each target for FUZZ_TIME
 # seconds, FUZZ_JOBS at once, from the checked-in seeds and what earlier runs found
@@ -365,4 +370,4 @@ config: $(OUTPUT)/lockscoped
 clean:
 	rm -rf $(OUTPUT)
 
--include $(wildcard $(OUTPUT)/*.bpf.d $(OUTPUT)/daemon/*.d $(OUTPUT)/daemon/*/*.d $(OUTPUT)/cli/*.d $(OUTPUT)/tests/*.d)
+-include $(wildcard $(BPF_OUT)/*.bpf.d $(OUTPUT)/daemon/*.d $(OUTPUT)/daemon/*/*.d $(OUTPUT)/cli/*.d $(OUTPUT)/tests/*.d)

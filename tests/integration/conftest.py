@@ -128,6 +128,60 @@ def wait_for(what, fn, timeout=30):
     raise AssertionError(f"not within {timeout} s: {what}")
 
 
+# Parca, for test_parca.py. With LOCKSCOPE_PARCA_BUILD=1 (`make test` in CI, or with
+# LOCKSCOPE_TEST_PARCA=1) a missing binary is built while the other tests run: its Go
+# compile (~6 minutes on 2 cores) at the lowest priority, in a session of its own (its own
+# autogroup), takes the CPU time the tests leave, and the tests that need it run last.
+PARCA = os.environ.get("LOCKSCOPE_PARCA", os.path.join(ROOT, "build", "parca", "parca"))
+PARCA_TESTS = "test_parca.py"
+PARCA_BUILD_TIMEOUT = 1800
+_parca_build = None
+
+
+def _lowest_priority():
+    os.setpriority(os.PRIO_PROCESS, 0, 19)
+    try:
+        with open(AUTOGROUP, "w") as f:
+            f.write("19")
+    except OSError:  # no autogroup: nice alone ranks it
+        pass
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """The tests that need Parca go last; its build starts now if they need it built."""
+    global _parca_build
+    parca = [i for i in items if i.path.name == PARCA_TESTS]
+    if not parca:
+        return
+    items[:] = [i for i in items if i.path.name != PARCA_TESTS] + parca
+    if os.environ.get("LOCKSCOPE_PARCA_BUILD") != "1" or os.access(PARCA, os.X_OK):
+        return
+    os.makedirs(os.path.dirname(PARCA), exist_ok=True)
+    log = open(PARCA + ".build.log", "w+")
+    _parca_build = (subprocess.Popen([os.path.join(ROOT, "tests", "parca", "build.sh"), PARCA], stdout=log,
+                                     stderr=subprocess.STDOUT, start_new_session=True,
+                                     preexec_fn=_lowest_priority), log)
+
+
+def parca_binary():
+    """The Parca server's path: waits for the build started at collection, if any."""
+    global _parca_build
+    if _parca_build:
+        proc, log = _parca_build
+        try:
+            rc = proc.wait(timeout=PARCA_BUILD_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            rc = proc.wait()
+        _parca_build = None
+        log.seek(0)
+        if rc != 0:
+            raise AssertionError(f"building Parca failed ({rc}):\n{log.read()[-3000:]}")
+    if not os.access(PARCA, os.X_OK):
+        skip_or_fail(f"no Parca at {PARCA}: build it with `make parca` (or LOCKSCOPE_TEST_PARCA=1 make test)")
+    return PARCA
+
+
 def require_tool(name):
     if not shutil.which(name):
         skip_or_fail(f"{name} is not installed (make deps)")

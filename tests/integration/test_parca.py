@@ -4,17 +4,17 @@ contentions, under the labels we sent, with the waits' stacks, and TTAS spinners
 samples in the spin profile.
 
 Parca is the version tests/parca/go.mod pins, built from the Go module proxy by
-`make parca` (~6 minutes the first time; `make test` builds it when LOCKSCOPE_TEST_PARCA=1
-or CI=true). It runs on a loopback port with its data in the test's directory."""
+`make parca` (~6 minutes the first time; `make test` builds it beside the other tests when
+LOCKSCOPE_TEST_PARCA=1 or CI=true, and runs these last: conftest.parca_binary()). It runs
+on a loopback port with its data in the test's directory."""
 import os
 import subprocess
 import time
 
 import grpcweb
-from conftest import ROOT, require_tool, skip_or_fail, stop_daemon
+from conftest import parca_binary, require_tool, stop_daemon
 from test_push import SPIN_UNIT, UNIT, free_port, push_daemon, run_server_in_unit, run_spinners_in_unit
 
-PARCA = os.environ.get("LOCKSCOPE_PARCA", os.path.join(ROOT, "build", "parca", "parca"))
 QUERY = "parca.query.v1alpha1.QueryService"
 HOST = "node-7"
 # Parca names a profile type NAME:SAMPLE_TYPE:SAMPLE_UNIT:PERIOD_TYPE:PERIOD_UNIT[:delta]
@@ -26,14 +26,13 @@ REPORT_PPROF, MODE_MERGE = 1, 2
 
 class Parca:
     def __init__(self, tmp):
-        if not os.access(PARCA, os.X_OK):
-            skip_or_fail(f"no Parca at {PARCA}: build it with `make parca` (or LOCKSCOPE_TEST_PARCA=1 make test)")
+        parca = parca_binary()
         (tmp / "parca.yaml").write_text(
             f'object_storage:\n  bucket:\n    type: "FILESYSTEM"\n    config:\n      directory: "{tmp}/data"\n')
         self.url = f"http://127.0.0.1:{free_port()}"
         self.log = open(tmp / "parca.log", "w+")
         # no debuginfod upstream: nothing leaves the machine, and our frames come named
-        self.proc = subprocess.Popen([PARCA, f"--config-path={tmp}/parca.yaml", f"--http-address={self.url[7:]}",
+        self.proc = subprocess.Popen([parca, f"--config-path={tmp}/parca.yaml", f"--http-address={self.url[7:]}",
                                       "--debuginfod-upstream-servers=", f"--debuginfo-cache-dir={tmp}/debuginfo",
                                       f"--storage-path={tmp}/storage"],
                                      stdout=self.log, stderr=subprocess.STDOUT, cwd=tmp)
