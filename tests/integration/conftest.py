@@ -131,11 +131,14 @@ def wait_for(what, fn, timeout=30):
 # Parca, for test_parca.py. With LOCKSCOPE_PARCA_BUILD=1 (`make test` in CI, or with
 # LOCKSCOPE_TEST_PARCA=1) a missing binary is built while the other tests run: its Go
 # compile (~6 minutes on 2 cores) at the lowest priority, in a session of its own (its own
-# autogroup), takes the CPU time the tests leave, and the tests that need it run last.
+# autogroup), takes the CPU time the tests leave, and the tests that need it run last. The
+# build's own threads wait on futexes and kernel locks like any program: tests that count
+# waits host-wide (marked quiet_host) run first, and the build starts after them.
 PARCA = os.environ.get("LOCKSCOPE_PARCA", os.path.join(ROOT, "build", "parca", "parca"))
 PARCA_TESTS = "test_parca.py"
 PARCA_BUILD_TIMEOUT = 1800
-_parca_build = None
+_parca_build = None		# (process, log) once started
+_parca_build_wanted = False	# to start before the first test that is not quiet_host
 
 
 def _lowest_priority():
@@ -147,15 +150,26 @@ def _lowest_priority():
         pass
 
 
+def _quiet(item):
+    return item.get_closest_marker("quiet_host") is not None
+
+
 def pytest_collection_modifyitems(session, config, items):
-    """The tests that need Parca go last; its build starts now if they need it built."""
-    global _parca_build
+    """quiet_host tests first, the tests that need Parca last; whether to build it."""
+    global _parca_build_wanted
     parca = [i for i in items if i.path.name == PARCA_TESTS]
-    if not parca:
+    rest = [i for i in items if i.path.name != PARCA_TESTS]
+    items[:] = [i for i in rest if _quiet(i)] + [i for i in rest if not _quiet(i)] + parca
+    _parca_build_wanted = (bool(parca) and os.environ.get("LOCKSCOPE_PARCA_BUILD") == "1"
+                           and not os.access(PARCA, os.X_OK))
+
+
+def pytest_runtest_setup(item):
+    """The Parca build starts before the first test that is not quiet_host."""
+    global _parca_build, _parca_build_wanted
+    if not _parca_build_wanted or _quiet(item):
         return
-    items[:] = [i for i in items if i.path.name != PARCA_TESTS] + parca
-    if os.environ.get("LOCKSCOPE_PARCA_BUILD") != "1" or os.access(PARCA, os.X_OK):
-        return
+    _parca_build_wanted = False
     os.makedirs(os.path.dirname(PARCA), exist_ok=True)
     log = open(PARCA + ".build.log", "w+")
     _parca_build = (subprocess.Popen([os.path.join(ROOT, "tests", "parca", "build.sh"), PARCA], stdout=log,

@@ -37,6 +37,7 @@ def floor_ask(floor, what):
     return json.loads(floor.stdout.readline())
 
 
+@pytest.mark.quiet_host
 def test_bound_times_the_waits_that_happened():
     subprocess.run(["make", "-s", f"OUTPUT={BUILD}", os.path.join(BUILD, "bench", "floor")], cwd=ROOT, check=True)
     floor = subprocess.Popen([os.path.join(BUILD, "bench", "floor"), "--bound"], stdin=subprocess.PIPE,
