@@ -5,6 +5,7 @@
  * and given their rings and wait tables; what cannot be loaded is a degraded component.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -208,7 +209,8 @@ static int configure(struct collector *c, const struct klock_variant *v)
 	return 0;
 }
 
-static int load_variant(struct collector *c, const struct klock_variant *v)
+/* klock's skeleton for variant @v, opened and configured; loaded later (load_klock()). */
+static int open_variant(struct collector *c, const struct klock_variant *v)
 {
 	int err;
 
@@ -216,8 +218,6 @@ static int load_variant(struct collector *c, const struct klock_variant *v)
 	if (!c->skel)
 		return -errno;
 	err = configure(c, v);
-	if (!err)
-		err = klock_bpf__load(c->skel);
 	if (err) {
 		klock_bpf__destroy(c->skel);
 		c->skel = NULL;
@@ -227,9 +227,63 @@ static int load_variant(struct collector *c, const struct klock_variant *v)
 	return 0;
 }
 
+/*
+ * The maps klock and the scheduler share: one set of rings for all records, one place
+ * where all counters sum, one pair of wait tables to drain, the kernel-lock holders that
+ * the scheduler's switch reads. The collector makes them, like klock's definitions, so
+ * that neither object has to be loaded before the other: both load (the kernel verifies
+ * their programs, 0.3 and 0.4 s here) at once. SHARED_OF(s, m): skeleton @s's maps that
+ * are the shared ones (each skeleton's type is its own, the names are the same).
+ */
+#define SHARED_OF(s, m)							\
+	do {								\
+		(m)[SHARED_RINGBUFS] = (s)->maps.ringbufs;		\
+		(m)[SHARED_WAIT_TABLES] = (s)->maps.wait_tables;	\
+		(m)[SHARED_COUNTERS] = (s)->maps.counters;		\
+		(m)[SHARED_WAIT_CACHE] = (s)->maps.wait_cache;		\
+		(m)[SHARED_WAIT_CACHE_BUSY] = (s)->maps.wait_cache_busy;	\
+		(m)[SHARED_KHOLDERS] = (s)->maps.kholders;		\
+	} while (0)
+
+/* The objects' maps @m use the shared ones instead of making their own. */
+static int reuse_shared(const struct collector *c, struct bpf_map *m[SHARED_MAPS])
+{
+	int i, err;
+
+	for (i = 0; i < SHARED_MAPS; i++)
+		if ((err = bpf_map__reuse_fd(m[i], c->shared_fds[i])))
+			return err;
+	return 0;
+}
+
+/* A map as @m defines it (its configured size); @inner_fd: an inner map's template, or -1. */
+static int create_like(const struct bpf_map *m, int inner_fd)
+{
+	LIBBPF_OPTS(bpf_map_create_opts, o, .map_flags = bpf_map__map_flags(m));
+	int fd;
+
+	if (inner_fd >= 0)
+		o.inner_map_fd = inner_fd;
+	fd = bpf_map_create(bpf_map__type(m), bpf_map__name(m), bpf_map__key_size(m), bpf_map__value_size(m),
+			    bpf_map__max_entries(m), &o);
+	return fd < 0 ? -errno : fd;
+}
+
+/* @n maps in the slots of outer map @outer_fd. */
+static int fill_outer(int outer_fd, const int *fds, int n)
+{
+	__u32 key;
+
+	for (key = 0; key < (__u32)n; key++)
+		if (bpf_map_update_elem(outer_fd, &key, &fds[key], BPF_ANY))
+			return -errno;
+	return 0;
+}
+
+/* A ring per CPU, and the manager that polls them all. */
 static int create_rings(struct collector *c)
 {
-	int outer = bpf_map__fd(c->skel->maps.ringbufs), i, err;
+	int i, err;
 
 	c->ring_fds = calloc(c->nr_cpus, sizeof(int));
 	if (!c->ring_fds)
@@ -237,22 +291,15 @@ static int create_rings(struct collector *c)
 	for (i = 0; i < c->nr_cpus; i++)
 		c->ring_fds[i] = -1;
 	for (i = 0; i < c->nr_cpus; i++) {
-		__u32 key = i;
-
-		c->ring_fds[i] = bpf_map_create(BPF_MAP_TYPE_RINGBUF, "ls_ring", 0, 0,
-						c->opts.ringbuf_bytes, NULL);
+		c->ring_fds[i] = bpf_map_create(BPF_MAP_TYPE_RINGBUF, "ls_ring", 0, 0, c->opts.ringbuf_bytes, NULL);
 		if (c->ring_fds[i] < 0)
-			return -errno;
-		if (bpf_map_update_elem(outer, &key, &c->ring_fds[i], BPF_ANY))
 			return -errno;
 		c->nr_rings++;
 	}
 	for (i = 0; i < c->nr_cpus; i++) {
 		if (!c->rb)
-			c->rb = ring_buffer__new(c->ring_fds[i], c->opts.on_record,
-						 c->opts.ctx, NULL);
-		else if ((err = ring_buffer__add(c->rb, c->ring_fds[i],
-						 c->opts.on_record, c->opts.ctx)))
+			c->rb = ring_buffer__new(c->ring_fds[i], c->opts.on_record, c->opts.ctx, NULL);
+		else if ((err = ring_buffer__add(c->rb, c->ring_fds[i], c->opts.on_record, c->opts.ctx)))
 			return err;
 		if (!c->rb)
 			return -errno;
@@ -260,40 +307,45 @@ static int create_rings(struct collector *c)
 	return 0;
 }
 
-/*
- * The wait tables every component adds to (waits.bpf.h): two hashes of the configured
- * size, in klock's outer map; sched reuses that map.
- */
+/* The wait tables every component adds to (waits.bpf.h): two hashes of the configured size. */
 static int create_wait_tables(struct collector *c)
 {
-	int outer = bpf_map__fd(c->skel->maps.wait_tables), i;
+	int i;
 
 	for (i = 0; i < LS_WAIT_TABLES; i++)
 		c->table_fds[i] = -1;
 	for (i = 0; i < LS_WAIT_TABLES; i++) {
-		__u32 key = i;
-
 		c->table_fds[i] = bpf_map_create(BPF_MAP_TYPE_HASH, "ls_waits", sizeof(struct ls_wait_key),
 						 sizeof(struct ls_wait_val), c->opts.wait_keys, NULL);
 		if (c->table_fds[i] < 0)
-			return -errno;
-		if (bpf_map_update_elem(outer, &key, &c->table_fds[i], BPF_ANY))
 			return -errno;
 	}
 	return 0;
 }
 
-/*
- * Components after klock use the rings, counters and wait tables klock created (the same
- * map names in every object): one set of rings for all records, one place where all
- * counters sum, one pair of tables to drain.
- */
-#define REUSE_SHARED_MAPS(m, c)								\
-	(bpf_map__reuse_fd((m)->ringbufs, bpf_map__fd((c)->skel->maps.ringbufs)) ?:		\
-	 bpf_map__reuse_fd((m)->counters, bpf_map__fd((c)->skel->maps.counters)) ?:		\
-	 bpf_map__reuse_fd((m)->wait_tables, bpf_map__fd((c)->skel->maps.wait_tables)) ?:	\
-	 bpf_map__reuse_fd((m)->wait_cache, bpf_map__fd((c)->skel->maps.wait_cache)) ?:	\
-	 bpf_map__reuse_fd((m)->wait_cache_busy, bpf_map__fd((c)->skel->maps.wait_cache_busy)))
+/* The shared maps, as the configured klock skeleton defines them; the rings and tables in theirs. */
+static int create_shared(struct collector *c)
+{
+	struct bpf_map *m[SHARED_MAPS];
+	int i, err;
+
+	for (i = 0; i < SHARED_MAPS; i++)
+		c->shared_fds[i] = -1;
+	if ((err = create_rings(c)) || (err = create_wait_tables(c)))
+		return err;
+	SHARED_OF(c->skel, m);
+	for (i = 0; i < SHARED_MAPS; i++) {
+		int inner = i == SHARED_RINGBUFS ? c->ring_fds[0] : i == SHARED_WAIT_TABLES ? c->table_fds[0] : -1;
+
+		c->shared_fds[i] = create_like(m[i], inner);
+		if (c->shared_fds[i] < 0)
+			return c->shared_fds[i];
+	}
+	if ((err = fill_outer(c->shared_fds[SHARED_RINGBUFS], c->ring_fds, c->nr_cpus)) ||
+	    (err = fill_outer(c->shared_fds[SHARED_WAIT_TABLES], c->table_fds, LS_WAIT_TABLES)))
+		return err;
+	return 0;
+}
 
 struct bpf_program *sched_prog_variant(struct scheduler_bpf *s, int i, bool direct)
 {
@@ -327,11 +379,12 @@ static void sched_autoload(struct scheduler_bpf *s, bool precise, bool spin, boo
  * The scheduler component: futex waits (user-locks), and yields, stops, spin samples and
  * the per-thread counters (sched-threads). Its user stacks are the waits' dumps; yield
  * sites, spin samples and bursts have their own window (spin-stack-bytes) but the same
- * per-CPU budget.
+ * per-CPU budget. Opened and configured here, on the shared maps; loaded by sched_load().
  */
-static int load_sched(struct collector *c)
+static int open_sched(struct collector *c)
 {
 	const struct collector_opts *o = &c->opts;
+	struct bpf_map *shared[SHARED_MAPS];
 	struct scheduler_bpf *s;
 	int err;
 
@@ -349,10 +402,10 @@ static int load_sched(struct collector *c)
 	s->rodata->rq_clock_global = ls_sched_clock_global();
 	/* holders is indexed by the tid's low bits: the largest power of 2 the setting allows */
 	s->rodata->holders_mask = pow2_mask(o->max_holders);
-	s->rodata->kholders_mask = c->skel->rodata->kholders_mask;	/* klock sized the map */
+	s->rodata->kholders_mask = pow2_mask(o->max_holders);	/* as klock's (configure()) */
 	c->feat.switch_clock = s->rodata->rq_clock_global ? "run_queue" : "monotonic";
-	if ((err = REUSE_SHARED_MAPS(&s->maps, c)) ||
-	    (err = bpf_map__reuse_fd(s->maps.kholders, bpf_map__fd(c->skel->maps.kholders))) ||
+	SHARED_OF(s, shared);
+	if ((err = reuse_shared(c, shared)) ||
 	    (err = bpf_map__set_max_entries(s->maps.thread_slots, o->uthreads)) ||
 	    (err = bpf_map__set_max_entries(s->maps.stacks, o->ustack_entries)) ||
 	    (err = bpf_map__set_value_size(s->maps.stacks, o->max_stack * sizeof(__u64))) ||
@@ -364,38 +417,102 @@ static int load_sched(struct collector *c)
 	    (err = bpf_map__set_max_entries(s->maps.ustack_scratch, c->nr_cpus)))
 		return err;
 	sched_autoload(s, c->feat.precise, o->sched_threads != 0, c->feat.task_from_pid);
-	return scheduler_bpf__load(s);
+	return 0;
 }
 
-static void setup_sched(struct collector *c)
+/*
+ * The scheduler's load, beside klock's: its own object, and nothing of the collector's
+ * but sched_load_err, which collector__new() reads once it has joined this thread.
+ */
+static void *sched_load(void *arg)
+{
+	struct collector *c = arg;
+
+	c->sched_load_err = scheduler_bpf__load(c->sskel);
+	return NULL;
+}
+
+/*
+ * Opens the scheduler component when it is asked for and the kernel can have it, and
+ * starts its load in @thread; false when it does not run (said, and the reason kept).
+ */
+static bool start_sched(struct collector *c, pthread_t *thread)
 {
 	const char *what = c->opts.user_locks ? "user-space locks and scheduling" : "scheduling";
 	int err;
 
 	if (!c->opts.user_locks && !c->opts.sched_threads)
-		return;
+		return false;
 	if (!c->feat.tp_btf) {
 		collector_degrade(c, "scheduler", "no BTF-enabled tracepoints: %s are not traced", what);
-		return;
+		return false;
 	}
 	c->feat.precise = c->opts.user_locks && ls_probe_ok(&c->probes, LS_PROBE_SYSCALL_TP);
-	err = load_sched(c);
-	if (err) {
-		collector_degrade(c, "scheduler", "cannot load (%s): %s are not traced", strerror(-err), what);
+	err = open_sched(c);
+	/* a thread that cannot start leaves the load to this one */
+	if (!err && pthread_create(thread, NULL, sched_load, c))
+		err = scheduler_bpf__load(c->sskel);
+	else if (!err)
+		return true;
+	c->sched_load_err = err;
+	return false;
+}
+
+/* The scheduler component's load is over (@thread joined if it ran): in use, or off and said why. */
+static void finish_sched(struct collector *c, bool started, pthread_t thread)
+{
+	const char *what = c->opts.user_locks ? "user-space locks and scheduling" : "scheduling";
+
+	if (started)
+		pthread_join(thread, NULL);
+	if (c->sched_load_err) {
+		collector_degrade(c, "scheduler", "cannot load (%s): %s are not traced", strerror(-c->sched_load_err),
+				  what);
 		scheduler_bpf__destroy(c->sskel);
 		c->sskel = NULL;
 		c->feat.precise = false;
 		return;
 	}
+	if (!c->sskel)
+		return;
 	c->feat.ulock = c->opts.user_locks;
 	c->feat.sched = c->opts.sched_threads != 0;
 	if (c->feat.ulock)
 		c->feat.user_unwind = c->opts.ustack_bytes ? "dwarf" : "fp";
 }
 
+/*
+ * klock, in the first variant the kernel takes (opened for @i, the first usable one,
+ * already): each on the shared maps.
+ */
+static int load_klock(struct collector *c, size_t i)
+{
+	struct bpf_map *shared[SHARED_MAPS];
+	int err;
+
+	for (;;) {
+		SHARED_OF(c->skel, shared);
+		err = reuse_shared(c, shared);
+		if (!err && !(err = klock_bpf__load(c->skel)))
+			return 0;
+		collector_degrade(c, "klock", "variant %s failed to load (%s), trying the next", c->variant->name,
+				  strerror(-err));
+		klock_bpf__destroy(c->skel);
+		c->skel = NULL;
+		while (++i < sizeof(klock_variants) / sizeof(klock_variants[0]) && !variant_usable(c, &klock_variants[i]))
+			;
+		if (i == sizeof(klock_variants) / sizeof(klock_variants[0]))
+			return err;
+		if ((err = open_variant(c, &klock_variants[i])))
+			return err;
+	}
+}
+
 /* A dump window: 0 (off), or a multiple of 8 in the limits that a ring holds a few of. */
 int collector__new(const struct collector_opts *opts, struct collector **out)
 {
+	bool sched_started = false;
+	pthread_t sched_thread;
 	struct collector *c;
 	size_t i;
 	int err = -ENOTSUP;
@@ -421,26 +538,21 @@ int collector__new(const struct collector_opts *opts, struct collector **out)
 	else
 		ls_probes_run(&c->probes);
 	probe_features(c);
-	for (i = 0; i < sizeof(klock_variants) / sizeof(klock_variants[0]); i++) {
-		const struct klock_variant *v = &klock_variants[i];
-
-		if (!variant_usable(c, v))
-			continue;
-		err = load_variant(c, v);
-		if (!err)
+	/* the first variant this kernel can have: its map definitions make the shared maps */
+	for (i = 0; i < sizeof(klock_variants) / sizeof(klock_variants[0]); i++)
+		if (variant_usable(c, &klock_variants[i]))
 			break;
-		collector_degrade(c, "klock", "variant %s failed to load (%s), trying the next", v->name, strerror(-err));
-	}
+	if (i == sizeof(klock_variants) / sizeof(klock_variants[0]) || (err = open_variant(c, &klock_variants[i])))
+		goto cleanup;
+	if ((err = create_shared(c)))
+		goto cleanup;
+	sched_started = start_sched(c, &sched_thread);
+	err = load_klock(c, i);
+	finish_sched(c, sched_started, sched_thread);
 	if (err)
 		goto cleanup;
 	c->feat.owner_stacks = c->variant->needs_task_from_pid;
 	c->feat.attach_mode = c->variant->needs_tp_btf ? "tp_btf" : "tracepoint";
-	err = create_rings(c);
-	if (!err)
-		err = create_wait_tables(c);
-	if (err)
-		goto cleanup;
-	setup_sched(c);
 	*out = c;
 	return 0;
 cleanup:
@@ -517,6 +629,9 @@ void collector__free(struct collector *c)
 	for (i = 0; i < LS_WAIT_TABLES; i++)
 		if (c->table_fds[i] > 0)
 			close(c->table_fds[i]);
+	for (i = 0; i < SHARED_MAPS; i++)
+		if (c->shared_fds[i] > 0)
+			close(c->shared_fds[i]);
 	ring_buffer__free(c->rb);
 	for (i = 0; c->ring_fds && i < c->nr_cpus; i++)
 		if (c->ring_fds[i] >= 0)

@@ -42,6 +42,17 @@ struct sampler {
 	struct bpf_link **links;
 };
 
+/* The maps klock and the scheduler share, which the collector makes (collector.c). */
+enum shared_map {
+	SHARED_RINGBUFS,	/* outer: a ring per CPU */
+	SHARED_WAIT_TABLES,	/* outer: the two wait tables */
+	SHARED_COUNTERS,
+	SHARED_WAIT_CACHE,
+	SHARED_WAIT_CACHE_BUSY,
+	SHARED_KHOLDERS,	/* kernel-lock holders, for the scheduler's switch */
+	SHARED_MAPS,
+};
+
 struct collector {
 	struct collector_opts opts;
 	struct collector_features feat;
@@ -59,6 +70,8 @@ struct collector {
 	struct sampler hold;			/* the holder sampler */
 	int hold_failing;			/* its last try to turn on failed with this */
 	struct sampler spin;			/* the spin sampler */
+	int shared_fds[SHARED_MAPS];		/* -1 until made */
+	int sched_load_err;			/* the scheduler's load, in a thread of its own */
 	int table_fds[LS_WAIT_TABLES];		/* the wait tables (lockscope.h) */
 	__u32 epoch;				/* the table programs write: table_fds[epoch & 1] */
 	uint64_t drain_races;			/* drains that went ahead with a program still on the table */
