@@ -99,7 +99,7 @@ WORKLOADS := $(patsubst tests/workloads/%.c,$(OUTPUT)/workloads/%,$(WORKLOAD_SRC
 	     $(OUTPUT)/workloads/mutex_server_nofp $(OUTPUT)/workloads/mutex_server_nocfi \
 	     $(OUTPUT)/workloads/tokio_tick
 
-.PHONY: all clean config deps test unit-test integration-test install demo help bench bench-tools \
+.PHONY: all clean config deps test test-build unit-test integration-test install demo help bench bench-tools \
 	fuzz fuzz-seeds bench-soak bench-push parca
 .DELETE_ON_ERROR:
 .SECONDARY:
@@ -113,6 +113,7 @@ help:
 	@echo "make deps           install build and test dependencies (Debian/Ubuntu, root)"
 	@echo "make test           unit tests, then integration tests with real BPF (root)"
 	@echo "make test SAN=1     the same, built with ASan + UBSan (LSan at exit) into build/san/"
+	@echo "make test-build     what make test runs, built and not run"
 	@echo "make bench-soak     lockscoped's RSS over SOAK_MINUTES (15) of mixed load (root)"
 	@echo "make bench-push     lockscoped's RSS over PUSH_MINUTES (5) of pushing to backends that are down (root)"
 	@echo "make fuzz           every libFuzzer target for FUZZ_TIME (60) seconds (root: BPF)"
@@ -309,6 +310,9 @@ fuzz fuzz-seeds:
 endif
 
 test: unit-test integration-test
+
+# what `make test` runs, built and not run (CI builds the sanitizer build's beside the soak)
+test-build: all $(UNIT_BINS) $(REPLAY_BINS)
 
 demo: all
 	$(Q)tests/demo.sh $(OUTPUT)
