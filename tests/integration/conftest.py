@@ -141,6 +141,12 @@ _parca_build = None		# (process, log) once started
 _parca_build_wanted = False	# to start before the first test that is not quiet_host
 
 
+def _parca_current():
+    """Whether the binary is there and newer than what it is built from (as make's rule asks)."""
+    src = [os.path.join(ROOT, "tests", "parca", f) for f in ("go.mod", "go.sum", "parca.go")]
+    return os.access(PARCA, os.X_OK) and all(os.path.getmtime(PARCA) >= os.path.getmtime(f) for f in src)
+
+
 def _lowest_priority():
     os.setpriority(os.PRIO_PROCESS, 0, 19)
     try:
@@ -160,8 +166,7 @@ def pytest_collection_modifyitems(session, config, items):
     parca = [i for i in items if i.path.name == PARCA_TESTS]
     rest = [i for i in items if i.path.name != PARCA_TESTS]
     items[:] = [i for i in rest if _quiet(i)] + [i for i in rest if not _quiet(i)] + parca
-    _parca_build_wanted = (bool(parca) and os.environ.get("LOCKSCOPE_PARCA_BUILD") == "1"
-                           and not os.access(PARCA, os.X_OK))
+    _parca_build_wanted = bool(parca) and os.environ.get("LOCKSCOPE_PARCA_BUILD") == "1" and not _parca_current()
 
 
 def pytest_runtest_setup(item):
