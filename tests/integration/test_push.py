@@ -245,7 +245,17 @@ def grpc_answer(n):
 
 
 def test_parca_grpc_web_request_and_status():
-    recv = Receiver(answer=grpc_answer)
+    # The answers after the first rejection wait until the test has read it (well inside
+    # the daemon's 10 s push timeout): intervals queued while the first answer said
+    # "unavailable" go out back to back, and CI once saw the next rejection too (2, not 1).
+    rejection_read = threading.Event()
+
+    def answer(n):
+        if n > 2:
+            rejection_read.wait(timeout=5)
+        return grpc_answer(n)
+
+    recv = Receiver(answer=answer)
     d = push_daemon(f"--push-parca={recv.url}/", "--push-host=node-7", "--push-app=locks")
     try:
         deadline = time.monotonic() + 30
@@ -256,12 +266,14 @@ def test_parca_grpc_web_request_and_status():
             time.sleep(0.05)
         # the third answer's status, read from its cut trailer frame
         assert rejected["dropped_rejected"] == 1 and rejected["last_error"].startswith("gRPC status 3: bad labels x x")
+        rejection_read.set()
         run_server_in_unit(d)
         # every request answered is counted once: sent, failed (and tried again) or rejected;
         # pushes go on meanwhile, so read the counters between two of them
         st, requests = settled(recv, d, "parca",
                                lambda st: st["sent"] + st["attempts_failed"] + st["dropped_rejected"])
     finally:
+        rejection_read.set()
         rc, log = stop_daemon(d)
         recv.close()
     assert rc == 0, log
