@@ -449,11 +449,11 @@ static bool start_sched(struct collector *c, pthread_t *thread)
 	}
 	c->feat.precise = c->opts.user_locks && ls_probe_ok(&c->probes, LS_PROBE_SYSCALL_TP);
 	err = open_sched(c);
-	/* a thread that cannot start leaves the load to this one */
-	if (!err && pthread_create(thread, NULL, sched_load, c))
-		err = scheduler_bpf__load(c->sskel);
-	else if (!err)
-		return true;
+	if (!err) {
+		if (!pthread_create(thread, NULL, sched_load, c))
+			return true;
+		err = scheduler_bpf__load(c->sskel);	/* no thread: loaded here */
+	}
 	c->sched_load_err = err;
 	return false;
 }

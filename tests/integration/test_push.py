@@ -102,9 +102,11 @@ def push_daemon(*args):
 def pushed_through(d, t_ns, timeout=90):
     """Wait until every backend has settled (sent or dropped) each interval ending by @t_ns:
     what the daemon held at @t_ns is in those intervals, and a backend takes them in order."""
-    return wait_for(f"every backend pushed through {t_ns}", lambda: (
-        lambda push: push if all(b["done_through_unix_ns"] >= t_ns for b in push.values()) else None)(
-        d.call({"cmd": "status"})["push"]), timeout=timeout)
+    def settled_push():
+        push = d.call({"cmd": "status"})["push"]
+        return push if all(b["done_through_unix_ns"] >= t_ns for b in push.values()) else None
+
+    return wait_for(f"every backend pushed through {t_ns}", settled_push, timeout=timeout)
 
 
 def run_server_in_unit(d):
