@@ -35,12 +35,13 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "collect/cpuclock.h"
+#include "scheduler.h"
 #include "floor.skel.h"
 #include "helpers.skel.h"
 #include "bound.skel.h"
 
 /* lockscoped's defaults: spin-freq and hold-freq */
-enum { SPIN_FREQ = 173, HOLD_FREQ = 997, MAX_CPUS = 1024 };
+enum { SPIN_FREQ = SCHED_DEF_SPIN_FREQ, HOLD_FREQ = ULOCK_DEF_HOLD_FREQ, MAX_CPUS = 1024 };
 
 struct sampler {
 	int fds[MAX_CPUS];

@@ -453,7 +453,12 @@ enum ulock_defaults {
 	ULOCK_SLOT_CACHE	= 8192,		/* slots in the direct-mapped array (a power of 2) */
 	ULOCK_DEF_STACK_ENTRIES	= 16384,	/* distinct user stacks */
 	ULOCK_DEF_MAX_HOLDERS	= 4096,		/* holders noted for sampling at once */
-	ULOCK_DEF_HOLD_FREQ	= 997,		/* holder samples/s per CPU (prime: no lockstep) */
+	/*
+	 * holder samples/s per CPU (prime: no lockstep). Each sample is a timer interrupt on
+	 * every CPU while holders are noted: at 997/s they cost the futex server 2 points
+	 * (docs/performance.md); 199/s still gives a contended lock hundreds a second.
+	 */
+	ULOCK_DEF_HOLD_FREQ	= 199,
 	ULOCK_DEF_PRECISE_PIDS	= 64,		/* processes in precise (syscall) mode at once */
 	/*
 	 * futex waits per second that attach sched_waking (their releasers): a contended
