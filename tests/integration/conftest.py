@@ -141,12 +141,6 @@ _parca_build = None		# (process, log) once started
 _parca_build_wanted = False	# to start before the first test that is not quiet_host
 
 
-def _parca_current():
-    """Whether the binary is there and newer than what it is built from (as make's rule asks)."""
-    src = [os.path.join(ROOT, "tests", "parca", f) for f in ("go.mod", "go.sum", "parca.go")]
-    return os.access(PARCA, os.X_OK) and all(os.path.getmtime(PARCA) >= os.path.getmtime(f) for f in src)
-
-
 def _lowest_priority():
     os.setpriority(os.PRIO_PROCESS, 0, 19)
     try:
@@ -166,7 +160,8 @@ def pytest_collection_modifyitems(session, config, items):
     parca = [i for i in items if i.path.name == PARCA_TESTS]
     rest = [i for i in items if i.path.name != PARCA_TESTS]
     items[:] = [i for i in rest if _quiet(i)] + [i for i in rest if not _quiet(i)] + parca
-    _parca_build_wanted = bool(parca) and os.environ.get("LOCKSCOPE_PARCA_BUILD") == "1" and not _parca_current()
+    # make's own rule says whether the binary is older than its sources (then a no-op)
+    _parca_build_wanted = bool(parca) and os.environ.get("LOCKSCOPE_PARCA_BUILD") == "1"
 
 
 def pytest_runtest_setup(item):
@@ -177,7 +172,7 @@ def pytest_runtest_setup(item):
     _parca_build_wanted = False
     os.makedirs(os.path.dirname(PARCA), exist_ok=True)
     log = open(PARCA + ".build.log", "w+")
-    _parca_build = (subprocess.Popen([os.path.join(ROOT, "tests", "parca", "build.sh"), PARCA], stdout=log,
+    _parca_build = (subprocess.Popen(["make", "-s", "-C", ROOT, "parca"], stdout=log,
                                      stderr=subprocess.STDOUT, start_new_session=True,
                                      preexec_fn=_lowest_priority), log)
 
