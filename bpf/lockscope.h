@@ -113,6 +113,20 @@ struct ls_wait_key {
 	__u32 releaser_tid;
 };
 
+/*
+ * Who waited, as the first wait of an entry found them: the names, and the waiter's
+ * process and cgroup, which its pid alone does not tell (a pid is reused once its process
+ * is gone; a process moves between cgroups, most often right after it starts). Read once
+ * per entry, not per wait.
+ */
+struct ls_wait_origin {
+	__u64 start_ns;		/* the waiter's process: its leader's start_boottime */
+	__u64 cgroup_id;	/* the waiter's cgroup v2, by the kernel's id (its directory's inode) */
+	char comm[LS_COMM_LEN];
+	char owner_comm[LS_COMM_LEN];
+	char releaser_comm[LS_COMM_LEN];
+};
+
 struct ls_wait_val {
 	__u64 count;
 	__u64 total_ns;
@@ -120,9 +134,8 @@ struct ls_wait_val {
 	__u64 min_ns;
 	__u64 nonblocking;	/* precise mode: calls that returned without sleeping */
 	__u32 hist[LS_HIST_BUCKETS];
-	char comm[LS_COMM_LEN];
-	char owner_comm[LS_COMM_LEN];
-	char releaser_comm[LS_COMM_LEN];
+	__u32 pad;
+	struct ls_wait_origin who;
 };
 
 /* One slot of a CPU's wait cache: an entry of the epoch it names (0: never used). */
@@ -159,9 +172,7 @@ struct ls_wait_rec {
 	__u64 wait_ns;
 	__u32 nonblocking;	/* precise mode: the call returned without sleeping */
 	__u32 pad;
-	char comm[LS_COMM_LEN];
-	char owner_comm[LS_COMM_LEN];
-	char releaser_comm[LS_COMM_LEN];
+	struct ls_wait_origin who;
 };
 
 /*

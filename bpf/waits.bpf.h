@@ -116,14 +116,37 @@ static __always_inline void ls_atomic_min(__u64 *p, __u64 v)
 }
 
 /*
- * The names a new entry carries (copied once, when the key is first seen in this table).
- * Any of them may be NULL.
+ * The names a new entry carries (copied once, when the key is first seen in this table):
+ * where they are in kernel memory, each a task's comm; any but the waiter's may be NULL.
  */
 struct ls_wait_names {
-	const char *comm;		/* kernel memory: a task's comm */
+	const char *comm;		/* the waiter's: its task is found from it */
 	const char *owner_comm;
 	const char *releaser_comm;
 };
+
+/*
+ * @o from @n: the names, and the waiter's process and cgroup from its task, the struct
+ * @n->comm is in. Probe reads: a kernel-lock wait is counted after its end, when its task
+ * may have exited (a name or id read then is wrong, never unsafe). Only a new entry pays
+ * them.
+ */
+static __always_inline void wait_origin(struct ls_wait_origin *o, const struct ls_wait_names *n)
+{
+	struct task_struct *t;
+
+	__builtin_memset(o, 0, sizeof(*o));
+	if (n->comm) {
+		t = (struct task_struct *)((__u64)n->comm - bpf_core_field_offset(struct task_struct, comm));
+		o->start_ns = BPF_CORE_READ(t, group_leader, start_boottime);
+		o->cgroup_id = BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
+		bpf_probe_read_kernel_str(o->comm, sizeof(o->comm), n->comm);
+	}
+	if (n->owner_comm)
+		bpf_probe_read_kernel_str(o->owner_comm, sizeof(o->owner_comm), n->owner_comm);
+	if (n->releaser_comm)
+		bpf_probe_read_kernel_str(o->releaser_comm, sizeof(o->releaser_comm), n->releaser_comm);
+}
 
 /* One wait that found no room in the table: a ring record instead, so it is still counted. */
 static __always_inline void wait_overflow(const struct ls_wait_key *key, __u64 wait_ns, bool nonblocking,
@@ -141,13 +164,7 @@ static __always_inline void wait_overflow(const struct ls_wait_key *key, __u64 w
 	r->wait_ns = wait_ns;
 	r->nonblocking = nonblocking;
 	r->pad = 0;
-	__builtin_memset(r->comm, 0, sizeof(r->comm) * 3);
-	if (names->comm)
-		bpf_probe_read_kernel_str(r->comm, sizeof(r->comm), names->comm);
-	if (names->owner_comm)
-		bpf_probe_read_kernel_str(r->owner_comm, sizeof(r->owner_comm), names->owner_comm);
-	if (names->releaser_comm)
-		bpf_probe_read_kernel_str(r->releaser_comm, sizeof(r->releaser_comm), names->releaser_comm);
+	wait_origin(&r->who, names);
 	ls_count(LS_CNT_TABLE_FULL);
 	ls_submit(rb, r);
 }
@@ -165,13 +182,7 @@ static __always_inline struct ls_wait_val *wait_entry(void *table, const struct 
 		return NULL;
 	__builtin_memset(init, 0, sizeof(*init));
 	init->min_ns = ~0ULL;
-	if (names->comm)
-		bpf_probe_read_kernel_str(init->comm, sizeof(init->comm), names->comm);
-	if (names->owner_comm)
-		bpf_probe_read_kernel_str(init->owner_comm, sizeof(init->owner_comm), names->owner_comm);
-	if (names->releaser_comm)
-		bpf_probe_read_kernel_str(init->releaser_comm, sizeof(init->releaser_comm),
-					  names->releaser_comm);
+	wait_origin(&init->who, names);
 	/* another CPU may have added it meanwhile: then its entry is the one */
 	bpf_map_update_elem(table, key, init, BPF_NOEXIST);
 	return bpf_map_lookup_elem(table, key);
@@ -218,12 +229,7 @@ static __always_inline bool wait_cache_claim(struct ls_wait_cached *c, const str
 	__builtin_memset(&c->val, 0, sizeof(c->val));
 	c->key = *key;
 	c->val.min_ns = ~0ULL;
-	if (names->comm)
-		bpf_probe_read_kernel_str(c->val.comm, sizeof(c->val.comm), names->comm);
-	if (names->owner_comm)
-		bpf_probe_read_kernel_str(c->val.owner_comm, sizeof(c->val.owner_comm), names->owner_comm);
-	if (names->releaser_comm)
-		bpf_probe_read_kernel_str(c->val.releaser_comm, sizeof(c->val.releaser_comm), names->releaser_comm);
+	wait_origin(&c->val.who, names);
 	c->epoch = epoch;
 	c->used = 1;
 	return true;
@@ -282,22 +288,30 @@ out:
  * Adds one wait of @wait_ns (or, @nonblocking, one call that did not wait) to @key's entry
  * in the table being written. The writer count goes up before the epoch is read (a locked
  * add: a full barrier), so the daemon, which moves the epoch on before it reads the
- * counts, either sees this program or is seen by it.
+ * counts, either sees this program or is seen by it. A global function, verified once:
+ * inlined at each place a wait is counted (the futex, block and preemption paths of
+ * sched_switch), its paths multiplied the verifier's work to 0.7 of its million
+ * instructions, and past them once new entries read their waiter's process and cgroup.
  */
-static __always_inline void wait_add(const struct ls_wait_key *key, __u64 wait_ns, bool nonblocking,
-				     const struct ls_wait_names *names)
+__noinline int wait_add(const struct ls_wait_key *arg, __u64 wait_ns, bool nonblocking,
+			const struct ls_wait_names *names)
 {
+	struct ls_wait_key key_copy, *key = &key_copy;
 	__u32 cpu = bpf_get_smp_processor_id() & (LS_MAX_CPUS - 1), epoch, before;
 	struct ls_wait_val *v = NULL;
 	void *table;
 
+	if (!arg || !names)
+		return 0;
+	/* a map's key is on the stack for 6.1's verifier, not in an argument's memory */
+	key_copy = *arg;
 	/* the fetching form: JITs make it a full barrier on every architecture (ldaddal on arm64) */
 	before = __sync_fetch_and_add(&wait_writers[cpu].n, 1);
 	barrier_var(before);
 	epoch = wait_epoch;
 	if (wait_cache_add(key, epoch, wait_ns, nonblocking, names)) {
 		__sync_fetch_and_add(&wait_writers[cpu].n, -1);
-		return;
+		return 0;
 	}
 	ls_count(LS_CNT_WAIT_SHARED);
 	epoch &= LS_WAIT_TABLES - 1;
@@ -309,6 +323,7 @@ static __always_inline void wait_add(const struct ls_wait_key *key, __u64 wait_n
 	__sync_fetch_and_add(&wait_writers[cpu].n, -1);
 	if (!v)
 		wait_overflow(key, wait_ns, nonblocking, names);
+	return 0;
 }
 
 #endif /* __LS_WAITS_BPF_H */

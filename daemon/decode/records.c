@@ -340,6 +340,15 @@ static int wait_key(struct decoder *d, const struct ls_wait_key *k, const char *
 	return -EINVAL;
 }
 
+/* The names, process and cgroup of a wait-table entry or a wait that found no room in one. */
+static void wait_origin(struct agg_event *ev, const struct ls_wait_origin *who)
+{
+	ev->comm = who->comm;
+	ev->releaser_comm = who->releaser_comm;
+	ev->proc_start_ns = who->start_ns;
+	ev->cgroup_id = who->cgroup_id;
+}
+
 /* The waits status counts per source: the tables are where they are counted. */
 static void count_class(struct decoder *d, const struct ls_wait_key *k, uint64_t n)
 {
@@ -358,7 +367,7 @@ int decoder__wait_entry(void *ctx, const struct ls_wait_key *k, const struct ls_
 	struct agg_stat st;
 	int i;
 
-	if (wait_key(d, k, v->owner_comm, &ev))
+	if (wait_key(d, k, v->who.owner_comm, &ev))
 		return 0;
 	st.count = v->count;
 	st.total_ns = v->total_ns;
@@ -368,8 +377,7 @@ int decoder__wait_entry(void *ctx, const struct ls_wait_key *k, const struct ls_
 		st.hist[i] = v->hist[i];
 	ev.stat = &st;
 	ev.nonblocking = v->nonblocking;
-	ev.comm = v->comm;
-	ev.releaser_comm = v->releaser_comm;
+	wait_origin(&ev, &v->who);
 	d->opts.sink.event(d->opts.sink.ctx, &ev);
 	count_class(d, k, v->count);
 	d->st.wait_entries++;
@@ -384,14 +392,13 @@ static int handle_wait(struct decoder *d, const struct ls_wait_rec *r, size_t si
 		d->st.bad_records++;
 		return 0;
 	}
-	if (wait_key(d, &r->key, r->owner_comm, &ev))
+	if (wait_key(d, &r->key, r->who.owner_comm, &ev))
 		return 0;
 	if (r->nonblocking)
 		ev.nonblocking = 1;
 	else
 		ev.wait_ns = r->wait_ns;
-	ev.comm = r->comm;
-	ev.releaser_comm = r->releaser_comm;
+	wait_origin(&ev, &r->who);
 	d->opts.sink.event(d->opts.sink.ctx, &ev);
 	if (!r->nonblocking)
 		count_class(d, &r->key, 1);

@@ -110,6 +110,14 @@ struct agg_event {
 	const char *comm;
 	const char *owner_comm;
 	const char *releaser_comm;
+	/*
+	 * The waiter's process start (ns since boot, its leader's) and cgroup id, where the
+	 * kernel side read them (a wait table's entry); 0: not known. Not part of the key: the
+	 * stages that map a pid to a process or a cgroup use them to tell a reused pid or a
+	 * moved process.
+	 */
+	uint64_t proc_start_ns;
+	uint64_t cgroup_id;
 };
 
 struct agg_opts {

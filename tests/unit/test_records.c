@@ -134,8 +134,10 @@ static void test_wait_entry_is_one_exact_event(void **state)
 	v.hist[ls_hist_bucket(400)] = 1;
 	v.hist[ls_hist_bucket(150)] = 1;
 	v.hist[ls_hist_bucket(50)] = 1;
-	strcpy(v.comm, "waiter");
-	strcpy(v.owner_comm, "holder");
+	strcpy(v.who.comm, "waiter");
+	strcpy(v.who.owner_comm, "holder");
+	v.who.start_ns = 123450000000ULL;
+	v.who.cgroup_id = 4242;
 	assert_int_equal(decoder__wait_entry(f->dec, &k, &v), 0);
 	assert_int_equal(f->sink.events, 1);
 	assert_int_equal(ev->key.lock, k.lock);
@@ -145,6 +147,9 @@ static void test_wait_entry_is_one_exact_event(void **state)
 	assert_int_equal(ev->key.name, LS_NAME_MMAP_LOCK);
 	assert_int_equal(ev->key.owner_tid, 21);
 	assert_string_equal(ev->owner_comm, "holder");
+	/* the waiter's process and cgroup, as the kernel side read them */
+	assert_int_equal(ev->proc_start_ns, 123450000000ULL);
+	assert_int_equal(ev->cgroup_id, 4242);
 	assert_int_equal(f->sink.stat[0].count, 3);
 	assert_int_equal(f->sink.stat[0].total_ns, 600);
 	assert_int_equal(f->sink.stat[0].min_ns, 50);
