@@ -109,13 +109,13 @@ static void add_event(void *ctx, const struct agg_event *ev)
 	struct engine *e = ctx;
 	struct scan *s;
 
-	cgroups__see(e->cgroups, ev->key.pid);
+	cgroups__see(e->cgroups, ev->key.pid, ev->cgroup_id);
 	if (e->agg)
 		agg__add(e->agg, ev);
 	if (e->push_agg)
 		agg__add(e->push_agg, ev);
 	for (s = e->scans; s; s = s->next)
-		if (s->pid == ev->key.pid)
+		if (scan_takes(s, ev))
 			agg__add(s->agg, ev);
 }
 
@@ -124,7 +124,7 @@ static void yield_site(void *ctx, const struct sched_yield_rec *r, uint32_t stac
 {
 	struct engine *e = ctx;
 
-	cgroups__see(e->cgroups, r->pid);
+	cgroups__see(e->cgroups, r->pid, 0);
 	spin__yield_site(e->spin, r, stack);
 }
 
@@ -132,7 +132,7 @@ static void spin_sample(void *ctx, const struct sched_spin_rec *r, uint32_t stac
 {
 	struct engine *e = ctx;
 
-	cgroups__see(e->cgroups, r->pid);
+	cgroups__see(e->cgroups, r->pid, 0);
 	spin__sample(e->spin, r, stack);
 }
 

@@ -130,6 +130,8 @@ void scans_finish(struct engine *e, uint64_t now);
 void scan_free(struct engine *e, struct scan *s);
 /* When process @pid started (clock ticks since boot); 0: gone, or a zombie. */
 uint64_t proc_start_ticks(uint32_t pid);
+/* Whether @ev is a wait of @s's process (its pid may name another one by now). */
+bool scan_takes(struct scan *s, const struct agg_event *ev);
 
 /* report.c */
 cJSON *report_rows_response(struct engine *e, const char *cmd, struct agg *agg, const struct query *q,

@@ -13,6 +13,7 @@
 #include "api/prom.h"
 #include "lib/clock.h"
 #include "lib/htab.h"
+#include "lib/procfs.h"
 #include "store/agg.h"
 
 cJSON *report_rows_response(struct engine *e, const char *cmd, struct agg *agg, const struct query *q,
@@ -50,7 +51,7 @@ static void add_cgroups(struct engine *e, const struct query_ctx *qc, const cJSO
 
 		if (!cJSON_IsNumber(pid) || pid->valuedouble < 1 || cJSON_HasObjectItem(it, "cgroup"))
 			continue;
-		cgroups__see(e->cgroups, pid->valuedouble);
+		cgroups__see(e->cgroups, pid->valuedouble, 0);
 		query__add_cgroup(it, qc, pid->valuedouble, NULL);
 	}
 }
@@ -58,7 +59,7 @@ static void add_cgroups(struct engine *e, const struct query_ctx *qc, const cJSO
 static int see_cgroup(void *ctx, uint32_t tid, const struct sched_thread *st, uint64_t exited_ns)
 {
 	(void)tid, (void)exited_ns;
-	cgroups__see(ctx, st->tgid);
+	cgroups__see(ctx, st->tgid, 0);
 	return 0;
 }
 
@@ -219,7 +220,7 @@ static uint64_t process_age_ns(uint32_t pid)
 {
 	uint64_t start = proc_start_ticks(pid);
 
-	return start ? ls_clock_ns(CLOCK_BOOTTIME) - start * (NSEC_PER_SEC / sysconf(_SC_CLK_TCK)) : 0;
+	return start ? ls_clock_ns(CLOCK_BOOTTIME) - start * ls_clock_tick_ns() : 0;
 }
 
 /* The rows of @t for @base, grouped and cut as the report shows them. */

@@ -4,6 +4,7 @@
  * aggregator of its own, answered when it ends. Who may scan whom: ptrace's rule.
  */
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,6 +70,33 @@ uint64_t proc_start_ticks(uint32_t pid)
 	if (ls_proc_stat(pid, &st) || st.state == 'Z' || st.state == 'X')
 		return 0;
 	return st.start_ticks;
+}
+
+/* Whether @s's process is gone, by its pidfd (or its pid's start time, without one). */
+static bool scan_process_gone(struct scan *s)
+{
+	struct pollfd p = { .fd = s->pidfd, .events = POLLIN };
+
+	if (s->exited)
+		return true;
+	if (s->pidfd < 0)
+		return proc_start_ticks(s->pid) != s->start_ticks;
+	return poll(&p, 1, 0) > 0;
+}
+
+bool scan_takes(struct scan *s, const struct agg_event *ev)
+{
+	if (ev->key.pid != s->pid)
+		return false;
+	/* a wait-table entry (every exact figure): its process's start, as the kernel read it */
+	if (ev->proc_start_ns)
+		return !s->start_ticks || ls_boot_ns_to_ticks(ev->proc_start_ns) == s->start_ticks;
+	/*
+	 * A sampled record, which says only the pid: its process's while it runs. Once it is
+	 * gone the pid may be another's, and its last samples are left out with the new one's
+	 * (their waits are counted by the entries above all the same).
+	 */
+	return !scan_process_gone(s);
 }
 
 static bool pid_alive(uint32_t pid)

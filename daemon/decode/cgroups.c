@@ -16,6 +16,13 @@
 
 /* a process's cgroup is read again after this many ticks (seconds) while it waits */
 #define CGROUPS_REFRESH_TICKS 10
+/*
+ * ...and at once when the kernel side names another cgroup for it, at most this many
+ * times a tick: a process moved (or a reused pid) takes one read, while threads that live
+ * in cgroups of their own (threaded cgroups), whose waits name them in turn, cannot make
+ * one read per wait-table entry
+ */
+#define CGROUPS_MOVED_READS 2
 /* /proc/PID/cgroup: one line per v1 hierarchy and the v2 one, each short */
 #define PROC_CGROUP_MAX 4096
 /* the container ids `docker ps` shows are its first 12 digits */
@@ -24,6 +31,8 @@
 struct cg_proc {
 	uint32_t index;		/* into cgroups; 0: unresolved */
 	uint32_t tick;		/* when it was read */
+	uint64_t kernel_id;	/* the cgroup id its last wait-table entry named; 0: none yet */
+	uint32_t reads;		/* in that tick */
 };
 
 struct cgroups {
@@ -33,6 +42,7 @@ struct cgroups {
 	struct htab *paths;	/* hash of the path -> struct cg_entry (index 0: none) */
 	uint32_t tick;
 	uint32_t last_pid;	/* the last pid seen, fresh: waits come in runs of one process */
+	uint64_t last_kernel_id;	/* and the cgroup id the kernel side named for it */
 	uint64_t unresolved, cleared;
 	struct pods *pods;	/* the Kubernetes pods' names, when a pod list is fetched */
 	bool pods_wanted;	/* a cgroup of a pod the list lacks was seen since the last ask */
@@ -426,6 +436,7 @@ static void read_proc(struct cgroups *cg, uint32_t pid, struct cg_proc *p)
 	size_t n;
 	FILE *f;
 
+	p->reads = p->tick == cg->tick ? p->reads + 1 : 1;
 	p->tick = cg->tick;
 	snprintf(file, sizeof(file), "%s/%u/cgroup", cg->opts.proc, pid);
 	if (!(f = fopen(file, "re"))) {
@@ -440,12 +451,13 @@ static void read_proc(struct cgroups *cg, uint32_t pid, struct cg_proc *p)
 		p->index = entry_of(cg, path);
 }
 
-void cgroups__see(struct cgroups *cg, uint32_t pid)
+void cgroups__see(struct cgroups *cg, uint32_t pid, uint64_t kernel_id)
 {
 	struct cg_proc *p;
 	int created = 0, err = 0;
+	bool moved;
 
-	if (!pid || pid == cg->last_pid)
+	if (!pid || (pid == cg->last_pid && (!kernel_id || kernel_id == cg->last_kernel_id)))
 		return;
 	p = htab__upsert(cg->procs, &pid, &created, &err);
 	if (!p && err == -ENOSPC) {
@@ -456,9 +468,14 @@ void cgroups__see(struct cgroups *cg, uint32_t pid)
 	}
 	if (!p)
 		return;
-	if (created || cg->tick - p->tick >= CGROUPS_REFRESH_TICKS)
+	moved = kernel_id && kernel_id != p->kernel_id && !created &&
+		(p->tick != cg->tick || p->reads < CGROUPS_MOVED_READS);
+	if (kernel_id)
+		p->kernel_id = kernel_id;
+	if (created || moved || cg->tick - p->tick >= CGROUPS_REFRESH_TICKS)
 		read_proc(cg, pid, p);
 	cg->last_pid = pid;
+	cg->last_kernel_id = p->kernel_id;
 }
 
 void cgroups__tick(struct cgroups *cg)

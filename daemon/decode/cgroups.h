@@ -60,8 +60,12 @@ int cgroups__new(const struct cgroups_opts *opts, struct cgroups **out);
 void cgroups__free(struct cgroups *cg);
 /* The cgroup v2 mount the ids are read under; "" on a host without cgroup v2. */
 const char *cgroups__mount(const struct cgroups *cg);
-/* @pid waited: its cgroup is read if it is new, or was read CGROUPS_REFRESH_TICKS ago. */
-void cgroups__see(struct cgroups *cg, uint32_t pid);
+/*
+ * @pid waited: its cgroup is read if it is new, was read CGROUPS_REFRESH_TICKS ago, or
+ * @kernel_id (the cgroup id the kernel side read with the wait; 0: none) is not the one
+ * its last wait named: it moved, or the pid is another process's now.
+ */
+void cgroups__see(struct cgroups *cg, uint32_t pid, uint64_t kernel_id);
 /* A second passed (refreshes are counted in ticks, not read from a clock per event). */
 void cgroups__tick(struct cgroups *cg);
 /* @pid's cgroup; NULL if it was never seen or exited before it could be read. */

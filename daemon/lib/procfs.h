@@ -13,6 +13,13 @@ struct ls_proc_stat {
 
 /* @pid's state and start; -ENOENT when it is gone, -EIO when the file does not parse. */
 int ls_proc_stat(uint32_t pid, struct ls_proc_stat *st);
+/* The length of /proc's clock tick (USER_HZ), in ns. */
+uint64_t ls_clock_tick_ns(void);
+/*
+ * A task's start_boottime, as the kernel side reads it, in /proc's start-time ticks: on
+ * the boot clock of the daemon's time namespace, divided as the kernel divides.
+ */
+uint64_t ls_boot_ns_to_ticks(uint64_t ns);
 /*
  * What descriptor @fd of process @pid is, as /proc/PID/fd/FD links it: "pipe:[12345]",
  * "socket:[678]", "anon_inode:[eventfd]", a file's path. -errno when it is closed or the

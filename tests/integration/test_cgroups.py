@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from conftest import Workload, require_bpf, start_daemon, stop_daemon
+from conftest import Workload, require_bpf, start_daemon, stop_daemon, wait_for
 
 # The layouts, each made for the daemon alone in a mount namespace of its own, so that
 # both are tested on any host: pure v2 (cgroup2 at /sys/fs/cgroup), and hybrid (a tmpfs
@@ -132,6 +132,29 @@ def test_workloads_in_cgroups_are_found_there(layout_daemon):
         line = [ln for ln in prom.splitlines() if ln.startswith("lockscope_contentions_total{")
                 and 'type="futex:mutex"' in ln and 'unit="seed004-b.scope"' in ln]
         assert line and sum(int(ln.rsplit(" ", 1)[1]) for ln in line) == per_pid[wb.pid], line
+    finally:
+        a.remove()
+        b.remove()
+
+
+def test_a_process_moved_is_found_where_it_went(daemon):
+    """A process that waited in one cgroup and is moved to another (what a shell does that
+    enters a unit's cgroup and execs the service, or systemd moving a process into a scope)
+    is named by its new cgroup as soon as a wait of it there is drained, not at the next
+    periodic re-read 10 s later: the kernel side reads each wait-table entry's cgroup id."""
+    a = Cgroup("/lockscope-test.slice/seed004-before.service")
+    b = Cgroup("/lockscope-test.slice/seed004-after.service")
+    try:
+        w = Workload("mutex_server", "--seconds", "4", "--workers", "4", cgroup=a.dir)
+        w.go()
+        units = lambda: {r["cgroup"]["unit"] for r in user_rows(daemon, "-p", str(w.pid), "-t") if r["cgroup"]}
+        wait_for("the server's first waits, in its first cgroup", lambda: units() == {"seed004-before.service"})
+        with open(os.path.join(b.dir, "cgroup.procs"), "w") as f:
+            f.write(str(w.pid))
+        res = w.wait()
+        assert res["sleeps"] >= MIN_SLEEPS
+        # every wait is in by now (a query drains the tables first), its last ones made in b
+        assert units() == {"seed004-after.service"}
     finally:
         a.remove()
         b.remove()

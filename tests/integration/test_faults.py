@@ -254,7 +254,10 @@ def spawn_with_pid(pid, args, tries=50):
 def test_scan_ends_when_its_process_exits_and_a_reused_pid_adds_nothing(daemon):
     """The scanned process exits mid-scan: the scan answers at once with what it did, exactly
     (the workload's own count), and a new process that takes the same pid straight after,
-    contending on a lock of its own, adds nothing to it."""
+    contending on a lock of its own, adds nothing to it. The daemon is stopped from before
+    the first process exits until the second is done, so that both processes' waits are in
+    the same wait table when it reads them and only their process's start tells them apart
+    (CI once saw the second's mutex in the scan: its waits came in before the exit did)."""
     from conftest import WORKLOADS, Workload
     from test_ulock import assert_sleeps_counted
     a = Workload("mutex_server", "--seconds", "1")
@@ -265,10 +268,14 @@ def test_scan_ends_when_its_process_exits_and_a_reused_pid_adds_nothing(daemon):
     scan.start()
     time.sleep(0.5)   # the scan has begun
     a.go()
-    res = a.wait()
-    b = spawn_with_pid(a.pid, [os.path.join(WORKLOADS, "mutex_server"), "--seconds", "2"])
+    daemon.proc.send_signal(signal.SIGSTOP)
+    try:
+        res = a.wait()
+        b = spawn_with_pid(a.pid, [os.path.join(WORKLOADS, "mutex_server"), "--seconds", "1"])
+        b.communicate(timeout=60)
+    finally:
+        daemon.proc.send_signal(signal.SIGCONT)
     scan.join(60)
-    b_out, _ = b.communicate(timeout=60)
     elapsed = time.time() - t0
     resp = out["scan"]
     rows = [r for r in resp["rows"] if r["type"] == "futex:mutex"]

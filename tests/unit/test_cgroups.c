@@ -178,8 +178,8 @@ static void test_table_groups_and_keeps_exited(void **state)
 							      .mountinfo = hybrid_mountinfo }, &cg), 0);
 	assert_string_equal(cgroups__mount(cg), "/sys/fs/cgroup/unified");
 	for (pid = 10; pid <= 12; pid++)
-		cgroups__see(cg, pid);
-	cgroups__see(cg, 99);	/* no such process */
+		cgroups__see(cg, pid, 0);
+	cgroups__see(cg, 99, 0);	/* no such process */
 	assert_string_equal(cgroups__of(cg, 11)->path, "/system.slice/a.service/sub");
 	assert_string_equal(cgroups__of(cg, 11)->unit, "a.service");
 	assert_null(cgroups__of(cg, 99));
@@ -197,20 +197,61 @@ static void test_table_groups_and_keeps_exited(void **state)
 	unlink(path);
 	for (pid = 0; pid < 12; pid++)
 		cgroups__tick(cg);
-	cgroups__see(cg, 10);
+	cgroups__see(cg, 10, 0);
 	assert_string_equal(cgroups__of(cg, 10)->unit, "a.service");
 	/* a live one that moved is read again after the refresh */
 	fake_proc_cgroup(root, 12, "/system.slice/c.service");
-	cgroups__see(cg, 12);
+	cgroups__see(cg, 12, 0);
 	assert_string_equal(cgroups__of(cg, 12)->unit, "c.service");
 	/* a full table starts again, counted */
-	cgroups__see(cg, 13);
+	cgroups__see(cg, 13, 0);
 	assert_string_equal(cgroups__of(cg, 13)->pod, UID);
 	assert_string_equal(cgroups__of(cg, 13)->container, CID);
 	cgroups__stats(cg, &st);
 	assert_int_equal(st.cleared, 1);
 	assert_int_equal(st.procs, 1);
 	assert_int_equal(st.unresolved, 1);
+	cgroups__free(cg);
+	fake_proc_remove(root);
+}
+
+/*
+ * A process whose wait names another cgroup than its last one is read again at once: it
+ * moved (a shell that entered a unit's cgroup and exec'd the service), or its pid is a new
+ * process's. Threads that name two cgroups in turn cost at most two reads a second.
+ */
+static void test_moved_process_is_read_again_at_once(void **state)
+{
+	char root[] = "/tmp/test_cgroups.XXXXXX";
+	struct cgroups *cg;
+	int i;
+
+	(void)state;
+	assert_non_null(mkdtemp(root));
+	fake_proc_cgroup(root, 30, "/");
+	assert_int_equal(cgroups__new(&(struct cgroups_opts){ .max_procs = 8, .max_cgroups = 8, .proc = root,
+							      .mountinfo = hybrid_mountinfo }, &cg), 0);
+	cgroups__see(cg, 30, 1);
+	assert_string_equal(cgroups__of(cg, 30)->path, "/");
+	/* it moves, and its next wait says so: read again, within the same second */
+	fake_proc_cgroup(root, 30, "/app.slice/a.service");
+	cgroups__see(cg, 30, 1);
+	assert_string_equal(cgroups__of(cg, 30)->path, "/");
+	cgroups__see(cg, 30, 7);
+	assert_string_equal(cgroups__of(cg, 30)->unit, "a.service");
+	/* the same cgroup again, or a record that names none: not read */
+	fake_proc_cgroup(root, 30, "/app.slice/b.service");
+	cgroups__see(cg, 30, 7);
+	cgroups__see(cg, 30, 0);
+	assert_string_equal(cgroups__of(cg, 30)->unit, "a.service");
+	/* two cgroups in turn (threads in threaded cgroups): no more reads this second */
+	for (i = 0; i < 4; i++)
+		cgroups__see(cg, 30, i % 2 ? 7 : 8);
+	assert_string_equal(cgroups__of(cg, 30)->unit, "a.service");
+	/* the next second, one read more */
+	cgroups__tick(cg);
+	cgroups__see(cg, 30, 8);
+	assert_string_equal(cgroups__of(cg, 30)->unit, "b.service");
 	cgroups__free(cg);
 	fake_proc_remove(root);
 }
@@ -298,7 +339,7 @@ static void test_table_names_pods(void **state)
 	fake_proc_cgroup(root, 22, "/system.slice/kubelet.service");
 	assert_int_equal(cgroups__new(&(struct cgroups_opts){ .max_procs = 8, .max_cgroups = 8, .proc = root,
 							      .mountinfo = hybrid_mountinfo }, &cg), 0);
-	cgroups__see(cg, 20);
+	cgroups__see(cg, 20, 0);
 	/* a pod before any list: the list is wanted, once */
 	assert_true(cgroups__pods_wanted(cg));
 	assert_false(cgroups__pods_wanted(cg));
@@ -307,8 +348,8 @@ static void test_table_names_pods(void **state)
 	assert_int_equal(pods__parse(text, len, &p, &skipped, err, sizeof(err)), 0);
 	free(text);
 	cgroups__set_pods(cg, p);
-	cgroups__see(cg, 21);
-	cgroups__see(cg, 22);
+	cgroups__see(cg, 21, 0);
+	cgroups__see(cg, 22, 0);
 	assert_false(cgroups__pods_wanted(cg));	/* both known, or no pod at all */
 	assert_string_equal(cgroups__pod(cg, cgroups__of(cg, 20))->name, "checkout-7d9f8b6c4d-x2x8q");
 	assert_string_equal(cgroups__pod(cg, cgroups__of(cg, 21))->ns, "kube-system");
@@ -328,6 +369,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_proc_cgroup_v2_line),
+		cmocka_unit_test(test_moved_process_is_read_again_at_once),
 		cmocka_unit_test(test_mountinfo_finds_cgroup2),
 		cmocka_unit_test(test_units_containers_and_pods),
 		cmocka_unit_test(test_filters),

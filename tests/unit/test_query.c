@@ -437,7 +437,7 @@ static void test_rows_by_unit_and_cgroup_filter(void **state)
 	for (pid = 200; pid <= 202; pid++) {
 		k.pid = k.tid = pid;
 		put(a, k, w, pid == 202 ? 4 : pid - 199, "proc");	/* 1, 2 and 4 waits */
-		cgroups__see(cg, pid);
+		cgroups__see(cg, pid, 0);
 	}
 	qc.cgroups = cg;
 	v = agg__view(a, LS_WIN_ALL, &start);
