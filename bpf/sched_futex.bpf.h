@@ -279,7 +279,7 @@ static __always_inline void wait_end(struct sched_slot *e, __u32 tgid, __u32 tid
 	pending_close(tid);
 	if (!nonblocking)
 		note_last_wait(tid, e->begin_ns + wait_ns, e);
-	wait_add(&key, wait_ns, nonblocking, &names);
+	wait_add_subprog(&key, wait_ns, nonblocking, &names);
 	if (nonblocking)
 		ls_count(LS_CNT_UNONBLOCK);
 	if (!(e->rec_flags & ULOCK_RF_SAMPLED))

@@ -91,7 +91,7 @@ static __always_inline void preempt_end(struct sched_slot *e, struct task_struct
 			key.type = LS_UTYPE_PREEMPT;
 			key.flags = e->preempt_flags & ULOCK_RF_SHARED ? LS_WF_SHARED : 0;
 		}
-		wait_add(&key, sched_now(t) - e->preempt_ns, false, &names);
+		wait_add_subprog(&key, sched_now(t) - e->preempt_ns, false, &names);
 		ls_count(kernel ? LS_CNT_KHOLDER_PREEMPT : LS_CNT_HOLDER_PREEMPT);
 	}
 	e->preempt_ns = 0;

@@ -288,30 +288,22 @@ out:
  * Adds one wait of @wait_ns (or, @nonblocking, one call that did not wait) to @key's entry
  * in the table being written. The writer count goes up before the epoch is read (a locked
  * add: a full barrier), so the daemon, which moves the epoch on before it reads the
- * counts, either sees this program or is seen by it. A global function, verified once:
- * inlined at each place a wait is counted (the futex, block and preemption paths of
- * sched_switch), its paths multiplied the verifier's work to 0.7 of its million
- * instructions, and past them once new entries read their waiter's process and cgroup.
+ * counts, either sees this program or is seen by it.
  */
-__noinline int wait_add(const struct ls_wait_key *arg, __u64 wait_ns, bool nonblocking,
-			const struct ls_wait_names *names)
+static __always_inline void wait_add(const struct ls_wait_key *key, __u64 wait_ns, bool nonblocking,
+				     const struct ls_wait_names *names)
 {
-	struct ls_wait_key key_copy, *key = &key_copy;
 	__u32 cpu = bpf_get_smp_processor_id() & (LS_MAX_CPUS - 1), epoch, before;
 	struct ls_wait_val *v = NULL;
 	void *table;
 
-	if (!arg || !names)
-		return 0;
-	/* a map's key is on the stack for 6.1's verifier, not in an argument's memory */
-	key_copy = *arg;
 	/* the fetching form: JITs make it a full barrier on every architecture (ldaddal on arm64) */
 	before = __sync_fetch_and_add(&wait_writers[cpu].n, 1);
 	barrier_var(before);
 	epoch = wait_epoch;
 	if (wait_cache_add(key, epoch, wait_ns, nonblocking, names)) {
 		__sync_fetch_and_add(&wait_writers[cpu].n, -1);
-		return 0;
+		return;
 	}
 	ls_count(LS_CNT_WAIT_SHARED);
 	epoch &= LS_WAIT_TABLES - 1;
@@ -323,6 +315,26 @@ __noinline int wait_add(const struct ls_wait_key *arg, __u64 wait_ns, bool nonbl
 	__sync_fetch_and_add(&wait_writers[cpu].n, -1);
 	if (!v)
 		wait_overflow(key, wait_ns, nonblocking, names);
+}
+
+/*
+ * wait_add() as a global function, verified once, for a program that counts waits in many
+ * places: inlined at each of sched_switch's (the futex, block and preemption paths), its
+ * paths multiplied the verifier's work to 0.7 of its million instructions, and past them
+ * once new entries read their waiter's process and cgroup. klock counts in one place and
+ * inlines it: the call and its return cost contention_begin 20 ns (on a host that returns
+ * through the SRSO thunk).
+ */
+__noinline int wait_add_subprog(const struct ls_wait_key *arg, __u64 wait_ns, bool nonblocking,
+				const struct ls_wait_names *names)
+{
+	struct ls_wait_key key;
+
+	if (!arg || !names)
+		return 0;
+	/* a map's key is on the stack for 6.1's verifier, not in an argument's memory */
+	key = *arg;
+	wait_add(&key, wait_ns, nonblocking, names);
 	return 0;
 }
 
