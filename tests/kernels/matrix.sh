@@ -2,7 +2,8 @@
 # Kernel matrix: boot Debian's kernels under qemu (software emulation) with an initramfs
 # holding this build, and check that lockscoped loads, picks the right program variant
 # and names mmap_lock with owners on each, and that kernel mutexes (pipe->mutex, an
-# rt-mutex on PREEMPT_RT) show with their owners. Usage: tests/kernels/matrix.sh [FLAVOUR...]
+# rt-mutex on PREEMPT_RT) show with their owners, and that the scheduler's largest variant
+# (block-waits) loads too. Usage: tests/kernels/matrix.sh [FLAVOUR...]
 # (flavours: amd64 cloud-amd64 rt-amd64; default: cloud-amd64 rt-amd64). Needs root for
 # apt-get download; prints one JSON line per kernel and exits non-zero on any failure.
 set -euo pipefail
@@ -65,6 +66,14 @@ mount -t tracefs nodev /sys/kernel/tracing
 echo "LOCKSCOPE-CHECK $(/bin/lockscoped --check | tr '\n' '|')"
 /bin/lockscoped --strict --socket /run/strict.sock 2>/tmp/strict.log
 echo "LOCKSCOPE-STRICT $? $(tr '\n' '|' </tmp/strict.log)"
+# block-waits: the largest variant of sched_switch (600 k instructions verified on 6.18)
+/bin/lockscoped --block-waits 1 --socket /run/bw.sock 2>/tmp/bw.log &
+i=0
+while ! /bin/lockscope status --socket /run/bw.sock >/dev/null 2>&1; do
+	i=$((i + 1)); [ $i -gt 300 ] && break; sleep 0.2
+done
+echo "LOCKSCOPE-BLOCKWAITS $(/bin/lockscope status --socket /run/bw.sock --json | tr -d '\n\t')"
+kill %1; wait
 # emulated CPUs drain slowly: a larger ring than the default keeps every record
 /bin/lockscoped --socket /run/ls.sock --ringbuf-kb=2048 2>/tmp/daemon.log &
 i=0

@@ -18,6 +18,7 @@ def main():
         top = json.loads(lines["LOCKSCOPE-TOP"])
         mm = [r for r in top["rows"] if (r.get("lock") or {}).get("name") == "mmap_lock"]
         mutex = json.loads(lines["LOCKSCOPE-MUTEX"])["rows"]
+        bw = json.loads(lines["LOCKSCOPE-BLOCKWAITS"])
         res.update(attach_mode=st["features"]["attach_mode"], owner_stacks=st["features"]["owner_stacks"],
                    waits=st["events"]["waits"], mmap_lock_types=sorted({r["type"] for r in mm}),
                    owners=sorted({r["owner"]["comm"] for r in mm if r.get("owner")}),
@@ -30,10 +31,12 @@ def main():
                    strict_log=lines["LOCKSCOPE-STRICT"].partition(" ")[2],
                    missing=sorted(p["name"] for p in st["probes"] if not p["ok"]),
                    switch_prog=[p["name"] for p in st["programs"] if p["hook"] == "tp_btf/sched_switch"],
-                   degraded=st["degraded"], sched=st["features"]["sched"], user_locks=st["features"]["user_locks"])
+                   degraded=st["degraded"], sched=st["features"]["sched"], user_locks=st["features"]["user_locks"],
+                   block_waits_degraded=bw["degraded"])
         # every component loads: a kernel without a kfunc degrades a feature, not a component
         res["ok"] = (bool(mm) and "mmap_storm" in res["owners"] and "pipe_storm" in res["mutex_owners"]
-                     and not st["degraded"] and res["sched"] and res["user_locks"]
+                     and not st["degraded"] and res["sched"] and res["user_locks"] and not bw["degraded"]
+                     and bw["features"]["sched"]
                      and all(p["attached"] or p["on_demand"] for p in st["programs"]))
     except (KeyError, ValueError) as e:
         res["error"] = f"{type(e).__name__}: {e}"
