@@ -102,7 +102,7 @@ static __always_inline void *ls_reserve(void **rb, enum ls_rec_type type, __u32 
 
 /*
  * Submits a record nobody waits for: the daemon's timer drains it (ENGINE_TICK_MS) unless
- * the ring is half full. A sampler's records must not wake the reader at the instants it
+ * the ring is three quarters full. A sampler's records must not wake the reader at the instants it
  * samples: the reader then preempts the sampled program's threads right after samples,
  * and the next samples land in what that preemption caused (a preempted lock holder's
  * waiters spinning), not in a fair sample of the program's time.
@@ -111,7 +111,7 @@ static __always_inline void ls_submit_lazy(void *rb, void *rec)
 {
 	__u64 flags = BPF_RB_NO_WAKEUP;
 
-	if (bpf_ringbuf_query(rb, BPF_RB_AVAIL_DATA) >= 2 * wakeup_bytes) {
+	if (bpf_ringbuf_query(rb, BPF_RB_AVAIL_DATA) >= wakeup_bytes + wakeup_bytes / 2) {
 		flags = BPF_RB_FORCE_WAKEUP;
 		ls_count(LS_CNT_RB_WAKEUPS);
 	}

@@ -127,12 +127,14 @@ static void probe_features(struct collector *c)
 /*
  * The load-time settings of common.bpf.h and sampling.bpf.h, which every component's
  * skeleton has under the same names (each skeleton has its own rodata type).
- * A quarter-full ring wakes the reader: the timer drains well before that unless the
- * rate is extreme.
+ * A half-full ring wakes the reader: the timer drains well before that unless the rate is
+ * extreme. Each wakeup costs more than the records it saves the timer: on the 2-CPU guest
+ * of docs/performance.md, a reader woken 20 times a second on the other CPU cost a
+ * ping-pong pinned to one 2 points (DWARF dumps filled a quarter of the ring that often).
  */
 #define SET_SHARED_RODATA(rodata, o) do {						\
 	(rodata)->targ_tgid = (o)->tgid;						\
-	(rodata)->wakeup_bytes = (o)->ringbuf_bytes / 4;				\
+	(rodata)->wakeup_bytes = (o)->ringbuf_bytes / 2;				\
 	(rodata)->lock_stack_cost_ns = (o)->stack_rate ? NSEC_PER_SEC / (o)->stack_rate : 0; \
 	(rodata)->cpu_stack_cost_ns = (o)->cpu_stack_rate ? NSEC_PER_SEC / (o)->cpu_stack_rate : 0; \
 	(rodata)->lock_bucket_mask = (o)->max_locks - 1;				\

@@ -51,7 +51,8 @@ int collector_opts__check(const struct collector_opts *o, __u32 page_size, char 
 /*
  * A dump costs about what a frame-pointer walk does in BPF, but the daemon then unwinds
  * it (5-11 us measured): with dumps on, the per-CPU stack budget is the dump rate, and a
- * burst fills at most a quarter of the ring (the point the reader is woken).
+ * burst fills at most a quarter of the ring: one that begins where the reader is woken
+ * (half full) still fits.
  */
 __u64 collector_dump_burst_ns(const struct collector_opts *o, __u32 bytes, __u64 cost_ns)
 {
