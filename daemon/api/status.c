@@ -239,6 +239,7 @@ static cJSON *unwind_json(struct engine *e, const uint64_t *cnt)
 	cJSON_AddNumberToObject(u, "max_bytes_used", us.bytes_used_max);
 	cJSON_AddNumberToObject(u, "sessions", us.sessions);
 	cJSON_AddNumberToObject(u, "frame_pointers", us.frame_pointers);
+	cJSON_AddNumberToObject(u, "memo_hits", us.memo_hits);
 	cJSON_AddNumberToObject(u, "avg_us", us.stacks + us.failed ?
 				(double)us.ns / 1000 / (us.stacks + us.failed) : 0);
 	return u;

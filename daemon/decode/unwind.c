@@ -21,6 +21,47 @@
 #error "unwind: only x86-64 and arm64 dumps are understood"
 #endif
 
+/*
+ * The registers a memo's key leaves out: the callee-saved ones other than the frame
+ * pointer, which hold the program's own values (a loop's counter, a pointer) and differ
+ * from one wait to the next at the same call site. Compilers compute a frame's CFA from
+ * the stack pointer, the frame pointer or a scratch register (a realigning prologue's),
+ * never from these; the copies outer frames restore are read from the window, and reads
+ * are compared. Every other register is part of the key.
+ */
+#if defined(__x86_64__)
+#define DW_CALLEE_SAVED ((1ULL << 3) | (0xfULL << 12))		/* rbx, r12..r15 */
+#else
+#define DW_CALLEE_SAVED (0x3ffULL << 19)			/* x19..x28 */
+#endif
+
+/*
+ * A memo of one walk, so that a thread that waits again at the same call site is not
+ * unwound again (libdw costs 5-15 us a walk): the walk is a function of the dump's
+ * registers, its window's size, the depth asked for and the words of the window it read,
+ * and the memo keeps all of them. Go's frame-pointer walks are cheap and are not kept.
+ */
+enum {
+	UW_MEMO_SLOTS	= 16,		/* per process, direct-mapped by the key's hash */
+	UW_MEMO_FRAMES	= 48,		/* deeper walks are not kept */
+	UW_MEMO_READS	= 96,		/* nor walks that read more words */
+};
+
+struct uw_read {
+	uint32_t off;			/* from the stack pointer */
+	uint64_t val;
+};
+
+struct uw_memo {
+	uint64_t regs[DW_NREGS + 1];	/* the callee-saved ones zeroed */
+	uint32_t nregs, stack_bytes;
+	uint16_t max, n, nreads;	/* n 0: slot free */
+	bool truncated, window;
+	uint64_t used;
+	struct uw_read reads[UW_MEMO_READS];
+	uint64_t ips[UW_MEMO_FRAMES];
+};
+
 struct uw_proc {
 	Dwfl *dwfl;			/* NULL: slot free */
 	uint32_t pid;
@@ -30,6 +71,10 @@ struct uw_proc {
 	const struct ls_ustack_rec *cur;
 	bool read_outside;		/* CFI asked for memory outside the window */
 	uint64_t used;			/* bytes of the window the walk read up to */
+	/* the words the walk read, for its memo; more than UW_MEMO_READS: none kept */
+	struct uw_read reads[UW_MEMO_READS];
+	uint32_t nreads;
+	struct uw_memo *memos;		/* UW_MEMO_SLOTS, made at the process's first walk */
 };
 
 struct unwind {
@@ -37,6 +82,7 @@ struct unwind {
 	struct uw_proc *procs;
 	size_t nr_procs;
 	uint64_t clock;
+	bool memo;			/* walks are memoized (unwind__memo) */
 	struct unwind_stats st;
 };
 
@@ -81,6 +127,9 @@ static bool memory_read(Dwfl *dwfl, Dwarf_Addr addr, Dwarf_Word *result, void *a
 		return false;
 	}
 	memcpy(result, r->stack + (addr - sp), sizeof(*result));
+	if (p->nreads < UW_MEMO_READS)
+		p->reads[p->nreads] = (struct uw_read){ .off = addr - sp, .val = *result };
+	p->nreads++;
 	if (addr - sp + sizeof(*result) > p->used)
 		p->used = addr - sp + sizeof(*result);
 	return true;
@@ -108,6 +157,7 @@ int unwind__new(struct usyms *usyms, size_t max_procs, struct unwind **out)
 	if (!u)
 		return -ENOMEM;
 	u->usyms = usyms;
+	u->memo = true;
 	u->nr_procs = max_procs;
 	u->procs = calloc(max_procs, sizeof(*u->procs));
 	if (!u->procs) {
@@ -121,6 +171,7 @@ int unwind__new(struct usyms *usyms, size_t max_procs, struct unwind **out)
 static void proc_close(struct uw_proc *p)
 {
 	dwfl_end(p->dwfl);
+	free(p->memos);
 	memset(p, 0, sizeof(*p));
 }
 
@@ -236,11 +287,67 @@ static int fp_walk(const struct ls_ustack_rec *r, uint64_t *ips, int max, bool *
 	return n;
 }
 
+/* @r's registers as a memo's key: the callee-saved ones (DW_CALLEE_SAVED) zeroed. */
+static uint32_t memo_key(const struct ls_ustack_rec *r, uint64_t key[DW_NREGS + 1])
+{
+	uint64_t h = r->stack_bytes;
+	uint32_t i;
+
+	for (i = 0; i < r->nregs; i++) {
+		key[i] = (DW_CALLEE_SAVED >> i) & 1 ? 0 : r->regs[i];
+		h = (h ^ key[i]) * 0x100000001b3ULL;	/* FNV-1a's prime, a word at a time */
+	}
+	return (uint32_t)(h ^ (h >> 32)) % UW_MEMO_SLOTS;
+}
+
+/* The memo of a walk @r repeats exactly, or NULL. */
+static const struct uw_memo *memo_find(const struct uw_proc *p, const struct ls_ustack_rec *r,
+				       const uint64_t *key, uint32_t slot, int max)
+{
+	const struct uw_memo *m = p->memos ? &p->memos[slot] : NULL;
+	uint32_t i;
+
+	if (!m || !m->n || m->nregs != r->nregs || m->stack_bytes != r->stack_bytes || m->max != max ||
+	    memcmp(m->regs, key, r->nregs * sizeof(*key)))
+		return NULL;
+	/* the same window size: every word the walk read lies in this one too */
+	for (i = 0; i < m->nreads; i++)
+		if (memcmp(r->stack + m->reads[i].off, &m->reads[i].val, sizeof(m->reads[i].val)))
+			return NULL;
+	return m;
+}
+
+/* Keeps the walk of @r just done (its words read are in @p) in its slot, if small enough. */
+static void memo_keep(struct uw_proc *p, const struct ls_ustack_rec *r, const uint64_t *key, uint32_t slot,
+		      int max, const uint64_t *ips, int n, bool truncated, bool window, uint64_t used)
+{
+	struct uw_memo *m;
+
+	if (n <= 0 || n > UW_MEMO_FRAMES || p->nreads > UW_MEMO_READS || max > UINT16_MAX)
+		return;
+	if (!p->memos && !(p->memos = calloc(UW_MEMO_SLOTS, sizeof(*p->memos))))
+		return;		/* no memo: every walk is unwound */
+	m = &p->memos[slot];
+	memcpy(m->regs, key, r->nregs * sizeof(*key));
+	m->nregs = r->nregs;
+	m->stack_bytes = r->stack_bytes;
+	m->max = max;
+	m->n = n;
+	m->nreads = p->nreads;
+	m->truncated = truncated;
+	m->window = window;
+	m->used = used;
+	memcpy(m->reads, p->reads, p->nreads * sizeof(*p->reads));
+	memcpy(m->ips, ips, n * sizeof(*ips));
+}
+
 int unwind__stack(struct unwind *u, const struct ls_ustack_rec *r, size_t size, uint64_t *ips,
 		  int max, bool *truncated, bool *by_cfi)
 {
 	struct walk w = { .ips = ips, .max = max };
-	uint64_t t0 = ls_now_ns(), used = 0;
+	uint64_t t0 = ls_now_ns(), used = 0, key[DW_NREGS + 1];
+	const struct uw_memo *m;
+	uint32_t slot;
 	bool window = false;
 	int ret;
 
@@ -262,19 +369,32 @@ int unwind__stack(struct unwind *u, const struct ls_ustack_rec *r, size_t size, 
 			u->st.failed++;
 			return -ENOENT;
 		}
-		w.p->cur = r;
-		w.p->read_outside = false;
-		w.p->used = 0;
-		ret = dwfl_getthread_frames(w.p->dwfl, r->tid, frame_cb, &w);
-		/*
-		 * 0: the outermost frame (its CFI leaves the return address undefined) was
-		 * reached. Anything else ended early: the window, missing CFI and a
-		 * frame-pointer guess that led nowhere, or the depth limit.
-		 */
-		*truncated = ret != 0 || w.p->read_outside || w.bogus;
-		window = *truncated && w.p->read_outside;
-		used = w.p->used;
-		w.p->cur = NULL;
+		slot = memo_key(r, key);
+		if ((m = memo_find(w.p, r, key, slot, max))) {
+			memcpy(ips, m->ips, m->n * sizeof(*ips));
+			w.n = m->n;
+			*truncated = m->truncated;
+			window = m->window;
+			used = m->used;
+			u->st.memo_hits++;
+		} else {
+			w.p->cur = r;
+			w.p->read_outside = false;
+			w.p->used = 0;
+			w.p->nreads = 0;
+			ret = dwfl_getthread_frames(w.p->dwfl, r->tid, frame_cb, &w);
+			/*
+			 * 0: the outermost frame (its CFI leaves the return address undefined)
+			 * was reached. Anything else ended early: the window, missing CFI and a
+			 * frame-pointer guess that led nowhere, or the depth limit.
+			 */
+			*truncated = ret != 0 || w.p->read_outside || w.bogus;
+			window = *truncated && w.p->read_outside;
+			used = w.p->used;
+			w.p->cur = NULL;
+			if (u->memo)
+				memo_keep(w.p, r, key, slot, max, ips, w.n, *truncated, window, used);
+		}
 	}
 	u->st.ns += ls_now_ns() - t0;
 	if (!w.n) {
@@ -289,6 +409,17 @@ int unwind__stack(struct unwind *u, const struct ls_ustack_rec *r, size_t size, 
 	if (used > u->st.bytes_used_max)
 		u->st.bytes_used_max = used;
 	return w.n;
+}
+
+void unwind__memo(struct unwind *u, bool on)
+{
+	size_t i;
+
+	u->memo = on;
+	for (i = 0; !on && i < u->nr_procs; i++) {
+		free(u->procs[i].memos);
+		u->procs[i].memos = NULL;
+	}
 }
 
 void unwind__stats(const struct unwind *u, struct unwind_stats *out)

@@ -4,7 +4,9 @@
  * come from the traced process, so from anyone. The dump is taken to be of this process
  * (pid and tid are replaced by ours), so the walk runs over real mappings and real CFI
  * while the registers, the window and the header are the fuzzer's; the frames found are
- * then normalized and named as a query would.
+ * then normalized and named as a query would. Each input is walked twice by an unwinder
+ * that memoizes walks across inputs, as the daemon's does, and once by one that does not:
+ * the three must agree.
  *
  * LOCKSCOPE_FUZZ_SEEDS=DIR: instead of fuzzing, write dumps of this process's own stack,
  * taken as the BPF side takes them (registers, then the window above the stack pointer),
@@ -15,62 +17,24 @@
 #include "decode/unwind.h"
 #include "decode/usyms.h"
 #include "fuzz.h"
+#include "../self_dump.h"
 
 #define FUZZ_MAX_FRAMES 128
 #define FUZZ_SEED_DEPTHS 6
 
 static const size_t seed_windows[] = { LS_USTACK_MIN_BYTES, LS_USTACK_DEF_BYTES, 8192 };
 
-#if defined(__x86_64__)
-/* The end of the main thread's stack, from /proc/self/maps. */
-static uint64_t stack_end(void)
-{
-	unsigned long lo, hi = 0;
-	char line[512];
-	FILE *f = fopen("/proc/self/maps", "re");
-
-	while (f && fgets(line, sizeof(line), f))
-		if (strstr(line, "[stack]") && sscanf(line, "%lx-%lx", &lo, &hi) == 2)
-			break;
-	if (f)
-		fclose(f);
-	return hi;
-}
-
-/* The raw stack as BPF reads it, redzones included: not a read the sanitizer should check. */
-static void __attribute__((no_sanitize("address"))) copy_stack(uint8_t *dst, uint64_t src, size_t n)
-{
-	const volatile uint8_t *p = (const volatile uint8_t *)src;
-	size_t i;
-
-	for (i = 0; i < n; i++)
-		dst[i] = p[i];
-}
-
+#if defined(SELF_DUMP)
 static void __attribute__((noinline)) write_dump(unsigned int *n)
 {
-	uint64_t regs[LS_UREGS_X86_64] = {}, end = stack_end();
 	size_t i;
 
-	/* DWARF numbering: rbx 3, rbp 6, rsp 7, r12..r15 12..15, rip 16 */
-	__asm__ volatile("mov %%rbx, %0; mov %%rbp, %1; mov %%rsp, %2; mov %%r12, %3; mov %%r13, %4;"
-			 "mov %%r14, %5; mov %%r15, %6; lea 0(%%rip), %7"
-			 : "=m"(regs[3]), "=m"(regs[6]), "=m"(regs[7]), "=m"(regs[12]), "=m"(regs[13]),
-			   "=m"(regs[14]), "=m"(regs[15]), "=r"(regs[16]));
 	for (i = 0; i < sizeof(seed_windows) / sizeof(seed_windows[0]); i++) {
-		size_t bytes = seed_windows[i] < end - regs[7] ? seed_windows[i] : end - regs[7];
-		struct ls_ustack_rec *r = calloc(1, sizeof(*r) + bytes);
+		struct ls_ustack_rec *r = self_dump(seed_windows[i]);
 		FILE *f = fuzz_seed_open("unwind", (*n)++);
 
 		if (!r || !f)
 			exit(1);
-		r->hdr.type = LS_REC_USTACK;
-		r->hdr.size = sizeof(*r) + bytes;
-		r->pid = r->tid = getpid();
-		r->nregs = LS_UREGS_X86_64;
-		r->stack_bytes = bytes;
-		memcpy(r->regs, regs, sizeof(regs));
-		copy_stack(r->stack, regs[7], bytes);
 		fwrite(r, 1, r->hdr.size, f);
 		fclose(f);
 		free(r);
@@ -98,14 +62,38 @@ static void write_seeds(unsigned int depth, unsigned int *n)
 }
 #endif
 
+/* One walk's answer, to compare a memoized walk with a fresh one. */
+struct walk_out {
+	int n;
+	bool truncated, by_cfi;
+	uint64_t ips[FUZZ_MAX_FRAMES];
+};
+
+static void walk(struct unwind *u, const struct ls_ustack_rec *r, size_t size, struct walk_out *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->n = unwind__stack(u, r, size, out->ips, FUZZ_MAX_FRAMES, &out->truncated, &out->by_cfi);
+}
+
+/* A memo must answer exactly what a walk would: else the input is a finding. */
+static void same_walk(const struct walk_out *a, const struct walk_out *b, const char *what)
+{
+	if (a->n == b->n && a->truncated == b->truncated && a->by_cfi == b->by_cfi &&
+	    (a->n <= 0 || !memcmp(a->ips, b->ips, a->n * sizeof(a->ips[0]))))
+		return;
+	fprintf(stderr, "fuzz_unwind: %s: %d frames (truncated %d) against %d (truncated %d) walked afresh\n",
+		what, a->n, a->truncated, b->n, b->truncated);
+	abort();
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static struct usyms *usyms;
-	static struct unwind *unwind;
-	uint64_t ips[FUZZ_MAX_FRAMES], codes[FUZZ_MAX_FRAMES];
+	static struct unwind *unwind, *fresh;
+	static struct walk_out first, again, afresh;
+	uint64_t codes[FUZZ_MAX_FRAMES];
 	struct ls_ustack_rec *r;
-	bool truncated, by_cfi;
-	int i, n;
+	int i;
 
 	if (fuzz_seed_dir()) {
 		unsigned int seeds = 0;
@@ -114,9 +102,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		fprintf(stderr, "fuzz_unwind: %u seeds written\n", seeds);
 		_exit(0);	/* libFuzzer takes exit() for a finding */
 	}
-	if (!unwind && (usyms__new(&(struct usyms_opts){ .max_procs = 4 }, &usyms) ||
-			unwind__new(usyms, 4, &unwind)))
-		exit(1);
+	/* @unwind memoizes across inputs, as the daemon's does; @fresh walks every time */
+	if (!unwind) {
+		if (usyms__new(&(struct usyms_opts){ .max_procs = 4 }, &usyms) ||
+		    unwind__new(usyms, 4, &unwind) || unwind__new(usyms, 4, &fresh))
+			exit(1);
+		unwind__memo(fresh, false);
+	}
 	/* as the ring gives it: aligned, and with the record's own room */
 	r = calloc(1, size > sizeof(*r) ? size : sizeof(*r));
 	if (!r)
@@ -124,10 +116,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memcpy(r, data, size);
 	if (size >= offsetof(struct ls_ustack_rec, nregs))
 		r->pid = r->tid = getpid();
-	n = unwind__stack(unwind, r, size, ips, FUZZ_MAX_FRAMES, &truncated, &by_cfi);
-	if (n > 0) {
-		usyms__normalize(usyms, getpid(), ips, n, codes);
-		for (i = 0; i < n; i++) {
+	walk(unwind, r, size, &first);
+	walk(unwind, r, size, &again);
+	walk(fresh, r, size, &afresh);
+	same_walk(&first, &afresh, "first walk");
+	same_walk(&again, &afresh, "second walk (memo)");
+	if (first.n > 0) {
+		usyms__normalize(usyms, getpid(), first.ips, first.n, codes);
+		for (i = 0; i < first.n; i++) {
 			struct uframe f;
 
 			usyms__frame(usyms, codes[i], &f);
