@@ -250,7 +250,21 @@ static __always_inline struct klock_slot *cpu_slot(void)
 
 #include "klock_spin.bpf.h"
 
-static __always_inline int __lock_contended(struct klock_slot *cpu, __u64 id, __u64 lock, __u32 flags,
+/* The waiter's kernel stack, for a sampled wait, into @e (KLOCK_RF_STACK). */
+static __always_inline void take_stack(void *ctx, struct klock_pending *e)
+{
+	long sid = bpf_get_stackid(ctx, &stacks, 0);
+
+	if (sid < 0) {
+		ls_count(sid == -EEXIST ? LS_DROP_STACK_COLLISION : LS_DROP_STACK_FAILED);
+		return;
+	}
+	e->stack_id = sid;
+	e->rec_flags |= KLOCK_RF_STACK;
+	ls_count(LS_CNT_STACKED);
+}
+
+static __always_inline int __lock_contended(void *ctx, struct klock_slot *cpu, __u64 id, __u64 lock, __u32 flags,
 					    bool with_owner_stack)
 {
 	__u64 now;
@@ -323,8 +337,17 @@ static __always_inline int __lock_contended(struct klock_slot *cpu, __u64 id, __
 		note_holder(e, lock, flags);
 	/* named now, not at the end: the end runs inside the critical section */
 	e->rec_flags |= lock_name_flags(task, lock, flags);
-	if (with_owner_stack && owner && (e->rec_flags & KLOCK_RF_SAMPLED))
-		take_owner_stack(tid, e, owner);
+	if (e->rec_flags & KLOCK_RF_SAMPLED) {
+		if (with_owner_stack && owner)
+			take_owner_stack(tid, e, owner);
+		take_stack(ctx, e);
+		/*
+		 * timed from here: the stacks took microseconds, which without us the thread
+		 * would have spent waiting or not at all; counted in, they were our cost
+		 * reported as the lock's (twice futex_bucket's waits: test_klock.py)
+		 */
+		e->begin_ns = bpf_ktime_get_ns();
+	}
 	/* published last: contention_end from an interrupt only looks below depth */
 	slot->depth = depth + 1;
 	return 0;
@@ -389,11 +412,9 @@ static __always_inline void copy_owner_stack(struct klock_wait_rec *r, __u32 tid
 	ls_count(LS_CNT_OWNER_STACKED);
 }
 
-static __always_inline void fill_record(struct klock_wait_rec *r, void *ctx, struct klock_pending *e,
-					__u64 id, __u64 now)
+static __always_inline void fill_record(struct klock_wait_rec *r, struct klock_pending *e, __u64 id, __u64 now)
 {
 	__u32 tid = (__u32)id;
-	long sid;
 
 	r->lock_addr = e->lock;
 	r->end_ns = now;
@@ -410,15 +431,7 @@ static __always_inline void fill_record(struct klock_wait_rec *r, void *ctx, str
 	if (e->owner_tid)
 		bpf_probe_read_kernel_str(r->owner_comm, sizeof(r->owner_comm), owner_comm(e));
 	bpf_get_current_comm(&r->comm, sizeof(r->comm));
-	r->stack_id = -1;
-	sid = bpf_get_stackid(ctx, &stacks, 0);
-	if (sid >= 0) {
-		r->stack_id = sid;
-		r->rec_flags |= KLOCK_RF_STACK;
-		ls_count(LS_CNT_STACKED);
-	} else {
-		ls_count(sid == -EEXIST ? LS_DROP_STACK_COLLISION : LS_DROP_STACK_FAILED);
-	}
+	r->stack_id = e->rec_flags & KLOCK_RF_STACK ? e->stack_id : -1;
 }
 
 /*
@@ -426,7 +439,7 @@ static __always_inline void fill_record(struct klock_wait_rec *r, void *ctx, str
  * reserve-fill-submit path: older verifiers (6.1) lose track of which size a shared path
  * reserved and refuse the owner-stack copy.
  */
-static __always_inline void emit_sample(void *ctx, struct klock_pending *e, __u64 id, __u64 now,
+static __always_inline void emit_sample(struct klock_pending *e, __u64 id, __u64 now,
 					const bool with_owner_stack)
 {
 	const __u32 size = with_owner_stack ? sizeof(struct klock_wait_rec) : KLOCK_WAIT_REC_MIN_SIZE;
@@ -440,7 +453,7 @@ static __always_inline void emit_sample(void *ctx, struct klock_pending *e, __u6
 			bpf_map_delete_elem(&owner_stacks, &tid);
 		return;
 	}
-	fill_record(r, ctx, e, id, now);
+	fill_record(r, e, id, now);
 	if (with_owner_stack)
 		copy_owner_stack(r, tid);
 	ls_submit(rb, r);
@@ -525,7 +538,7 @@ static __always_inline void count_later(struct klock_slot *cpu, const struct klo
 	cpu->done = used | (1U << free);
 }
 
-static __always_inline int __lock_acquired(struct klock_slot *cpu, void *ctx, __u64 id, __u64 lock)
+static __always_inline int __lock_acquired(struct klock_slot *cpu, __u64 id, __u64 lock)
 {
 	struct klock_pending e, *top = slot_top(cpu, lock, (__u32)id);
 	__u32 depth = cpu->depth;
@@ -557,9 +570,9 @@ static __always_inline int __lock_acquired(struct klock_slot *cpu, void *ctx, __
 	count_wait(&e);
 	ls_count(LS_CNT_SAMPLED);
 	if (e.rec_flags & KLOCK_RF_OWNER_STACK)
-		emit_sample(ctx, &e, id, now, true);
+		emit_sample(&e, id, now, true);
 	else
-		emit_sample(ctx, &e, id, now, false);
+		emit_sample(&e, id, now, false);
 	return 0;
 }
 
@@ -586,7 +599,7 @@ static __always_inline struct klock_slot *guard_enter(void)
 	return cpu;
 }
 
-static __always_inline int lock_contended(__u64 lock, __u32 flags, bool with_owner_stack)
+static __always_inline int lock_contended(void *ctx, __u64 lock, __u32 flags, bool with_owner_stack)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	struct klock_slot *cpu;
@@ -596,19 +609,19 @@ static __always_inline int lock_contended(__u64 lock, __u32 flags, bool with_own
 	/* not where a mutex's sleeping begin runs: under the wait_lock its unlocker takes */
 	if (is_spinning(flags))
 		count_done(cpu);
-	__lock_contended(cpu, id, lock, flags, with_owner_stack);
+	__lock_contended(ctx, cpu, id, lock, flags, with_owner_stack);
 	cpu->busy = 0;
 	return 0;
 }
 
-static __always_inline int lock_acquired(void *ctx, __u64 lock)
+static __always_inline int lock_acquired(__u64 lock)
 {
 	__u64 id = bpf_get_current_pid_tgid();
 	struct klock_slot *cpu;
 
 	if (!ls_tgid_wanted(id >> 32) || !(cpu = guard_enter()))
 		return 0;
-	__lock_acquired(cpu, ctx, id, lock);
+	__lock_acquired(cpu, id, lock);
 	cpu->busy = 0;
 	return 0;
 }
@@ -641,29 +654,29 @@ int count_done_waits(void *ctx)
 SEC("tp_btf/contention_begin")
 int BPF_PROG(contention_begin_btf_owner_stack, void *lock, unsigned int flags)
 {
-	return lock_contended((__u64)lock, flags, true);
+	return lock_contended(ctx, (__u64)lock, flags, true);
 }
 
 SEC("tp_btf/contention_begin")
 int BPF_PROG(contention_begin_btf, void *lock, unsigned int flags)
 {
-	return lock_contended((__u64)lock, flags, false);
+	return lock_contended(ctx, (__u64)lock, flags, false);
 }
 
 SEC("tp_btf/contention_end")
 int BPF_PROG(contention_end_btf, void *lock, int ret)
 {
-	return lock_acquired(ctx, (__u64)lock);
+	return lock_acquired((__u64)lock);
 }
 
 SEC("tracepoint/lock/contention_begin")
 int contention_begin_tp(struct trace_event_raw_contention_begin *ctx)
 {
-	return lock_contended((__u64)ctx->lock_addr, ctx->flags, false);
+	return lock_contended(ctx, (__u64)ctx->lock_addr, ctx->flags, false);
 }
 
 SEC("tracepoint/lock/contention_end")
 int contention_end_tp(struct trace_event_raw_contention_end *ctx)
 {
-	return lock_acquired(ctx, (__u64)ctx->lock_addr);
+	return lock_acquired((__u64)ctx->lock_addr);
 }

@@ -43,14 +43,15 @@ apt_install() {
 #               util-linux (setpriv) passwd (useradd) procps systemd (systemd-analyze)
 #               debuginfod (a local server for the debuginfod test) iproute2 (its netns)
 #               qemu-system-x86 busybox-static cpio (the kernel matrix) man-db (man -l)
-#               zsh (the zsh completion) postgresql (the real-server test: a private
-#               cluster under pgbench; no main cluster is created, none is started)
+#               zsh (the zsh completion) bpftrace (times kernel-lock waits beside the
+#               daemon) postgresql (the real-server test: a private cluster under
+#               pgbench; no main cluster is created, none is started)
 #   fuzzing     libclang-rt-NN-dev (libFuzzer, where it is not in clang's own packages)
 COMMON="make gcc clang llvm libbpf-dev libelf-dev libdw-dev zlib1g-dev pkg-config
 	libcjson-dev libprotobuf-c-dev protobuf-c-compiler libdebuginfod-dev libcurl4-openssl-dev libuv1-dev git
 	ca-certificates libc6-dbg libcmocka-dev python3 python3-pytest python3-jsonschema python3-pydot
 	python3-prometheus-client prometheus curl binutils util-linux passwd procps systemd
-	debuginfod iproute2 qemu-system-x86 busybox-static cpio help2man man-db zsh"
+	debuginfod iproute2 qemu-system-x86 busybox-static cpio help2man man-db zsh bpftrace"
 
 # bpftool and perf: their own packages on Debian and on Ubuntu 24.04; Ubuntu 22.04 has them
 # only in linux-tools, per kernel
