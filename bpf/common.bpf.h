@@ -102,10 +102,10 @@ static __always_inline void *ls_reserve(void **rb, enum ls_rec_type type, __u32 
 
 /*
  * Submits a record nobody waits for: the daemon's timer drains it (ENGINE_TICK_MS) unless
- * the ring is three quarters full. A sampler's records must not wake the reader at the instants it
- * samples: the reader then preempts the sampled program's threads right after samples,
- * and the next samples land in what that preemption caused (a preempted lock holder's
- * waiters spinning), not in a fair sample of the program's time.
+ * the ring is three quarters full. A sampler's records must not wake the reader at the
+ * instants it samples: the reader then preempts the sampled program's threads right after
+ * samples, and the next samples land in what that preemption caused (a preempted lock
+ * holder's waiters spinning), not in a fair sample of the program's time.
  */
 static __always_inline void ls_submit_lazy(void *rb, void *rec)
 {
