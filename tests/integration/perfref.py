@@ -1,8 +1,10 @@
-"""The independent count: `perf lock record` + `perf lock contention -t` (tracepoint mode).
+"""The independent counts: `perf lock record` + `perf lock contention -t` (tracepoint mode),
+and perf recordings of the tracepoints a test compares (yields, preempted switches).
 
-perf reads lock:contention_begin/end itself and pairs them in user space; it shares no
-code with lockscope. Recording starts disabled and is enabled through perf's control
-FIFO, so the caller knows exactly when perf is counting.
+perf reads the tracepoints itself and pairs them in user space; it shares no code with
+lockscope. Recording starts disabled and is enabled through perf's control FIFO, so the
+caller knows exactly when perf is counting: a perf that attached late, after a sleep
+that was long enough elsewhere, missed a yield storm's first 119 yields in CI.
 """
 import os
 import re
@@ -13,7 +15,7 @@ import tempfile
 ROW = re.compile(r"^\s*(\d+)\s+[\d.]+ \w+\s+[\d.]+ \w+\s+[\d.]+ \w+\s+(\d+)\s+(\S.*)$")
 
 
-class _Recorder:
+class PerfRecorder:
     """perf recording @args into its own directory, enabled through the control FIFO."""
 
     def __init__(self, *args):
@@ -41,7 +43,7 @@ class _Recorder:
         assert "LOST" not in log, f"perf lost events, the reference is incomplete: {log}"
 
 
-class PerfRecordAll(_Recorder):
+class PerfRecordAll(PerfRecorder):
     """@event recorded on every CPU and counted per process afterwards. Unlike a count
     attached to a process (perf stat -p, perf lock record -p), it also sees what an exiting
     thread waits for after perf's per-task events have left it (tasklist_lock and siglock
@@ -61,7 +63,7 @@ class PerfRecordAll(_Recorder):
         return sum(1 for line in p.stdout.split() if line == str(pid))
 
 
-class PerfLock(_Recorder):
+class PerfLock(PerfRecorder):
     def __init__(self, pid):
         super().__init__("lock", "record", "-p", str(pid))
 
@@ -77,6 +79,59 @@ class PerfLock(_Recorder):
             if m:
                 counts[int(m.group(2))] = counts.get(int(m.group(2)), 0) + int(m.group(1))
         return counts
+
+
+class PerfPreemptedIn(PerfRecorder):
+    """A process's preempted switches (prev_state TASK_REPORT_MAX) with kernel stacks."""
+
+    def __init__(self, pid):
+        super().__init__("record", "-q", "-e", "sched:sched_switch", "--filter", "prev_state == 256", "-g",
+                         "-p", str(pid))
+
+    def counts(self, func):
+        """Stops perf: {tid: preempted switches whose kernel stack passes through @func}."""
+        self.stop()
+        out = subprocess.run(["perf", "script", "-i", self.data, "-F", "tid,ip,sym"], capture_output=True,
+                             text=True, timeout=120, check=True).stdout
+        counts, tid, hit = {}, None, False
+        for line in out.splitlines() + [""]:
+            if not line.strip():  # a blank line ends each sample
+                if tid is not None and hit:
+                    counts[tid] = counts.get(tid, 0) + 1
+                tid, hit = None, False
+            elif tid is None:
+                tid = int(line.split()[0])
+            elif func in line:
+                hit = True
+        return counts
+
+
+class PerfYields(PerfRecorder):
+    """One thread's sched_yield() calls and its switches out. A yield switched when the
+    thread's next event is a switch out while runnable (prev_state R, not preempted: R+).
+    Enabled through the control FIFO like the others: a perf that attached late (its start
+    can take longer than the workload's go) would miss the storm's first yields."""
+
+    def __init__(self, tid):
+        super().__init__("record", "-q", "-e", "syscalls:sys_enter_sched_yield", "-e", "sched:sched_switch",
+                         "-t", str(tid))
+
+    def counts(self):
+        """Stops perf: {"yields": all sched_yield() calls, "switched": those that switched}."""
+        self.stop()
+        out = subprocess.run(["perf", "script", "-i", self.data, "-F", "event,trace"], capture_output=True,
+                             text=True, check=True, timeout=120).stdout
+        yields = switched = 0
+        in_yield = False
+        for line in out.splitlines():
+            if "sys_enter_sched_yield" in line:
+                yields += 1
+                in_yield = True
+            elif "sched_switch" in line and in_yield:
+                switched += re.search(r"prev_state=R(?!\+)", line) is not None
+                in_yield = False
+        assert yields, f"perf saw no sched_yield(): {out[:500]}"
+        return {"yields": yields, "switched": switched}
 
 
 class PerfStat:

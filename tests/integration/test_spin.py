@@ -12,6 +12,7 @@ import pytest
 
 from conftest import (ROOT, WORKLOADS, Workload, require_tool, start_daemon, stop_daemon,
                       require_bpf)
+from perfref import PerfPreemptedIn, PerfYields
 
 
 # The yield storm runs until its loop thread was switched out involuntarily this often
@@ -28,47 +29,15 @@ def frames(f):
     return [(fr["sym"] or "", fr["module"] or "") for fr in f["stack"] or []]
 
 
-def perf_count_yields(tid):
-    """perf recording one thread's sched_yield() calls and its switches out: the independent
-    reference. A yield switched when the thread's next event is a switch out while runnable
-    (prev_state R, not preempted: R+)."""
-    require_tool("perf")
-    data = f"/tmp/lockscope-perf-yield-{tid}.data"
-    p = subprocess.Popen(["perf", "record", "-q", "-o", data, "-e", "syscalls:sys_enter_sched_yield",
-                          "-e", "sched:sched_switch", "-t", str(tid)],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return p, data
-
-
-def perf_result(p, data):
-    """{"yields": all sched_yield() calls, "switched": those that switched to another thread}."""
-    p.send_signal(signal.SIGINT)
-    p.wait(timeout=30)
-    out = subprocess.run(["perf", "script", "-i", data, "-F", "event,trace"], capture_output=True,
-                         text=True, check=True).stdout
-    os.unlink(data)
-    yields = switched = 0
-    in_yield = False
-    for line in out.splitlines():
-        if "sys_enter_sched_yield" in line:
-            yields += 1
-            in_yield = True
-        elif "sched_switch" in line and in_yield:
-            switched += re.search(r"prev_state=R(?!\+)", line) is not None
-            in_yield = False
-    assert yields, f"perf saw no sched_yield(): {out[:500]}"
-    return {"yields": yields, "switched": switched}
-
-
 def test_libuv_async_yield_spin(daemon):
     """Seed 000: libuv 1.44's uv__async_spin, the loop thread yielding while its sender is
     preempted between its two stores. One sender pinned with the loop to one CPU."""
+    require_tool("perf")
     w = Workload("uv_async_spin", "--senders", "1", "--seconds", "1", "--until", str(LOOP_SWITCHES))
-    perf, out = perf_count_yields(w.pid)   # the loop thread is the main thread
-    time.sleep(0.3)
+    perf = PerfYields(w.pid)   # the loop thread is the main thread; counting from here
     w.go()
     res = w.wait()
-    perf_counts = perf_result(perf, out)
+    perf_counts = perf.counts()
     fs = findings(daemon, w.pid, "yield_spin")
     print(json.dumps(fs, indent=1)[:3000], "perf:", perf_counts)
     assert [f["tid"] for f in fs] == [res["loop_tid"]], "the loop thread, and only it"
@@ -227,50 +196,19 @@ def test_spin_bad_flags_and_empty(daemon):
     assert daemon.cli_json("status")["features"]["sched"]
 
 
-def perf_preempted_in(pid, func):
-    """perf recording the preempted switches (prev_state TASK_REPORT_MAX) of @pid's threads
-    with kernel stacks: the independent reference for kernel-lock holder preemption."""
-    require_tool("perf")
-    data = f"/tmp/lockscope-perf-preempt-{pid}.data"
-    p = subprocess.Popen(["perf", "record", "-q", "-o", data, "-e", "sched:sched_switch",
-                          "--filter", "prev_state == 256", "-g", "-p", str(pid)],
-                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(1)  # perf attaches before the workload starts writing
-    return p, data
-
-
-def perf_preempted_result(p, data, func):
-    """{tid: preempted switches whose kernel stack passes through @func}."""
-    p.send_signal(signal.SIGINT)
-    p.wait(timeout=60)
-    out = subprocess.run(["perf", "script", "-i", data, "-F", "tid,ip,sym"], capture_output=True,
-                         text=True, timeout=120, check=True).stdout
-    counts, tid, hit = {}, None, False
-    for line in out.splitlines() + [""]:
-        if not line.strip():  # a blank line ends each sample
-            if tid is not None and hit:
-                counts[tid] = counts.get(tid, 0) + 1
-            tid, hit = None, False
-        elif tid is None:
-            tid = int(line.split()[0])
-        elif func in line:
-            hit = True
-    os.unlink(data)
-    return counts
-
-
 def test_kernel_holder_preemption(daemon):
     """Writers on one memfd queue on its inode rwsem; CPU hogs make the copy loop's
     cond_resched() switch a holder out while the others sleep on the rwsem. Each
     preemption lockscope counts is one perf sees (a preempted switch inside
     shmem_file_write_iter, where the rwsem is held), and most of perf's are lockscope's."""
+    require_tool("perf")
     w = Workload("file_writers", "--seconds", "3")
-    perf, data = perf_preempted_in(w.pid, "shmem_file_write_iter")
+    perf = PerfPreemptedIn(w.pid)  # counting from here, before the workload starts writing
     try:
         w.go()
     finally:
         w.wait()
-        ref = perf_preempted_result(perf, data, "shmem_file_write_iter")
+        ref = perf.counts("shmem_file_write_iter")
     top = daemon.cli_json("top", "-p", str(w.pid), "-o", "--kind", "kernel", "-w", "all", "-Y", "rwsem:W")
     fs = [f for f in findings(daemon, w.pid, "holder_preempted") if f["lock_kind"] == "kernel"]
     row = top["rows"][0]

@@ -15,8 +15,9 @@ import os
 import subprocess
 import time
 
-from conftest import WORKLOADS, Workload
-from test_spin import LOOP_SWITCHES, MIN_SHARE, perf_count_yields, perf_result
+from conftest import WORKLOADS, Workload, require_tool
+from perfref import PerfYields
+from test_spin import LOOP_SWITCHES, MIN_SHARE
 from test_threads import close_enough, proc_switches
 
 AFTER_S = 30	# how long after the exits the views are read
@@ -41,12 +42,12 @@ def run_pingpong():
 
 def run_yield_storm():
     """Seed 000's libuv loop yielding to its preempted sender: (pid, loop tid, perf's count)."""
+    require_tool("perf")
     w = Workload("uv_async_spin", "--senders", "1", "--seconds", "1", "--until", str(LOOP_SWITCHES))
-    perf, out = perf_count_yields(w.pid)
-    time.sleep(0.3)
+    perf = PerfYields(w.pid)
     w.go()
     res = w.wait()
-    counts = perf_result(perf, out)
+    counts = perf.counts()
     assert counts["switched"] >= 300, "the reproducer must spin"
     return w.pid, res["loop_tid"], counts["switched"]
 
