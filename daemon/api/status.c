@@ -66,7 +66,7 @@ cJSON *status_dropped_json(struct engine *e, const uint64_t *base)
 	cJSON_AddNumberToObject(d, "stack_dump_unclaimed", ds.dumps_expired);
 	cJSON_AddNumberToObject(d, "stack_dump_table_full", ds.dump_table_full);
 	/* a wait table drained while a preempted program still used it: its wait may be lost */
-	cJSON_AddNumberToObject(d, "wait_drain_raced", collector__drain_races(e->coll));
+	cJSON_AddNumberToObject(d, "wait_drain_raced", collector__drain_stats(e->coll).raced);
 	/* an exited process whose threads aged out of the windows, with no room for its summary */
 	cJSON_AddNumberToObject(d, "exited_summary_full", threads__dropped(e->threads));
 	cJSON_AddNumberToObject(d, "exited_threads_folded", threads__folded_early(e->threads));
@@ -325,6 +325,9 @@ cJSON *engine__status(struct engine *e)
 	cJSON_AddNumberToObject(ev, "spin_rescheduled", cnt[LS_CNT_SPIN_RESCHED]);
 	/* CPUs whose queued kernel-lock waits a drain counted (the rest, later begins did) */
 	cJSON_AddNumberToObject(ev, "queued_at_drain", cnt[LS_CNT_QUEUED_AT_DRAIN]);
+	/* drains of the wait tables, and those that found a program still on the old one */
+	cJSON_AddNumberToObject(ev, "wait_drains", collector__drain_stats(e->coll).flips);
+	cJSON_AddNumberToObject(ev, "wait_drains_waited", collector__drain_stats(e->coll).waited);
 	/* slots of exited threads the daemon freed for new ones (kernel locks) */
 	cJSON_AddNumberToObject(ev, "thread_slots_freed", collector__slots_freed(e->coll));
 	cJSON_AddNumberToObject(ev, "nested", cnt[LS_CNT_NESTED]);

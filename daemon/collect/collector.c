@@ -602,9 +602,9 @@ const struct ls_probes *collector__probes(const struct collector *c)
 	return &c->probes;
 }
 
-uint64_t collector__drain_races(const struct collector *c)
+struct collector_drain_stats collector__drain_stats(const struct collector *c)
 {
-	return c->drain_races;
+	return c->drain;
 }
 
 int collector__nr_rings(const struct collector *c)

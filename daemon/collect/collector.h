@@ -145,8 +145,13 @@ struct ls_wait_key;
 struct ls_wait_val;
 typedef int (*collector_wait_fn)(void *ctx, const struct ls_wait_key *k, const struct ls_wait_val *v);
 int collector__waits_drain(struct collector *c, collector_wait_fn fn, void *ctx);
-/* Drains that went ahead while a program still used the old table (it was preempted). */
-uint64_t collector__drain_races(const struct collector *c);
+/* The drains of the wait tables so far. */
+struct collector_drain_stats {
+	uint64_t flips;		/* the epoch moved on: every drain */
+	uint64_t waited;	/* ... and a CPU's program still used the old table, and was waited for */
+	uint64_t raced;		/* ... and one still did past the bound (preempted): its wait may be lost */
+};
+struct collector_drain_stats collector__drain_stats(const struct collector *c);
 int collector__progs(const struct collector *c, struct collector_prog *out, int max);
 const struct collector_features *collector__features(const struct collector *c);
 /* The components turned off at load or attach; returns how many. */

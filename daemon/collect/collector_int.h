@@ -74,7 +74,7 @@ struct collector {
 	int sched_load_err;			/* the scheduler's load, in a thread of its own */
 	int table_fds[LS_WAIT_TABLES];		/* the wait tables (lockscope.h) */
 	__u32 epoch;				/* the table programs write: table_fds[epoch & 1] */
-	uint64_t drain_races;			/* drains that went ahead with a program still on the table */
+	struct collector_drain_stats drain;	/* the wait tables' drains (drain.c) */
 	struct ring_buffer *rb;
 	int *ring_fds;
 	int nr_rings;

@@ -319,15 +319,19 @@ static void waits_flip(struct collector *c)
 	__atomic_store_n(&c->skel->bss->wait_epoch, c->epoch, __ATOMIC_SEQ_CST);
 	if (c->sskel)
 		__atomic_store_n(&c->sskel->bss->wait_epoch, c->epoch, __ATOMIC_SEQ_CST);
+	c->drain.flips++;
+	if (!waits_busy(c))
+		return;
+	c->drain.waited++;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	while (waits_busy(c)) {
+	do {
 		clock_gettime(CLOCK_MONOTONIC, &t);
 		if ((t.tv_sec - t0.tv_sec) * NSEC_PER_SEC + t.tv_nsec - t0.tv_nsec > WAITS_WAIT_MAX_NS) {
-			c->drain_races++;
+			c->drain.raced++;
 			return;
 		}
 		sched_yield();
-	}
+	} while (waits_busy(c));
 }
 
 
