@@ -302,19 +302,25 @@ def matrix(args, workloads=WORKLOADS, configs=TRACED):
 # ---- BPF cost per event, in runs of their own with the kernel's statistics on ----
 
 def bpf_costs(seconds):
+    """Each program's ns per event over every workload, and (by_workload) over each: an
+    average over the bench weighs each workload by its events, and the workloads differ
+    in what a program does per event (a switch that times a futex wait, or one that does not)."""
     acc = {"lockscope_default": {}, "floor_all": {}, "bound": {}}
+    per = {}     # lockscope_default's (source, hook) -> {workload: (events, ns)}
     with bpf_stats():
         for config in acc:
             with tracer(config) as t:
-                before = t.stats()
                 for name in WORKLOADS:
+                    before = t.stats()
                     run_workload(name, seconds)
-                after = t.stats()
-            for k, (cnt, ns) in after.items():
-                b = before.get(k, (0, 0))
-                a = acc[config].setdefault(k, [0, 0])
-                a[0] += cnt - b[0]
-                a[1] += ns - b[1]
+                    after = t.stats()
+                    for k, (cnt, ns) in after.items():
+                        b = before.get(k, (0, 0))
+                        a = acc[config].setdefault(k, [0, 0])
+                        a[0] += cnt - b[0]
+                        a[1] += ns - b[1]
+                        if config == "lockscope_default":
+                            per.setdefault(k, {})[name] = (cnt - b[0], ns - b[1])
     out = {}
     for (source, hook), (cnt, ns) in sorted(acc["lockscope_default"].items()):
         if not cnt:
@@ -322,7 +328,9 @@ def bpf_costs(seconds):
         f, b = acc["floor_all"].get((source, hook)), acc["bound"].get((source, hook))
         out[f"{source}:{hook}"] = {"ns": round(ns / cnt), "events": cnt,
                                    "floor_ns": round(f[1] / f[0]) if f and f[0] else None,
-                                   "bound_ns": round(b[1] / b[0]) if b and b[0] else None}
+                                   "bound_ns": round(b[1] / b[0]) if b and b[0] else None,
+                                   "by_workload": {w: {"events": c, "ns": round(n / c)}
+                                                   for w, (c, n) in per[(source, hook)].items() if c}}
     return out
 
 
@@ -577,6 +585,15 @@ def markdown(res, args):
         ratio = f"{v['ns'] / v['floor_ns']:.1f}×" if v["floor_ns"] else "–"
         L.append(f"| {k} | {v['events']:,} | {v['ns']} | {v['floor_ns'] if v['floor_ns'] is not None else '–'} | "
                  f"{ratio} | {v.get('bound_ns') or '–'} |")
+    by = {k: v["by_workload"] for k, v in res["bpf_ns_per_event"].items() if v.get("by_workload")}
+    if by:
+        L.append("\nThe same runs, workload by workload: ns per event (events). Where a program's work per event "
+                 "differs, its average above is its busiest workloads':\n")
+        L.append("| program | " + " | ".join(WORKLOADS) + " |")
+        L.append("| --- |" + " --- |" * len(WORKLOADS))
+        for k, w in by.items():
+            L.append(f"| {k} | " + " | ".join(f"{w[n]['ns']} ({w[n]['events']:,})" if n in w else "–"
+                                              for n in WORKLOADS) + " |")
     h = res.get("helper_ns")
     if h:
         L.append("\n## What one operation costs here\n")
