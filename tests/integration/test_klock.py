@@ -1,4 +1,5 @@
 """Kernel lock contention end to end: real BPF, real daemon, real CLI, checked against perf."""
+import contextlib
 import json
 import os
 import re
@@ -234,6 +235,29 @@ def kernel_waits(daemon, pid):
     return sum(r["contended"] for r in rows)
 
 
+def counted_pipe_storm(daemon, threads, beside=None):
+    """One 2 s pipe_storm of @threads threads, its waits counted by perf stat and by
+    lockscope: (perf's count, lockscope's). @beside: a context manager entered while the
+    threads run."""
+    w = subprocess.Popen([WORKLOADS + "/pipe_storm", "--threads", str(threads), "--seconds", "2",
+                          "--wait", "--hold"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    pid = int(w.stdout.readline().split()[1])
+    perf = PerfStat(pid)
+    time.sleep(0.5)  # perf is counting
+    # what the process waited before perf attached (its start-up, on a busy machine):
+    # ours, not perf's; it waits on stdin from here to "go"
+    base = kernel_waits(daemon, pid)
+    with beside or contextlib.nullcontext():
+        w.stdin.write("go\n")
+        w.stdin.flush()
+        # --hold: both counts are taken with the threads parked, not exiting
+        assert w.stdout.readline().strip() == "done"
+    ref = perf.total()
+    ours = kernel_waits(daemon, pid) - base
+    w.communicate("exit\n", timeout=60)
+    return ref, ours
+
+
 def test_mutex_spins_preempted_on_a_busy_machine_count_exactly(daemon):
     """Eight pipe_storm threads per CPU, unpinned: a mutex's optimistic spin often gives up
     for schedule(), and its wait goes on later, on any CPU (status: spin_rescheduled).
@@ -248,21 +272,7 @@ def test_mutex_spins_preempted_on_a_busy_machine_count_exactly(daemon):
     moved = flushed = 0
     for attempt in range(10):
         before = daemon.cli_json("status")
-        w = subprocess.Popen([WORKLOADS + "/pipe_storm", "--threads", str(threads), "--seconds", "2",
-                              "--wait", "--hold"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        pid = int(w.stdout.readline().split()[1])
-        perf = PerfStat(pid)
-        time.sleep(0.5)  # perf is counting
-        # what the process waited before perf attached (its start-up, on a busy machine):
-        # ours, not perf's; it waits on stdin from here to "go"
-        base = kernel_waits(daemon, pid)
-        w.stdin.write("go\n")
-        w.stdin.flush()
-        # --hold: both counts are taken with the threads parked, not exiting
-        assert w.stdout.readline().strip() == "done"
-        ref = perf.total()
-        ours = kernel_waits(daemon, pid) - base
-        w.communicate("exit\n", timeout=60)
+        ref, ours = counted_pipe_storm(daemon, threads)
         after = daemon.cli_json("status")
         moved += after["events"]["spin_rescheduled"] - before["events"]["spin_rescheduled"]
         flushed += after["events"]["queued_at_drain"] - before["events"]["queued_at_drain"]
@@ -291,30 +301,26 @@ def test_waits_drained_mid_storm_count_exactly(daemon):
     drain that finds one there (wait_drains_waited) is rare here, about one in a few
     thousand: the run prints how many."""
     require_tool("perf")
+
+    @contextlib.contextmanager
+    def draining():
+        stop = threading.Event()
+
+        def drain():
+            with daemon.connect() as conn:
+                while not stop.is_set():
+                    daemon.call({"cmd": "status"}, conn=conn, check=False)
+
+        client = threading.Thread(target=drain)
+        client.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            client.join(timeout=60)
+
     before = daemon.cli_json("status")
-    w = subprocess.Popen([WORKLOADS + "/pipe_storm", "--threads", str(2 * os.cpu_count()), "--seconds", "2",
-                          "--wait", "--hold"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    pid = int(w.stdout.readline().split()[1])
-    perf = PerfStat(pid)
-    time.sleep(0.5)  # perf is counting
-    base = kernel_waits(daemon, pid)
-    stop = threading.Event()
-
-    def drain():
-        with daemon.connect() as conn:
-            while not stop.is_set():
-                daemon.call({"cmd": "status"}, conn=conn, check=False)
-
-    client = threading.Thread(target=drain)
-    client.start()
-    w.stdin.write("go\n")
-    w.stdin.flush()
-    assert w.stdout.readline().strip() == "done"
-    stop.set()
-    client.join(timeout=60)
-    ref = perf.total()
-    ours = kernel_waits(daemon, pid) - base
-    w.communicate("exit\n", timeout=60)
+    ref, ours = counted_pipe_storm(daemon, 2 * os.cpu_count(), draining())
     after = daemon.cli_json("status")
     drains = {k: after["events"][k] - before["events"][k] for k in ("wait_drains", "wait_drains_waited")}
     skipped = sum(after["dropped"][k] - before["dropped"][k] for k in ("prog_recursion", "self_lock"))
