@@ -304,13 +304,16 @@ def matrix(args, workloads=WORKLOADS, configs=TRACED):
 def bpf_costs(seconds):
     """Each program's ns per event over every workload, and (by_workload) over each: an
     average over the bench weighs each workload by its events, and the workloads differ
-    in what a program does per event (a switch that times a futex wait, or one that does not)."""
+    in what a program does per event (a switch that times a futex wait, or one that does not).
+    Each workload under a tracer of its own, as in the paired runs: a hook attached on
+    demand (sched_waking, while futex waits come) stays attached for a while after them,
+    and would count the next workload's events, which attach nothing, as its own."""
     acc = {"lockscope_default": {}, "floor_all": {}, "bound": {}}
     per = {}     # lockscope_default's (source, hook) -> {workload: (events, ns)}
     with bpf_stats():
         for config in acc:
-            with tracer(config) as t:
-                for name in WORKLOADS:
+            for name in WORKLOADS:
+                with tracer(config) as t:
                     before = t.stats()
                     run_workload(name, seconds)
                     after = t.stats()
@@ -577,8 +580,8 @@ def markdown(res, args):
         L.append(f"| {w} | " + " | ".join(cells) + " |")
     L.append("\nWorkloads: " + "; ".join(f"`{w}` {WORKLOADS[w][0]}" for w in WORKLOADS) + ".\n")
     L.append("## BPF cost per event (kernel.bpf_stats_enabled: run_time_ns / run_cnt)\n")
-    L.append("lockscoped at defaults over every workload once, against the empty program on the same hook "
-             "and the bound's (the least exact work, `bench/bound.bpf.c`; – where it has none).\n")
+    L.append("lockscoped at defaults over every workload once (started for each), against the empty program on "
+             "the same hook and the bound's (the least exact work, `bench/bound.bpf.c`; – where it has none).\n")
     L.append("| program (component:hook) | events | ns/event | floor ns/event | ratio | bound ns/event |")
     L.append("| --- | --- | --- | --- | --- | --- |")
     for k, v in res["bpf_ns_per_event"].items():
