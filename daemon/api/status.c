@@ -288,9 +288,11 @@ cJSON *engine__status(struct engine *e)
 	struct usyms_stats syms;
 	int w;
 
+	struct collector_drain_stats drains;
 	struct decoder_stats ds;
 	/* the waits counted per source are the tables' */
 	engine_catch_up(e);
+	drains = collector__drain_stats(e->coll);
 	ds = decoder__stats(e->dec);
 	now = ls_now_ns();
 	collector__counters(e->coll, cnt);
@@ -326,8 +328,8 @@ cJSON *engine__status(struct engine *e)
 	/* CPUs whose queued kernel-lock waits a drain counted (the rest, later begins did) */
 	cJSON_AddNumberToObject(ev, "queued_at_drain", cnt[LS_CNT_QUEUED_AT_DRAIN]);
 	/* drains of the wait tables, and those that found a program still on the old one */
-	cJSON_AddNumberToObject(ev, "wait_drains", collector__drain_stats(e->coll).flips);
-	cJSON_AddNumberToObject(ev, "wait_drains_waited", collector__drain_stats(e->coll).waited);
+	cJSON_AddNumberToObject(ev, "wait_drains", drains.flips);
+	cJSON_AddNumberToObject(ev, "wait_drains_waited", drains.waited);
 	/* slots of exited threads the daemon freed for new ones (kernel locks) */
 	cJSON_AddNumberToObject(ev, "thread_slots_freed", collector__slots_freed(e->coll));
 	cJSON_AddNumberToObject(ev, "nested", cnt[LS_CNT_NESTED]);
