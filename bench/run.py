@@ -69,7 +69,7 @@ TRACED = ["lockscope_default", "perf_lock_bpf", "bpftrace", "floor", "floor_swit
 KERNEL_LOCK_ONLY = {"perf_lock_bpf", "bpftrace", "floor_lock_begin", "floor_lock_end"}
 # the empty sched_switch program alone: where switches, not locks, make the load
 SWITCH_ONLY = ("pingpong", "stress_switch")
-ALL_ARGS = ["--stack-rate=1000000", "--cpu-stack-rate=1000000", "--user-dump-rate=1000000"]
+ALL_ARGS = ["--stack-rate=1000000", "--cpu-stack-rate=1000000", "--stack-budget=1000000", "--user-dump-rate=1000000"]
 # lockscoped's configurations and their options; those beyond the default only with --only
 LOCKSCOPED_CONFIGS = {"lockscope_default": [], "lockscope_all": ALL_ARGS,
                       "lockscope_block_waits": ["--block-waits=1"]}

@@ -53,13 +53,18 @@ extern void *bpf_rdonly_cast(const void *obj, __u32 btf_id) __ksym __weak;
 /* Runtime switch: collector__start()/stop() flip it without detaching. */
 bool enabled = false;
 
-static __always_inline void ls_count(enum ls_counter c)
+static __always_inline void ls_count_add(enum ls_counter c, __u64 n)
 {
 	__u32 key = c;
 	__u64 *val = bpf_map_lookup_elem(&counters, &key);
 
 	if (val)
-		*val += 1;	/* per-CPU slot: no other writer */
+		*val += n;	/* per-CPU slot: no other writer */
+}
+
+static __always_inline void ls_count(enum ls_counter c)
+{
+	ls_count_add(c, 1);
 }
 
 static __always_inline bool ls_tgid_wanted(__u32 tgid)

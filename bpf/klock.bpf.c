@@ -6,7 +6,7 @@
  *
  * Stacks are sampled: a kernel stack walk costs ~40x the rest of the program, so each lock
  * has a token bucket that allows stack_rate stacks per second (per CPU) and each CPU a
- * budget of cpu_stack_rate. A wait the sampler picks (KLOCK_RF_SAMPLED) gets its stack at
+ * budget of cpu_stack_rate, and of stack_budget_ppm of its time. A wait the sampler picks (KLOCK_RF_SAMPLED) gets its stack at
  * its begin, outside the lock, and goes to the ring with it at its end; the daemon splits
  * each thread's and lock's exact figures among its callers in proportion to the sample.
  * Under a lock storm the ring thus carries at most the sampling rate, whatever the rate
@@ -345,9 +345,11 @@ static __always_inline int __lock_contended(void *ctx, struct klock_slot *cpu, _
 		/*
 		 * timed from here: the stacks took microseconds, which without us the thread
 		 * would have spent waiting or not at all; counted in, they were our cost
-		 * reported as the lock's (twice futex_bucket's waits: test_klock.py)
+		 * reported as the lock's (twice futex_bucket's waits: test_klock.py); and
+		 * charged to the CPU's stack time budget, which this clock read measures
 		 */
 		e->begin_ns = bpf_ktime_get_ns();
+		sample_stack_spent(e->begin_ns, e->begin_ns - now);
 	}
 	/* published last: contention_end from an interrupt only looks below depth */
 	slot->depth = depth + 1;

@@ -22,11 +22,15 @@
 enum ls_defaults {
 	LS_DEF_MAX_LOCKS	= 8192,		/* stack sampler buckets (a power of two) */
 	LS_DEF_STACK_RATE	= 200,		/* stacks/s per lock per CPU before sampling */
-	/*
-	 * Stacks/s per CPU, all locks: a sampled wait costs 2.5-5 us here (a kernel stack
-	 * walk, the owner's, the record), so 500 is at most 0.25 % of a CPU
-	 */
+	/* Stacks/s per CPU, all locks (kernel-lock stacks are held to a time budget too) */
 	LS_DEF_CPU_STACK_RATE	= 500,
+	/*
+	 * Microseconds per second per CPU that kernel-lock stacks may take (ppm of its time).
+	 * A kernel stack walk costs 2.5 us where the unwinder's tables are hot and 7-8 us in a
+	 * sparse sample, where they are not (bench: kernel_locks), so a count alone bounds
+	 * nothing: 500 stacks/s were up to 0.4 % of a CPU. 1000: 0.1 %, ~130 cold stacks/s.
+	 */
+	LS_DEF_STACK_BUDGET_US	= 1000,
 	LS_DEF_WAIT_KEYS	= 16384,	/* distinct waits per second in a wait table */
 	/*
 	 * Buckets of the pending filter: the switch program looks a thread up in its maps
@@ -216,6 +220,7 @@ enum ls_counter {
 				 * other keys (or a program on the CPU had the cache) */
 	LS_CNT_UNSEEN_SWITCH_IN,/* waits whose end no sched_switch showed, timed at the
 				 * thread's next switch out (or exit) from the kernel's accounting */
+	LS_CNT_STACK_NS,	/* ns spent taking kernel-lock waits' stacks (the time budget's) */
 
 	LS_DROP_FIRST,
 	LS_DROP_RINGBUF = LS_DROP_FIRST,	/* ring buffer full: record lost */

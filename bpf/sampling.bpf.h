@@ -9,11 +9,20 @@
  *
  * Each component's object has its own buckets (they are not shared like the rings), so
  * kernel and user locks have separate budgets.
+ *
+ * A count bounds what stacks cost only as far as each costs the same, and a kernel stack
+ * walk does not: 2.5 us where the unwinder's tables are hot (a stack per event, as perf
+ * takes them), 7-8 us in a sparse sample, deeper stacks more. So a CPU also has a budget
+ * of time: stack_budget_ppm of it (microseconds per second). A component whose stacks
+ * vary so times each sample and charges what it took (sample_stack_spent(); klock does,
+ * from the clock it reads after its stacks anyway); one that does not charge is held by
+ * its counts alone.
  */
 #ifndef __LS_SAMPLING_BPF_H
 #define __LS_SAMPLING_BPF_H
 
 #include "lockscope.h"
+#include "common.bpf.h"
 
 #define LS_NSEC_PER_SEC 1000000000ULL
 #define LS_NSEC_PER_MSEC 1000000ULL
@@ -29,6 +38,8 @@ const volatile __u32 lock_bucket_mask = LS_DEF_MAX_LOCKS - 1;
  * quiet spell fits in the ring instead of overflowing it.
  */
 const volatile __u64 cpu_burst_ns = LS_NSEC_PER_SEC;
+/* Stack time a CPU may spend per second of its time, in us (ppm); at most a second's saved. */
+const volatile __u64 stack_budget_ppm = LS_DEF_STACK_BUDGET_US;
 
 struct stack_bucket {
 	__u64 last_ns;
@@ -61,6 +72,13 @@ struct {
 struct cpu_stack_bucket {
 	struct stack_bucket bucket;
 	__u64 retry_ns;
+	/*
+	 * The time budget: ns of stack work earned (stack_budget_ppm of the time passed on
+	 * the monotonic clock) less those spent. Below 0 after a stack that cost more than
+	 * was left: the next waits until it is earned back.
+	 */
+	__s64 time_credit_ns;
+	__u64 time_last_ns;
 };
 
 struct {
@@ -107,6 +125,45 @@ static __always_inline struct cpu_stack_bucket *cpu_stack_bucket(void)
 	return bpf_map_lookup_elem(&cpu_bucket, &zero);
 }
 
+/*
+ * The time budget earned up to @clock (monotonic); whether it has any left. A second's
+ * earnings at most: a quiet CPU saves no more than that for a burst.
+ */
+static __always_inline bool time_credit(struct cpu_stack_bucket *cb, __u64 clock)
+{
+	const __s64 max = stack_budget_ppm * (LS_NSEC_PER_SEC / 1000000);
+	__u64 passed = clock - cb->time_last_ns;
+	__s64 credit;
+
+	if ((__s64)passed > 0) {
+		if (passed > LS_NSEC_PER_SEC)
+			passed = LS_NSEC_PER_SEC;
+		credit = cb->time_credit_ns + (__s64)(passed * stack_budget_ppm / 1000000);
+		cb->time_credit_ns = credit > max ? max : credit;
+		cb->time_last_ns = clock;
+	}
+	return cb->time_credit_ns > 0;
+}
+
+/*
+ * What a sampled wait's stacks took, @ns, charged to this CPU's time budget, and counted.
+ * A CPU that went into debt asks again only once it is earned back (retry_ns, on the
+ * clock of the component's sample_stack() calls: the monotonic one where it charges).
+ */
+static __always_inline void sample_stack_spent(__u64 now, __u64 ns)
+{
+	struct cpu_stack_bucket *cb = cpu_stack_bucket();
+	__s64 credit;
+
+	ls_count_add(LS_CNT_STACK_NS, ns);
+	if (!cb)
+		return;
+	credit = cb->time_credit_ns - (__s64)ns;
+	cb->time_credit_ns = credit;
+	if (credit <= 0 && stack_budget_ppm)
+		cb->retry_ns = now + (__u64)(-credit) * 1000000 / stack_budget_ppm + 1;
+}
+
 /* Whether the CPU's budget allows one more stack, and spends it if so. */
 static __always_inline bool sample_cpu_stack(__u64 now)
 {
@@ -145,6 +202,8 @@ static __always_inline bool sample_stack(__u64 lock, __u64 now, bool monotonic, 
 	if (!cb || (__s64)(now - cb->retry_ns) < 0)
 		return false;
 	clock = monotonic ? now : bpf_ktime_get_ns();
+	if (!time_credit(cb, clock))
+		return false;
 	if (!bucket_take(&cb->bucket, clock, cpu_burst_ns, cpu_cost)) {
 		if (cpu_cost > cb->bucket.credit_ns)
 			cb->retry_ns = now + (cpu_cost - cb->bucket.credit_ns);

@@ -412,8 +412,10 @@ void render_status(FILE *f, const cJSON *resp)
 	fprintf(f, "\nevents: %.0f waits (%.1f/s), %.0f mutex spin->sleep continuations, %.0f nested\n",
 		ls_json_num(ev, "waits"), ls_json_num(ev, "waits_per_s"), ls_json_num(ev, "continued"), ls_json_num(ev, "nested"));
 	fprintf(f, "stacks: %.1f%% of waits carried one (%.0f sampled out; limit %.0f/s per lock per CPU, "
-		"%.0f/s per CPU), %.0f distinct\n", 100 * ls_json_num(st, "share"), ls_json_num(st, "sampled_out"),
-		ls_json_num(st, "stack_rate"), ls_json_num(st, "cpu_stack_rate"), ls_json_num(st, "interned"));
+		"%.0f/s per CPU, %.0f us/s per CPU), %.0f distinct; kernel stacks took %.1f ms\n",
+		100 * ls_json_num(st, "share"), ls_json_num(st, "sampled_out"), ls_json_num(st, "stack_rate"),
+		ls_json_num(st, "cpu_stack_rate"), ls_json_num(st, "stack_budget_us"), ls_json_num(st, "interned"),
+		ls_json_num(st, "stack_ns") / 1e6);
 	fprintf(f, "aggregator: %.0f keys, %.1f MiB", ls_json_num(agg, "keys"), ls_json_num(agg, "mem_bytes") / (1 << 20));
 	if (ls_json_num(agg, "folded_keys"))	/* the table filled: idle threads' keys merged */
 		fprintf(f, "; %.0f idle keys folded into their processes'", ls_json_num(agg, "folded_keys"));

@@ -59,6 +59,7 @@ void engine_opts__init(struct engine_opts *o)
 	o->collector.wait_keys = LS_DEF_WAIT_KEYS;
 	o->collector.stack_rate = LS_DEF_STACK_RATE;
 	o->collector.cpu_stack_rate = LS_DEF_CPU_STACK_RATE;
+	o->collector.stack_budget_us = LS_DEF_STACK_BUDGET_US;
 	o->collector.user_locks = 1;
 	/*
 	 * Off until it fits the always-on budget: a wait opened and closed at every sleep in

@@ -371,6 +371,9 @@ cJSON *engine__status(struct engine *e)
 	cJSON_AddNumberToObject(st, "kernel_ids_freed", ds.stack_ids_freed);
 	cJSON_AddNumberToObject(st, "stack_rate", e->opts.collector.stack_rate);
 	cJSON_AddNumberToObject(st, "cpu_stack_rate", e->opts.collector.cpu_stack_rate);
+	/* the time budget, and what kernel-lock stacks took of it (sampling.bpf.h) */
+	cJSON_AddNumberToObject(st, "stack_budget_us", e->opts.collector.stack_budget_us);
+	cJSON_AddNumberToObject(st, "stack_ns", cnt[LS_CNT_STACK_NS]);
 	cJSON_AddItemToObject(o, "unwind", unwind_json(e, cnt));
 	cJSON_AddItemToObject(o, "dropped", status_dropped_json(e, NULL));
 	wins = cJSON_AddArrayToObject(o, "windows");

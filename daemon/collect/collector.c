@@ -104,6 +104,7 @@ static const char *const counter_names[LS_CNT_MAX] = {
 	[LS_CNT_BLOCK_WAKERS] = "block_wakers",
 	[LS_CNT_WAIT_SHARED] = "shared_table_waits",
 	[LS_CNT_UNSEEN_SWITCH_IN] = "unseen_switch_ins",
+	[LS_CNT_STACK_NS] = "stack_ns",
 };
 
 const char *ls_counter_name(enum ls_counter c)
@@ -137,6 +138,7 @@ static void probe_features(struct collector *c)
 	(rodata)->wakeup_bytes = (o)->ringbuf_bytes / 2;				\
 	(rodata)->lock_stack_cost_ns = (o)->stack_rate ? NSEC_PER_SEC / (o)->stack_rate : 0; \
 	(rodata)->cpu_stack_cost_ns = (o)->cpu_stack_rate ? NSEC_PER_SEC / (o)->cpu_stack_rate : 0; \
+	(rodata)->stack_budget_ppm = (o)->stack_budget_us;				\
 	(rodata)->lock_bucket_mask = (o)->max_locks - 1;				\
 } while (0)
 

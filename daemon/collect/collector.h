@@ -29,6 +29,7 @@ struct collector_opts {
 	__u32 wait_keys;		/* entries of each wait table: distinct waits per second */
 	__u32 stack_rate;		/* stacks/s per lock per CPU; 0 disables stacks */
 	__u32 cpu_stack_rate;		/* stacks/s per CPU, all locks together */
+	__u32 stack_budget_us;		/* us/s per CPU kernel-lock stacks may take */
 	bool force_tp;			/* classic tracepoints even where tp_btf works */
 	bool no_owner_stack;		/* never use bpf_task_from_pid */
 	__u32 user_locks;		/* 1: futex waits too; 0: kernel locks only */

@@ -50,6 +50,8 @@ const struct ls_setting ls_settings[] = {
 	    "stacks/s per lock per CPU before sampling; 0: none"),
 	U32("cpu-stack-rate", ENG(collector.cpu_stack_rate), 1, 1000000, 0, "sampling",
 	    "stacks/s per CPU, all locks"),
+	U32("stack-budget", ENG(collector.stack_budget_us), 1, 1000000, 0, "sampling",
+	    "us per second per CPU that kernel-lock stacks may take, as measured (1000000: no limit)"),
 	U32("user-dump-rate", ENG(collector.udump_rate), 1, 1000000, 0, "sampling",
 	    "user stack dumps/s per CPU, all locks (a sample with its releaser's: two)"),
 	U32("spin-dump-rate", ENG(collector.spin_dump_rate), 0, 1000000, 0, "sampling",
