@@ -72,9 +72,10 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def rss_bytes(pid):
+def rss_bytes(pid, field="VmRSS"):
+    """@pid's resident set now (VmRSS), or its peak since it started (VmHWM)."""
     with open(f"/proc/{pid}/status") as f:
-        return next(int(l.split()[1]) * 1024 for l in f if l.startswith("VmRSS:"))
+        return next(int(l.split()[1]) * 1024 for l in f if l.startswith(field + ":"))
 
 
 def pingpong(rounds):

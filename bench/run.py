@@ -439,28 +439,34 @@ def idle(seconds):
         return cpu, rss_bytes(d.pid)
 
 
+# the 1 s ring (10 slots) rolled over once, and a second for the last drain
+WINDOW_MERGE_S = 12
+
+
 def many_stacks(queries):
     """More than 100 k distinct user stacks and keys (stack_fanout: 2^17 waits, each under
-    a call path of its own, a stack taken on every one), then the daemon's RSS and
-    `lockscope top -E 50` latency over them. Frame-pointer stacks (no dumps: 100 k of them
-    would need a ring buffer of dumps); the BPF stack map is sized so that few of the
+    a call path of its own, a stack taken on every one), then the daemon's RSS, now and at
+    its peak, and `lockscope top -w 1m -E 50` latency over them (a window that holds them
+    all). Frame-pointer stacks (no dumps: 100 k of them would need a ring buffer of dumps); the BPF stack map is sized so that few of the
     stacks collide in it (its buckets are a hash of the stack), and kept to 32 frames."""
     with lockscoped(*ALL_ARGS, "--user-stack-bytes=0", "--user-stack-entries=524288", "--max-stack=32",
                     "--max-stacks=200000") as sock:
         d = Daemon(sock)
         subprocess.run([os.path.join(BUILD, "workloads", "stack_fanout"), "--waits", "131072"],
                        capture_output=True, check=True)
-        time.sleep(1)  # the last drain
+        # until the 1 s slots that hold the waits have been merged into a coarser one: the
+        # daemon holds both for a while then, and that peak is what a host must have
+        time.sleep(WINDOW_MERGE_S)
         st = d.status()
         lat = []
         for _ in range(queries):
             t0 = time.monotonic()
-            subprocess.run([os.path.join(BUILD, "lockscope"), "--socket", sock, "top", "-E", "50"],
+            subprocess.run([os.path.join(BUILD, "lockscope"), "--socket", sock, "top", "-w", "1m", "-E", "50"],
                            capture_output=True, check=True)
             lat.append((time.monotonic() - t0) * 1000)
         lat.sort()
         return {"stacks": st["stacks"]["interned"], "keys": st["aggregator"]["keys"],
-                "rss": rss_bytes(d.pid), "p50": lat[len(lat) // 2], "p99": lat[min(len(lat) - 1, int(len(lat) * 0.99))]}
+                "rss": rss_bytes(d.pid), "peak": rss_bytes(d.pid, "VmHWM"), "p50": lat[len(lat) // 2], "p99": lat[min(len(lat) - 1, int(len(lat) * 0.99))]}
 
 
 def daemon_cpu_under_load(seconds):
@@ -539,8 +545,10 @@ def goals(res):
     busiest = max(s["daemon_cpu_pct"] for s in cap["steps"])
     out.append(("daemon CPU ≤ 2 % at 10^6 events/s", f"{busiest:.2f} % (busiest capacity step)", busiest <= 2))
     out.append(("daemon RSS ≤ 64 MB idle and with 100 k stacks",
-                f"{d['rss_mb_idle']:.1f} / {d['rss_mb_100k_stacks']:.1f} MB ({d['stacks_100k']:,} stacks)",
-                max(d["rss_mb_idle"], d["rss_mb_100k_stacks"]) <= 64 and d["stacks_100k"] >= 100_000))
+                f"{d['rss_mb_idle']:.1f} / {d['rss_mb_100k_stacks']:.1f} MB, peak {d['rss_mb_100k_peak']:.1f} MB "
+                f"({d['stacks_100k']:,} stacks)",
+                max(d["rss_mb_idle"], d["rss_mb_100k_stacks"], d["rss_mb_100k_peak"]) <= 64
+                and d["stacks_100k"] >= 100_000))
     out.append(("`top -E 50` over 100 k keys p99 ≤ 20 ms", f"{res['query_ms']['p99']:.1f} ms ({res['query_ms']['keys']:,} keys)",
                 res["query_ms"]["p99"] <= 20 and res["query_ms"]["keys"] >= 100_000))
     return out
@@ -630,7 +638,9 @@ def markdown(res, args):
     L.append("| CPU under load (per workload) | " +
              ", ".join(f"{w} {v:.1f} %" for w, v in d["cpu_pct_by_workload"].items()) + " |")
     L.append(f"| RSS idle | {d['rss_mb_idle']:.1f} MB |")
-    L.append(f"| RSS with {d['stacks_100k']:,} stacks, {d['keys_100k']:,} keys | {d['rss_mb_100k_stacks']:.1f} MB |")
+    L.append(f"| RSS with {d['stacks_100k']:,} stacks, {d['keys_100k']:,} keys: after the queries, and its peak "
+             f"(VmHWM: the 1 s slots and the coarser one made of them, both held for a while) | "
+             f"{d['rss_mb_100k_stacks']:.1f} MB, peak {d['rss_mb_100k_peak']:.1f} MB |")
     L.append(f"| `lockscope top -E 50` over those keys, p50 / p99 ({args.queries} queries, CLI start included) | "
              f"{res['query_ms']['p50']:.1f} / {res['query_ms']['p99']:.1f} ms |")
     L.append("\nReproduce: `sudo make bench` (builds the anchors once into build/bench, then about "
@@ -718,6 +728,7 @@ def main():
     idle_cpu, idle_rss = idle(10)
     ms = many_stacks(args.queries)
     res["daemon"] = {"rss_mb_idle": round(idle_rss / 2**20, 1), "rss_mb_100k_stacks": round(ms["rss"] / 2**20, 1),
+                     "rss_mb_100k_peak": round(ms["peak"] / 2**20, 1),
                      "cpu_pct_idle": round(100 * idle_cpu, 3), "cpu_pct_by_workload": daemon_cpu_under_load(args.seconds),
                      "ready_ms": round(ready_ms(), 1), "stacks_100k": ms["stacks"], "keys_100k": ms["keys"]}
     res["query_ms"] = {"p50": round(ms["p50"], 2), "p99": round(ms["p99"], 2), "keys": ms["keys"]}
