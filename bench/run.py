@@ -641,7 +641,7 @@ def markdown(res, args):
     L.append(f"| RSS with {d['stacks_100k']:,} stacks, {d['keys_100k']:,} keys: after the queries, and its peak "
              f"(VmHWM: the 1 s slots and the coarser one made of them, both held for a while) | "
              f"{d['rss_mb_100k_stacks']:.1f} MB, peak {d['rss_mb_100k_peak']:.1f} MB |")
-    L.append(f"| `lockscope top -E 50` over those keys, p50 / p99 ({args.queries} queries, CLI start included) | "
+    L.append(f"| `lockscope top -w 1m -E 50` over those keys, p50 / p99 ({args.queries} queries, CLI start included) | "
              f"{res['query_ms']['p50']:.1f} / {res['query_ms']['p99']:.1f} ms |")
     L.append("\nReproduce: `sudo make bench` (builds the anchors once into build/bench, then about "
              f"{res['elapsed_s'] / 60:.0f} min on a quiet machine).")
