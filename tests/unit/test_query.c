@@ -309,6 +309,18 @@ static void test_type_names(void **state)
 	assert_string_equal(ls_lock_types[query__type_index(KLOCK_F_SPIN | KLOCK_F_READ)].name, "rwlock:R");
 	assert_string_equal(ls_lock_types[query__type_index(KLOCK_F_PERCPU | KLOCK_F_WRITE)].name, "pcpu-sem:W");
 	assert_string_equal(ls_lock_types[query__type_index(0x40)].name, "unknown");
+	assert_string_equal(ls_lock_types[query__type_index(LS_KIND_USER | 0x3f)].name, "unknown");
+	assert_string_equal(ls_lock_types[query__type_index(LS_KIND_KPREEMPT | KLOCK_F_SPIN)].name, "unknown");
+	/* every type is found by its own flags, inside the lookup table or past it */
+	for (int i = 0; i < ls_nr_lock_types - 1; i++)
+		assert_int_equal(ls_lock_types[query__type_index(ls_lock_types[i].flags)].flags,
+				 ls_lock_types[i].flags);
+	for (uint32_t f = 0; f < 1024; f++) {
+		int t = query__type_index(f), u = query__type_index(LS_KIND_USER | f);
+
+		assert_true(t == ls_nr_lock_types - 1 || ls_lock_types[t].flags == f);
+		assert_true(u == ls_nr_lock_types - 1 || ls_lock_types[u].flags == (LS_KIND_USER | f));
+	}
 	/* a class name selects both of its modes */
 	assert_int_equal(query__parse_types("rwlock", &mask, err, sizeof(err)), 0);
 	assert_int_equal(mask, (1U << query__type_index(KLOCK_F_SPIN | KLOCK_F_READ)) |
