@@ -90,14 +90,17 @@ static int key_id(struct agg *a, const struct agg_event *ev, uint32_t *id)
 	struct key_names *n;
 	int created = 0, err = 0;
 
-	/* room for a new key's all-time cell first, so that every key has one */
+	/*
+	 * room for a new key's all-time cell first, so that every key has one. Not cleared
+	 * here: a new key clears its own, so the pages past the last key (up to half the
+	 * array, mapped: above the mmap threshold) stay untouched, not resident.
+	 */
 	if (htab__count(a->keys) >= a->all_cap) {
 		size_t cap = a->all_cap ? a->all_cap * 2 : 1024;
 		struct cell *c = realloc(a->all, cap * sizeof(*c));
 
 		if (!c)
 			return -ENOMEM;
-		memset(c + a->all_cap, 0, (cap - a->all_cap) * sizeof(*c));
 		a->all = c;
 		a->all_cap = cap;
 	}
@@ -105,6 +108,7 @@ static int key_id(struct agg *a, const struct agg_event *ev, uint32_t *id)
 	if (!n)
 		return err ? err : -ENOMEM;
 	if (created) {
+		a->all[*id] = (struct cell){ 0 };
 		n->comm = comm_id(a, ev->comm);
 		n->owner_comm = comm_id(a, ev->owner_comm);
 		n->releaser_comm = comm_id(a, ev->releaser_comm);

@@ -154,16 +154,22 @@ static int view_cells(struct agg_view *v, size_t n)
 	}
 	if (sc->cap < n) {
 		size_t cap = n + n / 16;	/* keys only grow: a little room for the next ones */
-		struct cell *cells = realloc(sc->cells, cap * sizeof(*cells));
-		uint32_t *ids;
+		/*
+		 * between views every cell is clear: a fresh zeroed block instead of a copy,
+		 * whose pages (mapped: above the mmap threshold) stay untouched until a key of
+		 * a window lands on them
+		 */
+		struct cell *cells = calloc(cap, sizeof(*cells));
+		uint32_t *ids = malloc(cap * sizeof(*ids));
 
-		if (!cells)
+		if (!cells || !ids) {
+			free(cells);
+			free(ids);
 			return -ENOMEM;
-		memset(cells + sc->cap, 0, (cap - sc->cap) * sizeof(*cells));
+		}
+		free(sc->cells);
+		free(sc->ids);
 		sc->cells = cells;
-		ids = realloc(sc->ids, cap * sizeof(*ids));
-		if (!ids)
-			return -ENOMEM;
 		sc->ids = ids;
 		sc->cap = cap;
 	}
