@@ -447,8 +447,9 @@ def many_stacks(queries):
     """More than 100 k distinct user stacks and keys (stack_fanout: 2^17 waits, each under
     a call path of its own, a stack taken on every one), then the daemon's RSS, now and at
     its peak, and `lockscope top -w 1m -E 50` latency over them (a window that holds them
-    all). Frame-pointer stacks (no dumps: 100 k of them would need a ring buffer of dumps); the BPF stack map is sized so that few of the
-    stacks collide in it (its buckets are a hash of the stack), and kept to 32 frames."""
+    all). Frame-pointer stacks (no dumps: 100 k of them would need a ring buffer of
+    dumps); the BPF stack map is sized so that few of the stacks collide in it (its buckets
+    are a hash of the stack), and kept to 32 frames."""
     with lockscoped(*ALL_ARGS, "--user-stack-bytes=0", "--user-stack-entries=524288", "--max-stack=32",
                     "--max-stacks=200000") as sock:
         d = Daemon(sock)
@@ -466,7 +467,8 @@ def many_stacks(queries):
             lat.append((time.monotonic() - t0) * 1000)
         lat.sort()
         return {"stacks": st["stacks"]["interned"], "keys": st["aggregator"]["keys"],
-                "rss": rss_bytes(d.pid), "peak": rss_bytes(d.pid, "VmHWM"), "p50": lat[len(lat) // 2], "p99": lat[min(len(lat) - 1, int(len(lat) * 0.99))]}
+                "rss": rss_bytes(d.pid), "peak": rss_bytes(d.pid, "VmHWM"),
+                "p50": lat[len(lat) // 2], "p99": lat[min(len(lat) - 1, int(len(lat) * 0.99))]}
 
 
 def daemon_cpu_under_load(seconds):
@@ -549,7 +551,7 @@ def goals(res):
                 f"({d['stacks_100k']:,} stacks)",
                 max(d["rss_mb_idle"], d["rss_mb_100k_stacks"], d["rss_mb_100k_peak"]) <= 64
                 and d["stacks_100k"] >= 100_000))
-    out.append(("`top -E 50` over 100 k keys p99 ≤ 20 ms", f"{res['query_ms']['p99']:.1f} ms ({res['query_ms']['keys']:,} keys)",
+    out.append(("`top -w 1m -E 50` over 100 k keys p99 ≤ 20 ms", f"{res['query_ms']['p99']:.1f} ms ({res['query_ms']['keys']:,} keys)",
                 res["query_ms"]["p99"] <= 20 and res["query_ms"]["keys"] >= 100_000))
     return out
 

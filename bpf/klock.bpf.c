@@ -6,8 +6,8 @@
  *
  * Stacks are sampled: a kernel stack walk costs ~40x the rest of the program, so each lock
  * has a token bucket that allows stack_rate stacks per second (per CPU) and each CPU a
- * budget of cpu_stack_rate, and of stack_budget_ppm of its time. A wait the sampler picks (KLOCK_RF_SAMPLED) gets its stack at
- * its begin, outside the lock, and goes to the ring with it at its end; the daemon splits
+ * budget of cpu_stack_rate, and of stack_budget_ppm of its time. A wait the sampler picks
+ * (KLOCK_RF_SAMPLED) gets its stack at its begin, outside the lock, and goes to the ring with it at its end; the daemon splits
  * each thread's and lock's exact figures among its callers in proportion to the sample.
  * Under a lock storm the ring thus carries at most the sampling rate, whatever the rate
  * of waits.

@@ -26,6 +26,8 @@
 
 #define LS_NSEC_PER_SEC 1000000000ULL
 #define LS_NSEC_PER_MSEC 1000000ULL
+#define LS_NSEC_PER_USEC 1000ULL
+#define LS_PPM 1000000ULL	/* stack_budget_ppm's whole: a CPU's every microsecond */
 
 /* Stack budgets, in nanoseconds of credit per stack; 0 turns stacks off. */
 const volatile __u64 lock_stack_cost_ns = LS_NSEC_PER_SEC / LS_DEF_STACK_RATE;
@@ -131,14 +133,14 @@ static __always_inline struct cpu_stack_bucket *cpu_stack_bucket(void)
  */
 static __always_inline bool time_credit(struct cpu_stack_bucket *cb, __u64 clock)
 {
-	const __s64 max = stack_budget_ppm * (LS_NSEC_PER_SEC / 1000000);
+	const __s64 max = stack_budget_ppm * LS_NSEC_PER_USEC;
 	__u64 passed = clock - cb->time_last_ns;
 	__s64 credit;
 
 	if ((__s64)passed > 0) {
 		if (passed > LS_NSEC_PER_SEC)
 			passed = LS_NSEC_PER_SEC;
-		credit = cb->time_credit_ns + (__s64)(passed * stack_budget_ppm / 1000000);
+		credit = cb->time_credit_ns + (__s64)(passed * stack_budget_ppm / LS_PPM);
 		cb->time_credit_ns = credit > max ? max : credit;
 		cb->time_last_ns = clock;
 	}
@@ -161,7 +163,7 @@ static __always_inline void sample_stack_spent(__u64 now, __u64 ns)
 	credit = cb->time_credit_ns - (__s64)ns;
 	cb->time_credit_ns = credit;
 	if (credit <= 0 && stack_budget_ppm)
-		cb->retry_ns = now + (__u64)(-credit) * 1000000 / stack_budget_ppm + 1;
+		cb->retry_ns = now + (__u64)(-credit) * LS_PPM / stack_budget_ppm + 1;
 }
 
 /* Whether the CPU's budget allows one more stack, and spends it if so. */
