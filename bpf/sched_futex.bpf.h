@@ -62,26 +62,31 @@ static __always_inline bool names_owner(__u32 op, __u32 val)
 	return val == ULOCK_LOCKED_WAITERS && (cmd == ULOCK_FUTEX_WAIT || cmd == ULOCK_FUTEX_WAIT_BITSET);
 }
 
-/* The owner the futex word names, for a mutex-style or PI wait; 0 when none. */
-static __always_inline __u32 futex_owner(const struct sched_slot *e, __u32 tid)
+/*
+ * The owner of the mutex-style or PI lock a wait in @e (thread @tid's of process @tgid)
+ * slept on, 0 when none: the one its word named at the block, else (the word not read:
+ * wait_open()) the thread of @tgid that released it to the waiter (a futex wake, or
+ * FUTEX_UNLOCK_PI's hand-off): the holder the waiter waited for last.
+ */
+static __always_inline __u32 futex_owner(const struct sched_slot *e, __u32 tgid, __u32 tid)
 {
 	__u32 cmd = e->op & ULOCK_FUTEX_CMD_MASK, owner;
 
+	if (!names_owner(e->op, e->val))
+		return 0;
 	if (!(e->rec_flags & ULOCK_RF_WORDS))
-		return 0;
-	if (cmd == ULOCK_FUTEX_LOCK_PI || cmd == ULOCK_FUTEX_LOCK_PI2)
+		owner = e->releaser_pid == tgid ? e->releaser_tid : 0;
+	else if (cmd == ULOCK_FUTEX_LOCK_PI || cmd == ULOCK_FUTEX_LOCK_PI2)
 		owner = e->word0 & ULOCK_FUTEX_TID_MASK;
-	else if (e->val == ULOCK_LOCKED_WAITERS && (cmd == ULOCK_FUTEX_WAIT || cmd == ULOCK_FUTEX_WAIT_BITSET))
-		owner = e->word8;
 	else
-		return 0;
+		owner = e->word8;
 	return owner == tid ? 0 : owner;
 }
 
 /* Notes the lock's owner (if the word names one) for the holder sampler. */
 static __always_inline void note_holder(struct sched_slot *e, __u32 tgid, __u32 tid)
 {
-	__u32 cmd = e->op & ULOCK_FUTEX_CMD_MASK, owner = futex_owner(e, tid), idx, kind;
+	__u32 cmd = e->op & ULOCK_FUTEX_CMD_MASK, owner = futex_owner(e, tgid, tid), idx, kind;
 	__u32 flags = e->rec_flags & ULOCK_RF_SHARED;
 	struct holder *cur;
 
@@ -164,6 +169,7 @@ static __always_inline void wait_open(void *ctx, struct sched_slot *e, struct ta
 	/* a precise wait is timed by its syscall, outside the switch: the monotonic clock */
 	__u64 now = state == SLOT_SYSCALL ? bpf_ktime_get_ns() : clock;
 	__u32 words[3];
+	bool sampled;
 
 	e->uaddr = uaddr;
 	e->begin_ns = now;
@@ -183,8 +189,17 @@ static __always_inline void wait_open(void *ctx, struct sched_slot *e, struct ta
 	e->word0 = e->word8 = 0;
 	if (state == SLOT_BLOCKED)
 		task_switches(cur, &e->switches, &e->exec_ns);
-	/* one read for the word and glibc's owner field behind it */
-	if (!blockcall && names_owner(op, val)) {
+	/* with wakers named, the releaser's stack comes with the sample: both are paid for */
+	sampled = sample_stack(uaddr, clock, false, waker_on ? 2 : 1);
+	/*
+	 * One read for the word and glibc's owner field behind it. While sched_waking names
+	 * releasers, the thread that releases a mutex to its waiter is the owner it waited
+	 * for (futex_owner()), so the word is read only for the sample, which notes holders
+	 * for the sampler and the preemption check: the word is on the line every thread of
+	 * the lock writes, a miss to another CPU at each read (~150 ns a wait on stress-ng
+	 * --mutex, a third of the switch's cost; docs/performance.md)
+	 */
+	if (!blockcall && names_owner(op, val) && (sampled || !waker_on)) {
 		if (!bpf_probe_read_user(words, sizeof(words), (void *)uaddr)) {
 			e->word0 = words[0];
 			e->word8 = words[ULOCK_MUTEX_OWNER_OFF / sizeof(__u32)];
@@ -194,8 +209,7 @@ static __always_inline void wait_open(void *ctx, struct sched_slot *e, struct ta
 			ls_count(LS_DROP_UNREADABLE);
 		}
 	}
-	/* with wakers named, the releaser's stack comes with the sample: both are paid for */
-	if (sample_stack(uaddr, clock, false, waker_on ? 2 : 1)) {
+	if (sampled) {
 		e->rec_flags |= ULOCK_RF_SAMPLED;
 		take_stack(ctx, &e->stack_id, &e->stack_dump, &e->rec_flags, ULOCK_RF_STACK,
 			   ULOCK_RF_DUMP, false);
@@ -257,7 +271,7 @@ static __always_inline void wait_end(struct sched_slot *e, __u32 tgid, __u32 tid
 				     __u64 wait_ns, __s32 ret)
 {
 	bool nonblocking = (e->rec_flags & ULOCK_RF_PRECISE) && !(e->rec_flags & ULOCK_RF_BLOCKED);
-	__u32 owner = futex_owner(e, tid);
+	__u32 owner = futex_owner(e, tgid, tid);
 	bool blockcall = e->rec_flags & ULOCK_RF_BLOCKCALL;
 	struct ls_wait_key key = {
 		.lock = e->uaddr,

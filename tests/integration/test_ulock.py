@@ -77,6 +77,32 @@ def test_mutex_server_matches_workload_counters(daemon):
     assert hits >= 0.8 * total
 
 
+def test_two_workers_each_wait_for_the_other(daemon):
+    """Two workers on one mutex: each waits only while the other holds it, so each thread's
+    owner is the other, exactly. At this rate releasers are named, and the lock word (a
+    miss to the other CPU's cache at every read) is read only for sampled waits: an
+    unsampled wait's owner is the thread whose unlock woke it. The words read are the
+    holders noted, far fewer than the waits. A wake that comes while the waiter is still
+    switching out reaches sched_waking before its wait is open and names no releaser
+    (measured: 90 % of the sleeps named at 30 k/s on 2 CPUs)."""
+    before = daemon.call({"cmd": "status"})["events"]
+    pid, res = run_server(daemon, "--workers", "2", "--until", str(MIN_SLEEPS))
+    after = daemon.call({"cmd": "status"})["events"]
+    rows = [r for r in user_rows(daemon, pid, "-t", "-o") if r["type"] == "futex:mutex"]
+    print(res, [(r["tid"], r["contended"], r["owner"] and r["owner"]["tid"]) for r in rows])
+    assert len(rows) == 2 and res["sleeps"] >= MIN_SLEEPS
+    tids = {r["tid"] for r in rows}
+    for r in rows:
+        assert r["owner"]["pid"] == pid and r["owner"]["tid"] == (tids - {r["tid"]}).pop(), r
+    assert_sleeps_counted(sum(r["contended"] for r in rows), res["sleeps"],
+                          daemon.call({"cmd": "status"})["dropped"])
+    released = after["futex_releasers"] - before["futex_releasers"]
+    noted = after["holders_noted"] - before["holders_noted"]
+    print(f"releasers named {released}, holders noted {noted}, sleeps {res['sleeps']}")
+    assert released >= 0.75 * res["sleeps"]
+    assert noted <= res["sleeps"] / 4
+
+
 # waker-min-rate's default and how long the waits stay below it before sched_waking goes
 WAKER_MIN_RATE = 100
 WAKER_QUIET_S = 10
