@@ -72,7 +72,8 @@ static __always_inline __u32 futex_owner(const struct sched_slot *e, __u32 tgid,
 {
 	__u32 cmd = e->op & ULOCK_FUTEX_CMD_MASK, owner;
 
-	if (!names_owner(e->op, e->val))
+	/* another blocking call's op is its enum ls_btype, which names_owner() must not see */
+	if ((e->rec_flags & ULOCK_RF_BLOCKCALL) || !names_owner(e->op, e->val))
 		return 0;
 	if (!(e->rec_flags & ULOCK_RF_WORDS))
 		owner = e->releaser_pid == tgid ? e->releaser_tid : 0;

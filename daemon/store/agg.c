@@ -269,13 +269,22 @@ static int key_id_compacting(struct agg *a, const struct agg_event *ev, uint32_t
 	return key_id(a, ev, id);
 }
 
+/*
+ * The waits @ev stands for: a wait table's entry is many (all of a key's waits in a
+ * second), and agg_full says how many waits were lost, not how many entries.
+ */
+static uint64_t event_waits(const struct agg_event *ev)
+{
+	return ev->stat ? ev->stat->count : 1;
+}
+
 int agg__add(struct agg *a, const struct agg_event *ev)
 {
 	struct cell *c;
 	uint32_t id;
 
 	if (key_id_compacting(a, ev, &id)) {
-		a->dropped++;
+		a->dropped += event_waits(ev);
 		return 0;
 	}
 	agg_cell_add_event(&a->all[id], &a->all_hists, ev);
@@ -283,7 +292,7 @@ int agg__add(struct agg *a, const struct agg_event *ev)
 		return 0;
 	c = agg_slot_cell(&a->live, id, a->opts.max_keys);
 	if (!c) {
-		a->dropped++;
+		a->dropped += event_waits(ev);
 		return 0;
 	}
 	agg_cell_add_event(c, &a->live.hists, ev);

@@ -198,6 +198,24 @@ static void test_keys_full_are_counted(void **state)
 	agg__free(a);
 }
 
+/* A wait table's entry that finds no room: each of its waits is counted as lost. */
+static void test_a_lost_table_entry_counts_its_waits(void **state)
+{
+	struct agg_opts o = { .windows = false, .max_keys = 1, .start_ns = T0 };
+	struct agg *a = agg__new(&o);
+	struct agg_stat st = { .count = 7, .total_ns = 700, .max_ns = 100, .min_ns = 100 };
+	struct agg_event ev = { .key = { .lock = 0xb, .pid = 1, .tid = 2, .flags = 4 }, .comm = "worker",
+				.stat = &st };
+	uint64_t start;
+
+	(void)state;
+	add(a, 1, 0xa, 10);
+	assert_int_equal(agg__add(a, &ev), 0);	/* a second key: no room for its 7 waits */
+	assert_int_equal(agg__dropped(a), 7);
+	assert_int_equal(window_count(a, LS_WIN_ALL, &start), 1);
+	agg__free(a);
+}
+
 /* The all window's figures for (tid, lock), -1 when it has no such key. */
 static int64_t all_count(struct agg *a, uint32_t tid, uint64_t lock, uint64_t *total, uint64_t *max)
 {
@@ -342,6 +360,7 @@ int main(void)
 		cmocka_unit_test(test_windows_roll),
 		cmocka_unit_test(test_histograms_one_wait_and_more),
 		cmocka_unit_test(test_keys_full_are_counted),
+		cmocka_unit_test(test_a_lost_table_entry_counts_its_waits),
 		cmocka_unit_test(test_full_table_folds_idle_threads),
 		cmocka_unit_test(test_window_names),
 		cmocka_unit_test(test_stacks_intern),
