@@ -197,8 +197,8 @@ static __always_inline void wait_open(void *ctx, struct sched_slot *e, struct ta
 	 * releasers, the thread that releases a mutex to its waiter is the owner it waited
 	 * for (futex_owner()), so the word is read only for the sample, which notes holders
 	 * for the sampler and the preemption check: the word is on the line every thread of
-	 * the lock writes, a miss to another CPU at each read (~150 ns a wait on stress-ng
-	 * --mutex, a third of the switch's cost; docs/performance.md)
+	 * the lock writes, a miss to another CPU at each read (~100 ns a wait on stress-ng
+	 * --mutex: sched_switch 276 -> 224 ns an event; docs/performance.md)
 	 */
 	if (!blockcall && names_owner(op, val) && (sampled || !waker_on)) {
 		if (!bpf_probe_read_user(words, sizeof(words), (void *)uaddr)) {
