@@ -290,6 +290,13 @@ static __always_inline void wait_end(struct sched_slot *e, __u32 tgid, __u32 tid
 	};
 	struct ls_wait_names names = { .comm = comm, .releaser_comm = e->releaser_tid ? e->releaser_comm : NULL };
 
+	/*
+	 * an owner its release named (the word not read at the block) is noted as the word's
+	 * would have been: the holder sampler and the preemption check see every thread that
+	 * holds the lock, from its first release to a waiter on
+	 */
+	if (owner && !(e->rec_flags & ULOCK_RF_WORDS))
+		note_holder(e, tgid, tid);
 	e->state = SLOT_IDLE;
 	pending_close(tid);
 	if (!nonblocking)

@@ -81,8 +81,7 @@ def test_two_workers_each_wait_for_the_other(daemon):
     """Two workers on one mutex: each waits only while the other holds it, so each thread's
     owner is the other, exactly. At this rate releasers are named, and the lock word (a
     miss to the other CPU's cache at every read) is read only for sampled waits: an
-    unsampled wait's owner is the thread whose unlock woke it. The words read are the
-    holders noted, far fewer than the waits. A wake that comes while the waiter is still
+    unsampled wait's owner is the thread whose unlock woke it. A wake that comes while the waiter is still
     switching out reaches sched_waking before its wait is open and names no releaser
     (measured: 90 % of the sleeps named at 30 k/s on 2 CPUs)."""
     before = daemon.call({"cmd": "status"})["events"]
@@ -97,10 +96,8 @@ def test_two_workers_each_wait_for_the_other(daemon):
     assert_sleeps_counted(sum(r["contended"] for r in rows), res["sleeps"],
                           daemon.call({"cmd": "status"})["dropped"])
     released = after["futex_releasers"] - before["futex_releasers"]
-    noted = after["holders_noted"] - before["holders_noted"]
-    print(f"releasers named {released}, holders noted {noted}, sleeps {res['sleeps']}")
+    print(f"releasers named {released}, sleeps {res['sleeps']}")
     assert released >= 0.75 * res["sleeps"]
-    assert noted <= res["sleeps"] / 4
 
 
 # waker-min-rate's default and how long the waits stay below it before sched_waking goes
