@@ -195,8 +195,8 @@ static __always_inline void wait_open(void *ctx, struct sched_slot *e, struct ta
 	/*
 	 * One read for the word and glibc's owner field behind it. While sched_waking names
 	 * releasers, the thread that releases a mutex to its waiter is the owner it waited
-	 * for (futex_owner()), so the word is read only for the sample, which notes holders
-	 * for the sampler and the preemption check: the word is on the line every thread of
+	 * for (futex_owner(); noted as a holder at the wait's end), so the word is read only
+	 * for the sample, whose record carries it: the word is on the line every thread of
 	 * the lock writes, a miss to another CPU at each read (~100 ns a wait on stress-ng
 	 * --mutex: sched_switch 276 -> 224 ns an event; docs/performance.md)
 	 */
