@@ -84,10 +84,10 @@ static __always_inline __u32 futex_owner(const struct sched_slot *e, __u32 tgid,
 	return owner == tid ? 0 : owner;
 }
 
-/* Notes the lock's owner (if the word names one) for the holder sampler. */
-static __always_inline void note_holder(struct sched_slot *e, __u32 tgid, __u32 tid)
+/* Notes @owner (futex_owner()'s, 0: none) of the lock in @e for the holder sampler. */
+static __always_inline void note_holder(struct sched_slot *e, __u32 tgid, __u32 owner)
 {
-	__u32 cmd = e->op & ULOCK_FUTEX_CMD_MASK, owner = futex_owner(e, tgid, tid), idx, kind;
+	__u32 cmd = e->op & ULOCK_FUTEX_CMD_MASK, idx, kind;
 	__u32 flags = e->rec_flags & ULOCK_RF_SHARED;
 	struct holder *cur;
 
@@ -205,7 +205,7 @@ static __always_inline void wait_open(void *ctx, struct sched_slot *e, struct ta
 			e->word0 = words[0];
 			e->word8 = words[ULOCK_MUTEX_OWNER_OFF / sizeof(__u32)];
 			e->rec_flags |= ULOCK_RF_WORDS;
-			note_holder(e, tgid, tid);
+			note_holder(e, tgid, futex_owner(e, tgid, tid));
 		} else {
 			ls_count(LS_DROP_UNREADABLE);
 		}
@@ -295,8 +295,8 @@ static __always_inline void wait_end(struct sched_slot *e, __u32 tgid, __u32 tid
 	 * would have been: the holder sampler and the preemption check see every thread that
 	 * holds the lock, from its first release to a waiter on
 	 */
-	if (owner && !(e->rec_flags & ULOCK_RF_WORDS))
-		note_holder(e, tgid, tid);
+	if (!(e->rec_flags & ULOCK_RF_WORDS))
+		note_holder(e, tgid, owner);
 	e->state = SLOT_IDLE;
 	pending_close(tid);
 	if (!nonblocking)
