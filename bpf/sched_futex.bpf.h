@@ -158,6 +158,32 @@ static __always_inline void task_switches(struct task_struct *t, __u32 *switches
 }
 
 /*
+ * The waker early_waker() kept, taken as the releaser of the wait in @e when it came at
+ * this wait's switch out: the thread's on-CPU time then is the wait's (the kernel had put
+ * it to sleep, and it has not run since), it ends waits of this kind, and a futex wake
+ * woke this futex. Taken at the wait's opening, or at its end when the switch program
+ * was opening it as the waker wrote (the waker is done before the thread can run again).
+ */
+static __always_inline void early_releaser(struct sched_slot *e)
+{
+	__u32 kind;
+
+	/* a precise wait opens at its syscall's entry, before any wake */
+	if (!e->early_kind || (e->rec_flags & (ULOCK_RF_RELEASER | ULOCK_RF_PRECISE)))
+		return;
+	/* taken by an exchange (a full barrier): the names were written before it */
+	kind = __sync_lock_test_and_set(&e->early_kind, 0);
+	if (!kind || e->early_exec_ns != e->exec_ns || !ends_wait(e, kind) ||
+	    (!(e->rec_flags & ULOCK_RF_BLOCKCALL) && e->early_uaddr != e->uaddr))
+		return;
+	e->releaser_pid = e->early_pid;
+	e->releaser_tid = e->early_tid;
+	__builtin_memcpy(e->releaser_comm, e->early_comm, sizeof(e->releaser_comm));
+	e->rec_flags |= ULOCK_RF_RELEASER;
+	ls_count(e->rec_flags & ULOCK_RF_BLOCKCALL ? LS_CNT_BLOCK_WAKERS : LS_CNT_URELEASER);
+}
+
+/*
  * A wait begins in @e for the current thread @cur, about to sleep (or entering the call):
  * a futex wait on @uaddr with @op and @val, or with @blockcall (ULOCK_RF_BLOCKCALL) another
  * blocking syscall, @op its enum ls_btype, @uaddr its descriptor + 1.
@@ -183,13 +209,14 @@ static __always_inline void wait_open(void *ctx, struct sched_slot *e, struct ta
 	e->releaser_stack_id = -1;
 	e->stack_dump = 0;
 	e->releaser_dump = 0;
-	e->releaser_pid = 0;
-	e->releaser_tid = 0;
 	e->chain_pid = 0;
 	e->deadline_ns = 0;
 	e->word0 = e->word8 = 0;
 	if (state == SLOT_BLOCKED)
 		task_switches(cur, &e->switches, &e->exec_ns);
+	e->releaser_pid = 0;
+	e->releaser_tid = 0;
+	early_releaser(e);
 	/* with wakers named, the releaser's stack comes with the sample: both are paid for */
 	sampled = sample_stack(uaddr, clock, false, waker_on ? 2 : 1);
 	/*
@@ -316,6 +343,7 @@ static __always_inline void wait_end(struct sched_slot *e, __u32 tgid, __u32 tid
 static __always_inline void wait_close(struct sched_slot *e, __u32 tgid, __u32 tid, const char *comm,
 				       __s32 ret, __u64 now)
 {
+	early_releaser(e);
 	wait_end(e, tgid, tid, comm, now > e->begin_ns ? now - e->begin_ns : 0, ret);
 }
 
@@ -344,6 +372,7 @@ static __always_inline void wait_close_unseen(struct sched_slot *e, struct task_
 		return;
 	}
 	ls_count(LS_CNT_UNSEEN_SWITCH_IN);
+	early_releaser(e);
 	wait_end(e, t->tgid, t->pid, t->comm, off - ran, 0);
 }
 

@@ -395,6 +395,9 @@ static __always_inline struct sched_slot *thread_slot(__u32 tid, bool create)
 	return slot ?: bpf_map_lookup_elem(&thread_slots, &tid);
 }
 
+/* whether a waker of a kind ends a wait (with sched_waking's program, below) */
+static __always_inline bool ends_wait(const struct sched_slot *e, __u32 kind);
+
 #include "sched_futex.bpf.h"
 
 #include "sched_block.bpf.h"
@@ -585,25 +588,41 @@ static __always_inline bool timed_out(const struct sched_slot *e)
 }
 
 /*
- * Whether @cur, waking a thread asleep in the wait in @e, is the thread that ended it. A
- * futex wait: a thread inside futex(WAKE...) or FUTEX_UNLOCK_PI, the end of the critical
- * section (a signal, a timeout, a kill name no releaser). Another blocking call that a
- * thread ends: a thread inside a syscall that ends waits (ends_waits), unless the poll's
- * own timeout ran out. An interrupt taken while a thread was inside one of those is still
- * named instead: what the check cannot exclude.
+ * What @cur, waking a thread, is doing (enum waker_kind): inside futex(WAKE...) or
+ * FUTEX_UNLOCK_PI, the end of a critical section (*uaddr: the futex), or inside a syscall
+ * that ends blocking waits (ends_waits()). 0 for neither: a signal, a timeout, a kill. An
+ * interrupt taken while a thread was inside one of those is still named instead: what
+ * the check cannot exclude.
  */
-static __always_inline bool woke_it(const struct sched_slot *e, struct task_struct *cur, bool direct)
+static __always_inline __u32 waker_kind(struct task_struct *cur, bool direct, __u64 *uaddr)
 {
 	struct pt_regs *regs;
+	__u32 kind = 0;
 	long nr;
 
 	if (!cur->mm)
-		return false;
+		return 0;
 	regs = task_regs(cur, direct);
 	nr = LS_SYSCALL_NR(regs);
+	if (ends_waits(nr))
+		kind |= WAKER_ENDS_WAITS;
+	if (nr == LS_SYS_FUTEX && is_wake_cmd(LS_SYSCALL_ARG2(regs) & ULOCK_FUTEX_CMD_MASK)) {
+		kind |= WAKER_FUTEX_WAKE;
+		*uaddr = LS_SYSCALL_ARG1(regs);
+	}
+	return kind;
+}
+
+/*
+ * Whether a waker of @kind ended the wait in @e. A futex wait: a futex wake. Another
+ * blocking call that a thread ends (thread_ended()): a syscall that ends waits, unless
+ * the poll's own timeout ran out.
+ */
+static __always_inline bool ends_wait(const struct sched_slot *e, __u32 kind)
+{
 	if (e->rec_flags & ULOCK_RF_BLOCKCALL)
-		return thread_ended(e->op) && ends_waits(nr) && !timed_out(e);
-	return nr == LS_SYS_FUTEX && is_wake_cmd(LS_SYSCALL_ARG2(regs) & ULOCK_FUTEX_CMD_MASK);
+		return (kind & WAKER_ENDS_WAITS) && thread_ended(e->op) && !timed_out(e);
+	return kind & WAKER_FUTEX_WAKE;
 }
 
 /*
@@ -622,25 +641,12 @@ static __always_inline void note_chain(struct sched_slot *e, __u32 tid, __u32 wa
 		e->chain_pid = w->waker_pid;
 }
 
-/*
- * The thread that ends a wait, named in its slot. sched_waking, not sched_wakeup: it runs
- * in the waker's context on every kernel, where sched_wakeup may run on the wakee's CPU.
- * Tasks with nothing open (the pending filter) cost one array load.
- */
-static __always_inline int on_waking(void *ctx, struct task_struct *p, bool direct)
+/* Names @cur, whose syscall (@kind) ended the wait open in @e (thread @tid's), its releaser. */
+static __always_inline void name_releaser(void *ctx, struct sched_slot *e, __u32 tid, struct task_struct *cur,
+					  __u32 kind)
 {
-	struct task_struct *cur;
-	__u32 tid = p->pid;
-	struct sched_slot *e;
-
-	if (!enabled || !pending_any(tid))
-		return 0;
-	e = thread_slot(tid, false);
-	if (!e || e->state == SLOT_IDLE || (e->rec_flags & ULOCK_RF_RELEASER))
-		return 0;
-	cur = bpf_get_current_task_btf();
-	if (!woke_it(e, cur, direct))
-		return 0;
+	if ((e->rec_flags & ULOCK_RF_RELEASER) || !ends_wait(e, kind))
+		return;
 	e->releaser_pid = cur->tgid;
 	e->releaser_tid = cur->pid;
 	/* two loads where bpf_get_current_comm() is a helper call of ~100 ns here */
@@ -651,6 +657,60 @@ static __always_inline int on_waking(void *ctx, struct task_struct *p, bool dire
 	if (e->rec_flags & ULOCK_RF_SAMPLED)
 		take_stack(ctx, &e->releaser_stack_id, &e->releaser_dump, &e->rec_flags,
 			   ULOCK_RF_RELEASER_STACK, ULOCK_RF_RELEASER_DUMP, false);
+}
+
+/*
+ * Thread @p, idle in slot @e and still on its CPU, is woken by @cur (@kind, the futex
+ * @uaddr): when the wake lands while it switches out, sched_waking runs before the switch
+ * that opens its wait. The waker is kept in the slot, with the thread's on-CPU time,
+ * for that wait to take (early_releaser()); without it, such a wait names no releaser
+ * and a mutex wait no owner (a tenth of the sleeps of two threads taking turns at 30 k/s
+ * here). A thread woken before it went to sleep does not sleep: the wait it opens later
+ * has run since, and leaves this.
+ */
+static __always_inline void early_waker(struct task_struct *p, struct sched_slot *e, struct task_struct *cur,
+					__u32 kind, __u64 uaddr)
+{
+	e->early_pid = cur->tgid;
+	e->early_tid = cur->pid;
+	__builtin_memcpy(e->early_comm, cur->comm, sizeof(e->early_comm));
+	e->early_uaddr = uaddr;
+	e->early_exec_ns = p->se.sum_exec_runtime;
+	/* last, by an exchange (a full barrier): the switch program may be reading it now */
+	__sync_lock_test_and_set(&e->early_kind, kind);
+}
+
+/*
+ * The thread that ends a wait, named in its slot. sched_waking, not sched_wakeup: it runs
+ * in the waker's context on every kernel, where sched_wakeup may run on the wakee's CPU.
+ * Tasks with nothing open (the pending filter) and not on a CPU cost an array load and a
+ * load from the task the kernel is waking.
+ */
+static __always_inline int on_waking(void *ctx, struct task_struct *p, bool direct)
+{
+	struct task_struct *cur;
+	__u32 tid = p->pid, kind;
+	struct sched_slot *e;
+	__u64 uaddr = 0;
+	bool on_cpu;
+
+	if (!enabled)
+		return 0;
+	/* one still on its CPU may be switching out: its wait about to open, or opening */
+	on_cpu = p->on_cpu;
+	if (!on_cpu && !pending_any(tid))
+		return 0;
+	e = thread_slot(tid, false);
+	if (!e || (e->state == SLOT_IDLE && !on_cpu))
+		return 0;
+	cur = bpf_get_current_task_btf();
+	kind = waker_kind(cur, direct, &uaddr);
+	if (!kind)
+		return 0;
+	if (e->state == SLOT_IDLE)
+		early_waker(p, e, cur, kind, uaddr);
+	else
+		name_releaser(ctx, e, tid, cur, kind);
 	return 0;
 }
 

@@ -134,6 +134,12 @@ enum ulock_rec_flags {
 	ULOCK_RF_BLOCKCALL	= 1U << 11,	/* not a futex: op is enum ls_btype, uaddr fd + 1 (LS_WAIT_BLOCK) */
 };
 
+/* What a waking thread was doing, as far as ending other threads' waits goes. */
+enum waker_kind {
+	WAKER_FUTEX_WAKE	= 1U << 0,	/* inside futex(WAKE...) or FUTEX_UNLOCK_PI */
+	WAKER_ENDS_WAITS	= 1U << 1,	/* inside a syscall that ends blocking waits (ends_waits()) */
+};
+
 /* How a noted holder is checked: where its tid sits relative to the futex word. */
 enum ulock_holder_kind {
 	ULOCK_HOLDER_MUTEX = 1,	/* glibc mutex: tid at word + ULOCK_MUTEX_OWNER_OFF */
@@ -350,6 +356,19 @@ struct sched_slot {
 	__u32 switches;
 	__u32 chain_pid;	/* the wait open: its waker had been waiting on this process */
 	__u32 pad1;
+	/*
+	 * A waker that came while the thread was still switching out, before the switch that
+	 * opens its wait ran (early_waker()): its names, what it was doing (enum waker_kind;
+	 * 0: none), the futex it woke, and the thread's on-CPU time then, which is the time
+	 * the wait opens with only if the kernel had already put the thread to sleep.
+	 */
+	__u64 early_exec_ns;
+	__u64 early_uaddr;
+	__u32 early_kind;
+	__u32 early_pid;
+	__u32 early_tid;
+	__u32 pad2;
+	char early_comm[LS_COMM_LEN];
 	/* a blocking wait's poll timeout runs out then (bpf_ktime_get_ns()); 0: none known */
 	__u64 deadline_ns;
 	/* the thread, holding a contended lock, was preempted at preempt_ns (0: it was not) */

@@ -81,9 +81,10 @@ def test_two_workers_each_wait_for_the_other(daemon):
     """Two workers on one mutex: each waits only while the other holds it, so each thread's
     owner is the other, exactly. At this rate releasers are named, and the lock word (a
     miss to the other CPU's cache at every read) is read only for sampled waits: an
-    unsampled wait's owner is the thread whose unlock woke it. A wake that comes while the waiter is still
-    switching out reaches sched_waking before its wait is open and names no releaser
-    (measured: 90 % of the sleeps named at 30 k/s on 2 CPUs)."""
+    unsampled wait's owner is the thread whose unlock woke it, also when the wake comes while
+    the waiter is still switching out (sched_waking runs before the switch opens its wait:
+    one sleep in ten here; the slot keeps that waker for the wait). Measured: 99.8 % of
+    the sleeps named at 30 k/s on 2 CPUs, 89 % without the kept waker."""
     before = daemon.call({"cmd": "status"})["events"]
     pid, res = run_server(daemon, "--workers", "2", "--until", str(MIN_SLEEPS))
     after = daemon.call({"cmd": "status"})["events"]
@@ -97,7 +98,7 @@ def test_two_workers_each_wait_for_the_other(daemon):
                           daemon.call({"cmd": "status"})["dropped"])
     released = after["futex_releasers"] - before["futex_releasers"]
     print(f"releasers named {released}, sleeps {res['sleeps']}")
-    assert released >= 0.75 * res["sleeps"]
+    assert released >= 0.97 * res["sleeps"]
 
 
 # waker-min-rate's default and how long the waits stay below it before sched_waking goes

@@ -221,10 +221,10 @@ def test_a_chain_names_the_waker_and_whom_it_waited_on(daemon):
     waits = sum(r["contended"] for r in relay)
     total = sum(r["total_wait_ns"] for r in relay)
     chained = sum(r["chained_wait_ns"] for r in relay)
-    # a write that wakes the reader while it is still switching out reaches sched_waking
-    # before the wait is open, and names no one: 0.3 % here, 1.1 % once in CI on a busier
-    # host (3 497 of 3 536)
-    assert waits >= 0.98 * truth["wait"]["sleeps"], (waits, truth)
+    # a write that wakes the reader while it is still switching out is named too (the
+    # slot keeps the waker for the wait its switch opens); before it was, 0.3 % of the
+    # reads named no one here, 1.1 % once in CI on a busier host (3 497 of 3 536)
+    assert waits >= 0.99 * truth["wait"]["sleeps"], (waits, truth)
     assert chained >= 0.95 * total, (chained, total)
     assert all(r["via"] and r["via"]["pid"] == truth["source_pid"] for r in relay), relay
     line = daemon.cli("top", "--by", "edge", "-w", "all", "-Y", "wait:read", "-p", str(w.pid)).stdout
