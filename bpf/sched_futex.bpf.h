@@ -157,6 +157,17 @@ static __always_inline void task_switches(struct task_struct *t, __u32 *switches
 	*exec_ns = t->se.sum_exec_runtime;
 }
 
+/* Thread @tid of process @pid, named @comm, released the wait in @e: named its releaser, and counted. */
+static __always_inline void releaser_named(struct sched_slot *e, __u32 pid, __u32 tid, const char *comm)
+{
+	e->releaser_pid = pid;
+	e->releaser_tid = tid;
+	/* two loads where bpf_get_current_comm() is a helper call of ~100 ns here */
+	__builtin_memcpy(e->releaser_comm, comm, sizeof(e->releaser_comm));
+	e->rec_flags |= ULOCK_RF_RELEASER;
+	ls_count(e->rec_flags & ULOCK_RF_BLOCKCALL ? LS_CNT_BLOCK_WAKERS : LS_CNT_URELEASER);
+}
+
 /*
  * The waker early_waker() kept, taken as the releaser of the wait in @e when it came at
  * this wait's switch out: the thread's on-CPU time then is the wait's (the kernel had put
@@ -176,11 +187,7 @@ static __always_inline void early_releaser(struct sched_slot *e)
 	if (!kind || e->early_exec_ns != e->exec_ns || !ends_wait(e, kind) ||
 	    (!(e->rec_flags & ULOCK_RF_BLOCKCALL) && e->early_uaddr != e->uaddr))
 		return;
-	e->releaser_pid = e->early_pid;
-	e->releaser_tid = e->early_tid;
-	__builtin_memcpy(e->releaser_comm, e->early_comm, sizeof(e->releaser_comm));
-	e->rec_flags |= ULOCK_RF_RELEASER;
-	ls_count(e->rec_flags & ULOCK_RF_BLOCKCALL ? LS_CNT_BLOCK_WAKERS : LS_CNT_URELEASER);
+	releaser_named(e, e->early_pid, e->early_tid, e->early_comm);
 }
 
 /*

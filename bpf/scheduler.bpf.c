@@ -647,13 +647,8 @@ static __always_inline void name_releaser(void *ctx, struct sched_slot *e, __u32
 {
 	if ((e->rec_flags & ULOCK_RF_RELEASER) || !ends_wait(e, kind))
 		return;
-	e->releaser_pid = cur->tgid;
-	e->releaser_tid = cur->pid;
-	/* two loads where bpf_get_current_comm() is a helper call of ~100 ns here */
-	__builtin_memcpy(e->releaser_comm, cur->comm, sizeof(e->releaser_comm));
+	releaser_named(e, cur->tgid, cur->pid, cur->comm);
 	note_chain(e, tid, cur->pid);
-	e->rec_flags |= ULOCK_RF_RELEASER;
-	ls_count(e->rec_flags & ULOCK_RF_BLOCKCALL ? LS_CNT_BLOCK_WAKERS : LS_CNT_URELEASER);
 	if (e->rec_flags & ULOCK_RF_SAMPLED)
 		take_stack(ctx, &e->releaser_stack_id, &e->releaser_dump, &e->rec_flags,
 			   ULOCK_RF_RELEASER_STACK, ULOCK_RF_RELEASER_DUMP, false);
