@@ -221,6 +221,7 @@ enum ls_counter {
 	LS_CNT_UNSEEN_SWITCH_IN,/* waits whose end no sched_switch showed, timed at the
 				 * thread's next switch out (or exit) from the kernel's accounting */
 	LS_CNT_STACK_NS,	/* ns spent taking kernel-lock waits' stacks (the time budget's) */
+	LS_CNT_UWORDS,		/* futex lock words read at a waiter's block (owner, holder note) */
 
 	LS_DROP_FIRST,
 	LS_DROP_RINGBUF = LS_DROP_FIRST,	/* ring buffer full: record lost */

@@ -239,6 +239,7 @@ static __always_inline void wait_open(void *ctx, struct sched_slot *e, struct ta
 			e->word0 = words[0];
 			e->word8 = words[ULOCK_MUTEX_OWNER_OFF / sizeof(__u32)];
 			e->rec_flags |= ULOCK_RF_WORDS;
+			ls_count(LS_CNT_UWORDS);
 			note_holder(e, tgid, futex_owner(e, tgid, tid));
 		} else {
 			ls_count(LS_DROP_UNREADABLE);

@@ -341,6 +341,7 @@ cJSON *engine__status(struct engine *e)
 	cJSON_AddNumberToObject(ev, "futex_releasers", cnt[LS_CNT_URELEASER]);
 	cJSON_AddNumberToObject(ev, "block_wakers", cnt[LS_CNT_BLOCK_WAKERS]);
 	cJSON_AddNumberToObject(ev, "holders_noted", cnt[LS_CNT_HOLDERS]);
+	cJSON_AddNumberToObject(ev, "futex_words_read", cnt[LS_CNT_UWORDS]);
 	cJSON_AddNumberToObject(ev, "holder_samples", cnt[LS_CNT_HOLD_SAMPLES]);
 	cJSON_AddNumberToObject(ev, "holder_released", cnt[LS_CNT_HOLD_RELEASED]);
 	cJSON_AddNumberToObject(ev, "holder_throttled", cnt[LS_CNT_HOLD_THROTTLED]);

@@ -104,6 +104,7 @@ static const char *const counter_names[LS_CNT_MAX] = {
 	[LS_CNT_BLOCK_WAKERS] = "block_wakers",
 	[LS_CNT_WAIT_SHARED] = "shared_table_waits",
 	[LS_CNT_UNSEEN_SWITCH_IN] = "unseen_switch_ins",
+	[LS_CNT_UWORDS] = "futex_words_read",
 	[LS_CNT_STACK_NS] = "stack_ns",
 };
 
