@@ -11,7 +11,7 @@
  * - totals per CPU, not per lock, thread or owner; no stacks, names, owners or wakers;
  * - a futex wait ends at the thread's next switch in (the pending filter, the slot);
  * - the run queue's clock at the switch (free there), the monotonic one around a lock.
- * The exit program and the spin sampler stay empty, as in the floor. It still counts what
+ * The spin sampler stays empty, as in the floor. It still counts what
  * happened: test_bench checks its kernel-lock waits against perf's count of
  * lock:contention_end and its futex waits against mutex_server's own count of its sleeps.
  */
@@ -133,5 +133,4 @@ int BPF_PROG(scheduler_switch, bool preempt, struct task_struct *prev, struct ta
 	return 0;
 }
 
-SEC("tp_btf/sched_process_exit") int scheduler_exit(void *ctx) { return 0; }
 SEC("perf_event") int scheduler_spin_sample(void *ctx) { return 0; }

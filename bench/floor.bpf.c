@@ -19,6 +19,5 @@ SEC("tp_btf/contention_end") int klock_end(void *ctx) { return 0; }
 /* scheduler: one switch program, releasers off the waking, holder and spin samples */
 SEC("tp_btf/sched_switch") int scheduler_switch(void *ctx) { return 0; }
 SEC("tp_btf/sched_waking") int scheduler_waking(void *ctx) { return 0; }		/* on demand */
-SEC("tp_btf/sched_process_exit") int scheduler_exit(void *ctx) { return 0; }
 SEC("perf_event") int scheduler_hold_sample(void *ctx) { return 0; }		/* on demand */
 SEC("perf_event") int scheduler_spin_sample(void *ctx) { return 0; }

@@ -404,21 +404,108 @@ static __always_inline bool ends_wait(const struct sched_slot *e, __u32 kind);
 
 #include "sched_spin.bpf.h"
 
+/* ---- the tasks' own counters ---- */
+
+/* CONFIG_SCHED_INFO's run-queue wait; older layouts have the same field */
+static __always_inline __u64 run_delay(struct task_struct *t)
+{
+	if (bpf_core_field_exists(t->sched_info.run_delay))
+		return t->sched_info.run_delay;
+	return 0;
+}
+
+/* @t's counters as the kernel keeps them. */
+static __always_inline void task_rec(struct task_struct *t, struct sched_task_rec *r)
+{
+	r->tid = t->pid;
+	r->tgid = t->tgid;
+	r->nvcsw = t->nvcsw;
+	r->nivcsw = t->nivcsw;
+	r->sum_exec_ns = t->se.sum_exec_runtime;
+	r->run_delay_ns = run_delay(t);
+	r->start_ns = t->start_time;
+	r->end_ns = 0;
+	r->events = sched_events(t);
+	__builtin_memcpy(r->comm, t->comm, sizeof(r->comm));
+}
+
+/*
+ * Exiting thread @tid's slot_cache entry, if it owns one, is cleared and freed for another
+ * thread (the owner last, after the rest: a thread that claims it finds it clean). What
+ * it had open goes with it, as its thread_slots entry goes at the daemon's sweep.
+ */
+static __always_inline void slot_release(__u32 tid)
+{
+	__u32 idx = tid & (ULOCK_SLOT_CACHE - 1);
+	struct sched_slot *cached = bpf_map_lookup_elem(&slot_cache, &idx);
+
+	if (!cached || cached->owner != tid)
+		return;
+	__builtin_memset(cached, 0, offsetof(struct sched_slot, owner));
+	__sync_val_compare_and_swap(&cached->owner, tid, 0);
+}
+
+/*
+ * @p's counters as it leaves, at its last switch out: the kernel counted that switch as
+ * the dying thread's own, so its last voluntary switch is its previous one.
+ */
+static __always_inline void exit_rec(struct task_struct *p, struct sched_task_rec *r)
+{
+	task_rec(p, r);
+	r->nvcsw--;
+	r->events--;
+	r->end_ns = bpf_ktime_get_ns();	/* the daemon's clock: an age, not a difference */
+}
+
+/*
+ * A thread leaving, at its last switch out: its counters as they are now, for the daemon's
+ * next read (the iterator no longer sees it there). Without them a thread's last second
+ * before its exit would be lost from every window. Once per thread's life, off the switch's
+ * common path: a branch it takes already (the dead state), not a program of its own on
+ * sched_process_exit (one such program cost 600 ns an exit, every one of them cold).
+ * Whatever its slot had open, switched_out() ended first.
+ */
+static __always_inline void thread_exited(struct task_struct *p)
+{
+	struct sched_task_rec rec;
+	struct sched_exited *x;
+	__u32 tid = p->pid, idx;
+
+	slot_release(tid);
+	if (!spin_source)
+		return;
+	idx = tid & (SCHED_EXITED_CACHE - 1);
+	x = bpf_map_lookup_elem(&exited_cache, &idx);
+	if (x && !x->owner && __sync_val_compare_and_swap(&x->owner, 0, tid) == 0) {
+		exit_rec(p, &x->rec);
+		/* an exchange: a full barrier, the record is complete before it is ready */
+		__sync_lock_test_and_set(&x->ready, 1);
+		return;
+	}
+	exit_rec(p, &rec);
+	if (bpf_map_update_elem(&exited_tasks, &tid, &rec, BPF_ANY))
+		ls_count(LS_DROP_EXITED_FULL);
+}
+
 /* ---- the switch ---- */
 
-/* @prev goes to sleep (a voluntary switch): a futex wait, a zero sleep, or a stop. */
+/* @prev goes to sleep (a voluntary switch): a futex wait, a zero sleep, a stop, or its exit. */
 static __always_inline void switched_out_asleep(void *ctx, struct task_struct *prev, unsigned int prev_state,
 						bool direct)
 {
 	struct pt_regs *regs;
 	long nr;
 
+	if (prev_state & TASK_DEAD_BIT) {
+		thread_exited(prev);
+		return;
+	}
 	if (spin_source && stopping(prev, prev_state)) {
 		stopped(prev);
 		return;
 	}
-	/* kernel threads make no syscalls; a dead task waits for nothing, nor runs again */
-	if (!prev->mm || (prev_state & TASK_DEAD_BIT))
+	/* kernel threads make no syscalls */
+	if (!prev->mm)
 		return;
 	regs = task_regs(prev, direct);
 	nr = LS_SYSCALL_NR(regs);
@@ -726,29 +813,6 @@ int BPF_PROG(sched_waking_direct, struct task_struct *p)
 
 /* ---- the tasks' own counters, once a second ---- */
 
-/* CONFIG_SCHED_INFO's run-queue wait; older layouts have the same field */
-static __always_inline __u64 run_delay(struct task_struct *t)
-{
-	if (bpf_core_field_exists(t->sched_info.run_delay))
-		return t->sched_info.run_delay;
-	return 0;
-}
-
-/* @t's counters as the kernel keeps them. */
-static __always_inline void task_rec(struct task_struct *t, struct sched_task_rec *r)
-{
-	r->tid = t->pid;
-	r->tgid = t->tgid;
-	r->nvcsw = t->nvcsw;
-	r->nivcsw = t->nivcsw;
-	r->sum_exec_ns = t->se.sum_exec_runtime;
-	r->run_delay_ns = run_delay(t);
-	r->start_ns = t->start_time;
-	r->end_ns = 0;
-	r->events = sched_events(t);
-	__builtin_memcpy(r->comm, t->comm, sizeof(r->comm));
-}
-
 SEC("iter/task")
 int dump_tasks(struct bpf_iter__task *ctx)
 {
@@ -762,61 +826,6 @@ int dump_tasks(struct bpf_iter__task *ctx)
 	return 0;
 }
 
-/*
- * Exiting thread @tid's slot_cache entry, if it owns one, is cleared and freed for another
- * thread (the owner last, after the rest: a thread that claims it finds it clean). What
- * it had open goes with it, as its thread_slots entry goes at the daemon's sweep.
- */
-static __always_inline void slot_release(__u32 tid)
-{
-	__u32 idx = tid & (ULOCK_SLOT_CACHE - 1);
-	struct sched_slot *cached = bpf_map_lookup_elem(&slot_cache, &idx);
-
-	if (!cached || cached->owner != tid)
-		return;
-	__builtin_memset(cached, 0, offsetof(struct sched_slot, owner));
-	__sync_val_compare_and_swap(&cached->owner, tid, 0);
-}
-
-/*
- * A thread leaving: its counters as they are now, for the daemon's next read (the iterator
- * no longer sees it there). Without them a thread's last second before its exit would be
- * lost from every window. Once per thread's life: nothing on a hot path.
- */
-SEC("tp_btf/sched_process_exit")
-int BPF_PROG(sched_process_exit, struct task_struct *p)
-{
-	struct sched_task_rec r;
-	struct sched_exited *x;
-	struct sched_slot *e;
-	__u32 tid = p->pid, idx;
-
-	if (!tid)
-		return 0;
-	/*
-	 * a wait still open: its switch-in went unseen and it ran on to its exit. Ended here,
-	 * or it would go with the slot, uncounted.
-	 */
-	if (enabled && pending_any(tid) && (e = thread_slot(tid, false)) && e->state == SLOT_BLOCKED)
-		wait_close_unseen(e, p, false);
-	slot_release(tid);
-	if (!enabled || !spin_source || (targ_tgid && (__u32)p->tgid != targ_tgid))
-		return 0;
-	idx = tid & (SCHED_EXITED_CACHE - 1);
-	x = bpf_map_lookup_elem(&exited_cache, &idx);
-	if (x && !x->owner && __sync_val_compare_and_swap(&x->owner, 0, tid) == 0) {
-		task_rec(p, &x->rec);
-		x->rec.end_ns = bpf_ktime_get_ns();
-		/* an exchange: a full barrier, the record is complete before it is ready */
-		__sync_lock_test_and_set(&x->ready, 1);
-		return 0;
-	}
-	task_rec(p, &r);
-	r.end_ns = bpf_ktime_get_ns();
-	if (bpf_map_update_elem(&exited_tasks, &tid, &r, BPF_ANY))
-		ls_count(LS_DROP_EXITED_FULL);
-	return 0;
-}
 
 /* ---- precise mode: the futex syscalls of the processes in precise_tgids ---- */
 

@@ -174,8 +174,6 @@ static void add_program_events(struct engine *e, cJSON *p, const char *hook)
 		cJSON_AddNumberToObject(p, "events", decoder__stats(e->dec).kernel_waits);
 	else if (strstr(hook, "sched_switch"))
 		cJSON_AddNumberToObject(p, "events", threads__host_switches() - e->switches_at_start);
-	else if (strstr(hook, "sched_process_exit"))
-		cJSON_AddNumberToObject(p, "events", threads__exits(e->threads));
 	else
 		cJSON_AddNullToObject(p, "events");
 }
@@ -332,6 +330,8 @@ cJSON *engine__status(struct engine *e)
 	cJSON_AddNumberToObject(ev, "wait_drains_waited", drains.waited);
 	/* slots of exited threads the daemon freed for new ones (kernel locks) */
 	cJSON_AddNumberToObject(ev, "thread_slots_freed", collector__slots_freed(e->coll));
+	/* threads whose last counters their final switch out left (sched-threads) */
+	cJSON_AddNumberToObject(ev, "thread_exits", threads__exits(e->threads));
 	cJSON_AddNumberToObject(ev, "nested", cnt[LS_CNT_NESTED]);
 	cJSON_AddNumberToObject(ev, "waits_per_s", rate(e, RATE_KERNEL_WAITS));
 	cJSON_AddNumberToObject(ev, "ringbuf_wakeups", cnt[LS_CNT_RB_WAKEUPS]);

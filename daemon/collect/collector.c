@@ -357,7 +357,6 @@ struct bpf_program *sched_prog_variant(struct scheduler_bpf *s, int i, bool dire
 	struct bpf_program *progs[SCHED_PROGS][2] = {
 		[SCHED_SWITCH] = { s->progs.sched_switch, s->progs.sched_switch_direct },
 		[SCHED_WAKING] = { s->progs.sched_waking, s->progs.sched_waking_direct },
-		[SCHED_EXIT] = { s->progs.sched_process_exit, s->progs.sched_process_exit },
 	};
 
 	return progs[i][direct];

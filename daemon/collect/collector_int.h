@@ -32,7 +32,7 @@ struct klock_variant {
 /* The precise-mode programs: attached only while a precise scan runs. */
 enum { PRECISE_PROGS = 4 };
 /* The scheduler's tracepoint programs, in sched_prog()'s order. */
-enum { SCHED_SWITCH, SCHED_WAKING, SCHED_EXIT, SCHED_PROGS };
+enum { SCHED_SWITCH, SCHED_WAKING, SCHED_PROGS };
 /* Scheduler program @i: of two variants, @direct the one with plain loads (kfuncs, 6.2+). */
 struct bpf_program *sched_prog_variant(struct scheduler_bpf *s, int i, bool direct);
 

@@ -53,14 +53,30 @@ class PerfRecordAll(PerfRecorder):
         # 8 MiB of buffer per CPU: the whole host's events, not only the process's
         super().__init__("record", "-a", "-m", "2048", "-e", event)
 
-    def count(self, pid):
-        """Stops perf and returns @pid's events."""
+    def _fields(self, fields):
+        """Stops perf: each event's @fields (perf script -F), one list per event."""
         self.stop()
-        p = subprocess.run(["perf", "script", "-i", self.data, "-F", "pid"], capture_output=True,
+        p = subprocess.run(["perf", "script", "-i", self.data, "-F", fields], capture_output=True,
                            text=True, timeout=120, check=True)
         # perf script warns "Processed N events and lost M chunks!" when the buffer overflowed
         assert "lost" not in p.stderr.lower(), f"perf lost events, the reference is incomplete: {p.stderr}"
-        return sum(1 for line in p.stdout.split() if line == str(pid))
+        return [line.split() for line in p.stdout.splitlines() if line.strip()]
+
+    def count(self, pid):
+        """Stops perf and returns @pid's events."""
+        return sum(1 for f in self._fields("pid") if f[0] == str(pid))
+
+    def switches_out(self, pid):
+        """Stops perf (recording sched:sched_switch): {tid: times switched out} of @pid's
+        threads, by the event's prev_pid. Not by the sample's tid: perf writes -1 there
+        once the kernel has released the dying thread, and lost one more switch a thread
+        that way here."""
+        counts = {}
+        for f in self._fields("pid,trace"):
+            prev = next(int(x.split("=")[1]) for x in f if x.startswith("prev_pid="))
+            if f[0] == str(pid):
+                counts[prev] = counts.get(prev, 0) + 1
+        return counts
 
 
 class PerfLock(PerfRecorder):
