@@ -236,7 +236,7 @@ enum sched_thread_flags {
 	 * task); the daemon keeps what it read while the thread ran.
 	 */
 	SCHED_THREAD_EXITED	= 1 << 0,
-	/* exited, with the kernel's counters as it left (sched_process_exit): all are final */
+	/* exited, with the kernel's counters at its last switch out: all are final */
 	SCHED_THREAD_FINAL	= 1 << 1,
 };
 
@@ -249,7 +249,7 @@ struct sched_task_rec {
 	__u64 sum_exec_ns;	/* se.sum_exec_runtime */
 	__u64 run_delay_ns;	/* sched_info.run_delay (CONFIG_SCHED_INFO), 0 without */
 	__u64 start_ns;		/* start_time: CLOCK_MONOTONIC when the thread started */
-	__u64 end_ns;		/* when it exited (sched_process_exit); 0: it runs */
+	__u64 end_ns;		/* when it switched out for the last time; 0: it runs */
 	__u64 events;		/* nvcsw + I/O syscalls (ioac.syscr + syscw): what a burst is made of */
 	char comm[LS_COMM_LEN];
 };

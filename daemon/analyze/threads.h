@@ -77,7 +77,7 @@ int threads__json(struct threads *t, const struct sched_source *src, const struc
 uint64_t threads__dropped(const struct threads *t);
 /* Exited threads summarized early for want of room: the windows lost their own rows. */
 uint64_t threads__folded_early(const struct threads *t);
-/* Threads whose exit was reported with their final counters (sched_process_exit). */
+/* Threads whose exit was reported with their final counters (their last switch out). */
 uint64_t threads__exits(const struct threads *t);
 /* The host's context switches since boot (/proc/stat ctxt), as vmstat reads them. */
 uint64_t threads__host_switches(void);

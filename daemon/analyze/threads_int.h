@@ -64,7 +64,7 @@ struct threads {
 	uint64_t ctxt_prev, ctxt_cur;	/* /proc/stat ctxt at those ticks */
 	uint64_t dropped;		/* exited processes with no room for their summary */
 	uint64_t folded_early;		/* exited threads summarized before their time: no room */
-	uint64_t exits;			/* threads whose exit sched_process_exit reported */
+	uint64_t exits;			/* threads whose last switch out reported their exit */
 	uint64_t switch_cost_ns;
 };
 

@@ -163,7 +163,7 @@ static int exited_cached(const struct collector *c, struct htab *spinners, __u64
 
 /*
  * Threads that exited since the last read: the kernel's counters as they left
- * (sched_process_exit), with their spin figures; the array's, then the hash's.
+ * (at their last switch out), with their spin figures; the array's, then the hash's.
  */
 static int exited_tasks(const struct collector *c, struct htab *spinners, __u64 now, collector_thread_fn fn,
 			void *ctx)
