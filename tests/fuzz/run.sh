@@ -34,11 +34,16 @@ failed=0
 printf '%-10s %12s %10s %8s %8s  %s\n' target executions exec/s coverage corpus result
 for i in "${!pids[@]}"; do
 	t=${names[$i]} log=$dir/log/${names[$i]}.log result=ok
-	wait "${pids[$i]}" || { result="FAILED: see $log and $dir/crashes/"; failed=1; }
-	execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
-	speed=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
-	cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
-	corp=$(grep -o 'corp: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
+	status=0
+	wait "${pids[$i]}" || status=$?
+	[ "$status" -eq 0 ] || { result="FAILED (exit $status): see $log and $dir/crashes/"; failed=1; }
+	# a target that died before its first report has no figures: "?", not an abort here
+	execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1 || true)
+	speed=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1 || true)
+	cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2 || true)
+	corp=$(grep -o 'corp: [0-9]*' "$log" | tail -1 | cut -d' ' -f2 || true)
 	printf '%-10s %12s %10s %8s %8s  %s\n' "$t" "${execs:-?}" "${speed:-?}" "${cov:-?}" "${corp:-?}" "$result"
+	# the log's end in the run's own output: a CI run's build directory does not outlive it
+	[ "$status" -eq 0 ] || tail -n 40 "$log" | sed "s/^/    $t| /"
 done
 exit $failed
