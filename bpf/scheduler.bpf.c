@@ -431,8 +431,9 @@ static __always_inline void task_rec(struct task_struct *t, struct sched_task_re
 
 /*
  * Exiting thread @tid's slot_cache entry, if it owns one, is cleared and freed for another
- * thread (the owner last, after the rest: a thread that claims it finds it clean). What
- * it had open goes with it, as its thread_slots entry goes at the daemon's sweep.
+ * thread (the owner last, after the rest: a thread that claims it finds it clean). A wait
+ * it had open was ended at this switch already (switched_out()); a thread_slots entry
+ * goes at the daemon's sweep.
  */
 static __always_inline void slot_release(__u32 tid)
 {
