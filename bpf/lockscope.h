@@ -47,26 +47,18 @@ enum ls_defaults {
  * the stack sampler picked (their stacks), owner stacks, holder samples and rare events.
  *
  * Two tables alternate: programs add to tables[epoch & 1] while the daemon drains the
- * other. A program counts itself in wait_writers[its CPU] around its use of a table; the
- * daemon moves the epoch on, waits until no program that may have read the old epoch is
- * still running (every CPU's count back to 0), then reads and deletes the old table. So
- * the daemon drains whenever it likes (once a second, and before answering a query),
- * and no wait is lost to the drain.
+ * other. A program counts itself in its CPU's wait_writers around its use of a table; the
+ * daemon moves the epoch on, then asks every CPU, on that CPU (wait_barrier, run there by
+ * BPF_PROG_TEST_RUN), whether one of our programs is inside a table there; once none is,
+ * no program that may have read the old epoch still runs, and the daemon reads and
+ * deletes the old table. So the daemon drains whenever it likes (once a second, and
+ * before answering a query), and no wait is lost to the drain. The count is read only by
+ * its own CPU, by programs and by the barrier's interrupt there, which see its stores in
+ * program order: plain adds, no locked instruction, no barrier between CPUs.
  */
-#define LS_MAX_CPUS		1024	/* wait_writers' slots (CPU ids beyond share slots) */
-/*
- * Each CPU's count on lines of its own, apart from the read-mostly globals beside them:
- * two locked adds per wait on a line another CPU writes too (or reads at every event)
- * made every wait pull it across. 128, not 64: x86's adjacent-line prefetcher pairs
- * lines, and some arm64 parts have 128-byte lines. (.bss maps are mmapable: the kernel
- * places their value at a page boundary, so the ELF alignment holds there.)
- */
-#define LS_CACHE_LINE		128
-
-struct ls_wait_writer {
-	__u32 n;
-	__u8 pad[LS_CACHE_LINE - sizeof(__u32)];
-} __attribute__((aligned(LS_CACHE_LINE)));
+enum {
+	LS_WAIT_BARRIER_BUSY = 1,	/* wait_barrier's return: a program uses a table on that CPU */
+};
 #define LS_HIST_BUCKETS		41	/* log2 of the wait in ns: [2^i, 2^(i+1)); 2^40 ns is 18 min */
 /*
  * In front of the shared tables, each CPU keeps a small cache of entries (per epoch

@@ -47,21 +47,21 @@ struct {
 } wait_cache SEC(".maps");
 
 /*
- * Per CPU: a program is updating a cache slot. A program that runs on the same CPU
- * meanwhile (an interrupt's, or another task's after preemption on a PREEMPT kernel) uses
- * the shared table instead of tearing the entry.
+ * Per CPU: how many of our programs are inside a wait table or cache there now (nested:
+ * an interrupt's program inside a task's). Only its own CPU reads and writes it: the
+ * programs, with plain adds (an interrupting program puts back what it found), and
+ * wait_barrier, which the daemon runs there. A program that finds it above 0 interrupted
+ * another one and leaves the cache slots to it: it uses the shared table.
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, __u32);
-} wait_cache_busy SEC(".maps");
+} wait_writers SEC(".maps");
 
 /* Which table programs write; the daemon moves it on (lockscope.h). */
 __u32 wait_epoch = 0;
-/* Programs using a table right now, per CPU: the daemon drains when all are 0. */
-struct ls_wait_writer wait_writers[LS_MAX_CPUS];
 
 /*
  * floor(log2(@v)) for @v > 0, 0 for 0: the histogram bucket, branch-free as bcc's log2l().
@@ -241,9 +241,9 @@ _Static_assert((LS_WAIT_CACHE_WAYS & (LS_WAIT_CACHE_WAYS - 1)) == 0 && LS_WAIT_C
 
 /*
  * One wait into this CPU's cache slot for @key in the half of @epoch: true when done,
- * false when its set's slots hold other keys (or the cache is in use on this CPU). Slots
- * are freed only with their epoch, so a key's place is the same for the whole epoch: the
- * first slot of its set that was free when it first came.
+ * false when its set's slots hold other keys. Slots are freed only with their epoch, so a
+ * key's place is the same for the whole epoch: the first slot of its set that was free
+ * when it first came. Only for a program that interrupted none of ours on this CPU.
  */
 static __always_inline bool wait_cache_add(const struct ls_wait_key *key, __u32 epoch, __u64 wait_ns,
 					   bool nonblocking, const struct ls_wait_names *names)
@@ -251,14 +251,10 @@ static __always_inline bool wait_cache_add(const struct ls_wait_key *key, __u32 
 	/* the set: LS_WAIT_CACHE_WAYS aligned slots, the hash's first */
 	__u32 base = (epoch & (LS_WAIT_TABLES - 1)) * LS_WAIT_CACHE_SLOTS, slot = wait_key_slot(key);
 	struct ls_wait_cached *c = NULL;
-	__u32 *busy, zero = 0, idx;
 	bool done = false;
+	__u32 idx;
 	int way;
 
-	busy = bpf_map_lookup_elem(&wait_cache_busy, &zero);
-	if (!busy || *busy)
-		return false;
-	*busy = 1;
 	for (way = 0; way < LS_WAIT_CACHE_WAYS && !done; way++) {
 		idx = base + (slot ^ way);
 		c = bpf_map_lookup_elem(&wait_cache, &idx);
@@ -267,10 +263,10 @@ static __always_inline bool wait_cache_add(const struct ls_wait_key *key, __u32 
 		done = wait_cache_claim(c, key, epoch, names);
 	}
 	if (!done || !c)
-		goto out;
+		return false;
 	if (nonblocking) {
 		c->val.nonblocking++;
-		goto out;
+		return true;
 	}
 	c->val.count++;
 	c->val.total_ns += wait_ns;
@@ -279,30 +275,33 @@ static __always_inline bool wait_cache_add(const struct ls_wait_key *key, __u32 
 	if (wait_ns < c->val.min_ns)
 		c->val.min_ns = wait_ns;
 	c->val.hist[ls_hist_bucket(wait_ns)]++;
-out:
-	*busy = 0;
-	return done;
+	return true;
 }
 
 /*
  * Adds one wait of @wait_ns (or, @nonblocking, one call that did not wait) to @key's entry
- * in the table being written. The writer count goes up before the epoch is read (a locked
- * add: a full barrier), so the daemon, which moves the epoch on before it reads the
- * counts, either sees this program or is seen by it.
+ * in the table being written. Counted in this CPU's writers before the epoch is read: the
+ * daemon, which moves the epoch on and then asks each CPU's count there (wait_barrier),
+ * either finds this program inside or makes it read the new epoch. The compiler keeps the
+ * order (barrier()); the CPU needs no fence, its own interrupt sees its stores in order.
  */
 static __always_inline void wait_add(const struct ls_wait_key *key, __u64 wait_ns, bool nonblocking,
 				     const struct ls_wait_names *names)
 {
-	__u32 cpu = bpf_get_smp_processor_id() & (LS_MAX_CPUS - 1), epoch, before;
+	__u32 zero = 0, *writers = bpf_map_lookup_elem(&wait_writers, &zero), nested, epoch;
 	struct ls_wait_val *v = NULL;
 	void *table;
 
-	/* the fetching form: JITs make it a full barrier on every architecture (ldaddal on arm64) */
-	before = __sync_fetch_and_add(&wait_writers[cpu].n, 1);
-	barrier_var(before);
-	epoch = wait_epoch;
-	if (wait_cache_add(key, epoch, wait_ns, nonblocking, names)) {
-		__sync_fetch_and_add(&wait_writers[cpu].n, -1);
+	if (!writers)
+		return;
+	nested = *writers;
+	*writers = nested + 1;
+	barrier();
+	epoch = *(volatile __u32 *)&wait_epoch;
+	/* an interrupted program of ours may be halfway through a cache slot: not nested ones */
+	if (!nested && wait_cache_add(key, epoch, wait_ns, nonblocking, names)) {
+		barrier();
+		*writers = nested;
 		return;
 	}
 	ls_count(LS_CNT_WAIT_SHARED);
@@ -312,9 +311,24 @@ static __always_inline void wait_add(const struct ls_wait_key *key, __u64 wait_n
 		v = wait_entry(table, key, names);
 	if (v)
 		wait_count(v, wait_ns, nonblocking);
-	__sync_fetch_and_add(&wait_writers[cpu].n, -1);
+	barrier();
+	*writers = nested;
 	if (!v)
 		wait_overflow(key, wait_ns, nonblocking, names);
+}
+
+/*
+ * Run by the daemon on each CPU (BPF_PROG_TEST_RUN, BPF_F_TEST_RUN_ON_CPU: an interrupt
+ * there, or the daemon's own task when it is that CPU) after it moved the epoch on:
+ * LS_WAIT_BARRIER_BUSY while a program of ours is inside a table there, which may have
+ * read the old epoch; 0 when none is, and any that starts later reads the new one.
+ */
+SEC("raw_tp")
+int wait_barrier(void *ctx)
+{
+	__u32 zero = 0, *writers = bpf_map_lookup_elem(&wait_writers, &zero);
+
+	return writers && *writers ? LS_WAIT_BARRIER_BUSY : 0;
 }
 
 /*

@@ -246,7 +246,7 @@ static int open_variant(struct collector *c, const struct klock_variant *v)
 		(m)[SHARED_WAIT_TABLES] = (s)->maps.wait_tables;	\
 		(m)[SHARED_COUNTERS] = (s)->maps.counters;		\
 		(m)[SHARED_WAIT_CACHE] = (s)->maps.wait_cache;		\
-		(m)[SHARED_WAIT_CACHE_BUSY] = (s)->maps.wait_cache_busy;	\
+		(m)[SHARED_WAIT_WRITERS] = (s)->maps.wait_writers;		\
 		(m)[SHARED_KHOLDERS] = (s)->maps.kholders;		\
 	} while (0)
 

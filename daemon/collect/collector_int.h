@@ -48,7 +48,7 @@ enum shared_map {
 	SHARED_WAIT_TABLES,	/* outer: the two wait tables */
 	SHARED_COUNTERS,
 	SHARED_WAIT_CACHE,
-	SHARED_WAIT_CACHE_BUSY,
+	SHARED_WAIT_WRITERS,	/* per CPU: our programs inside a table there */
 	SHARED_KHOLDERS,	/* kernel-lock holders, for the scheduler's switch */
 	SHARED_MAPS,
 };

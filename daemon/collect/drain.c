@@ -261,17 +261,31 @@ out:
 	return err;
 }
 
-/* Programs using a wait table now, on every CPU, in every component. */
-static bool waits_busy(const struct collector *c)
+/*
+ * Whether one of our programs is inside a wait table on @cpu now: wait_barrier, run on
+ * that CPU. 1 busy, 0 not, -ENXIO offline (nothing runs there), else -errno.
+ */
+static int waits_busy_on(int fd, int cpu)
 {
-	int cpu;
+	LIBBPF_OPTS(bpf_test_run_opts, opts, .flags = BPF_F_TEST_RUN_ON_CPU, .cpu = cpu);
 
-	for (cpu = 0; cpu < c->nr_cpus && cpu < LS_MAX_CPUS; cpu++) {
-		if (__atomic_load_n(&c->skel->bss->wait_writers[cpu].n, __ATOMIC_SEQ_CST) ||
-		    (c->sskel && __atomic_load_n(&c->sskel->bss->wait_writers[cpu].n, __ATOMIC_SEQ_CST)))
-			return true;
-	}
-	return false;
+	if (bpf_prog_test_run_opts(fd, &opts))
+		return -errno;
+	return opts.retval == LS_WAIT_BARRIER_BUSY;
+}
+
+/*
+ * A kernel that cannot run the barrier on a CPU: an update of a map-in-map returns only
+ * after every BPF program running when it began has finished (the kernel waits for an RCU
+ * grace period, maybe_wait_bpf_programs(), so that user space knows none still uses the
+ * old inner map). Writing a wait table's slot with the same table does nothing else. It
+ * takes a grace period (8-16 ms here), not microseconds: the fallback only.
+ */
+static int waits_grace_period(const struct collector *c)
+{
+	__u32 key = 0;
+
+	return bpf_map_update_elem(c->shared_fds[SHARED_WAIT_TABLES], &key, &c->table_fds[0], BPF_ANY) ? -errno : 0;
 }
 
 /*
@@ -306,13 +320,17 @@ static void klock_count_done(struct collector *c)
 }
 
 /*
- * Moves the programs on to the other table, then waits until none still uses the old one:
- * programs run for microseconds, but one may be preempted (PREEMPT kernels) or its vCPU
- * descheduled; past the bound the drain goes ahead and the race is counted.
+ * Moves the programs on to the other table, then asks each CPU, there, until no program
+ * of ours is inside a table on it (lockscope.h): programs run for microseconds, but one
+ * may be preempted (PREEMPT_RT) or its vCPU descheduled; past the bound the drain goes
+ * ahead and the race is counted.
  */
 static void waits_flip(struct collector *c)
 {
+	int fd = bpf_program__fd(c->skel->progs.wait_barrier), cpu, busy = 0;
 	struct timespec t0, t;
+	bool waited = false;
+	static bool warned;
 
 	klock_count_done(c);
 	c->epoch++;
@@ -320,20 +338,35 @@ static void waits_flip(struct collector *c)
 	if (c->sskel)
 		__atomic_store_n(&c->sskel->bss->wait_epoch, c->epoch, __ATOMIC_SEQ_CST);
 	c->drain.flips++;
-	if (!waits_busy(c))
-		return;
-	c->drain.waited++;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	do {
-		clock_gettime(CLOCK_MONOTONIC, &t);
-		if ((t.tv_sec - t0.tv_sec) * NSEC_PER_SEC + t.tv_nsec - t0.tv_nsec > WAITS_WAIT_MAX_NS) {
-			c->drain.raced++;
-			return;
+	for (cpu = 0; cpu < c->nr_cpus; cpu++) {
+		while ((busy = waits_busy_on(fd, cpu)) == 1) {
+			if (!waited)
+				c->drain.waited++;
+			waited = true;
+			clock_gettime(CLOCK_MONOTONIC, &t);
+			if ((t.tv_sec - t0.tv_sec) * NSEC_PER_SEC + t.tv_nsec - t0.tv_nsec > WAITS_WAIT_MAX_NS) {
+				c->drain.raced++;
+				return;
+			}
+			sched_yield();
 		}
-		sched_yield();
-	} while (waits_busy(c));
+		if (busy < 0 && busy != -ENXIO)		/* ENXIO: an offline CPU */
+			break;
+	}
+	if (busy >= 0 || busy == -ENXIO)
+		return;
+	if (!warned) {
+		pr_warn("wait tables: cannot ask CPU %d whether a program still uses the old table (%s): "
+			"waiting for a grace period at each drain instead\n", cpu, strerror(-busy));
+		warned = true;
+	}
+	if ((busy = waits_grace_period(c))) {
+		pr_warn("wait tables: cannot wait for a grace period (%s): a wait may be lost to this drain\n",
+			strerror(-busy));
+		c->drain.raced++;
+	}
 }
-
 
 /*
  * The CPUs' cache slots of the half programs left: every CPU's copy of each slot that
