@@ -261,7 +261,12 @@ $(OUTPUT)/bench/floor: bench/floor.c $(OUTPUT)/bench/floor.skel.h $(OUTPUT)/benc
 	$(call msg,CC,$@)
 	$(Q)$(CC) $(CFLAGS) -I$(OUTPUT)/bench $< -lbpf -lelf -lz -o $@
 
-bench-tools: all $(OUTPUT)/bench/floor
+# bench/profile.py's map from a program's machine code to its source lines
+$(OUTPUT)/bench/bpf_lines: bench/bpf_lines.c | $(OUTPUT)/bench
+	$(call msg,CC,$@)
+	$(Q)$(CC) $(CFLAGS) $< -lbpf -lelf -lz -o $@
+
+bench-tools: all $(OUTPUT)/bench/floor $(OUTPUT)/bench/bpf_lines
 	$(Q)OUTPUT=$(OUTPUT) bench/anchors.sh
 
 bench: bench-tools

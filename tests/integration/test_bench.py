@@ -96,3 +96,35 @@ def test_single_hook_floor_runs_alone_on_its_hook(mode, tracepoint):
     # the floor's window holds perf's and a little of the host's locking beside it; an event
     # that fires while the program runs on its CPU (an interrupt's) is skipped, and counted
     assert events > 10000 and events <= runs + skipped <= events + events // 100 and skipped <= events // 1000
+
+
+def test_bpf_lines_maps_a_programs_machine_code_to_its_source(daemon):
+    """bench/profile.py's map: every line-info address lies in one of the functions the JIT
+    made of the program, each function's first at its start, the program's at the kernel's
+    symbol for it, and each names a source line of ours, so that a sample's address finds
+    the line it came from."""
+    subprocess.run(["make", "-s", f"OUTPUT={BUILD}", os.path.join(BUILD, "bench", "bpf_lines")], cwd=ROOT, check=True)
+    progs = json.loads(subprocess.run(["bpftool", "prog", "show", "--json"], capture_output=True, text=True,
+                                      check=True).stdout)
+    begin = [p for p in progs if p.get("name", "").startswith("contention_begin")]
+    assert begin, "lockscoped loaded no contention_begin program"
+    prog = begin[0]
+    with open("/proc/kallsyms") as f:
+        start = [int(line.split()[0], 16) for line in f
+                 if line.split()[2].startswith("bpf_prog_") and line.split()[2].endswith("_" + prog["name"])]
+    out = subprocess.run([os.path.join(BUILD, "bench", "bpf_lines"), str(prog["id"])], capture_output=True,
+                         text=True, check=True).stdout.splitlines()
+    funcs = [(int(line.split()[2], 16), int(line.split()[3])) for line in out if line.startswith("# func ")]
+    lines = [line for line in out if not line.startswith("#")]
+    addrs = [int(line.split()[0], 16) for line in lines]
+    print(f"{prog['name']} (id {prog['id']}): {len(lines)} lines in {len(funcs)} functions; {lines[:2]}")
+    # kallsyms shows addresses only to root, and the test runs as root (require_bpf); programs
+    # of one name (another daemon's) have a symbol each
+    assert funcs[0][0] in start and sum(n for _, n in funcs) == prog["bytes_jited"]
+    owner = [[i for i, (f, n) in enumerate(funcs) if f <= a < f + n] for a in addrs]
+    assert all(len(o) == 1 for o in owner), "an address outside the program's functions, or in two"
+    for i, (f, _) in enumerate(funcs):
+        mine = [a for a, o in zip(addrs, owner) if o == [i]]
+        assert mine and mine[0] == f and mine == sorted(mine)
+    assert all(re.match(r"[0-9a-f]+ [\w.]+\.(c|h):\d+: ", line) for line in lines)
+    assert any(" klock.bpf.c:" in line and "BPF_PROG(contention_begin" in line for line in lines)
