@@ -265,18 +265,27 @@ static __always_inline void take_stack(void *ctx, struct klock_pending *e)
 	ls_count(LS_CNT_STACKED);
 }
 
+static __always_inline bool count_done(struct klock_slot *cpu);
+
+/*
+ * A wait begins. A spinning one first counts the waits that ended on this CPU
+ * (count_done(): not where a mutex's sleeping begin runs, under the wait_lock its
+ * unlocker takes), after the owner word's load has gone out: they run while it comes.
+ */
 static __always_inline int __lock_contended(void *ctx, struct klock_slot *cpu, __u64 id, __u64 lock, __u32 flags,
 					    bool with_owner_stack)
 {
-	__u64 now;
+	__u64 now, owner_word;
 	__u32 tid = (__u32)id, depth, idx;
 	bool spinning = is_spinning(flags);
 	struct klock_pending *e, *top;
 	struct task_struct *owner, *task;
 	struct klock_slot *slot;
 
-	if (spinning && (flags & KLOCK_F_MUTEX) && respin(tid, lock, with_owner_stack))
+	if (spinning && (flags & KLOCK_F_MUTEX) && respin(tid, lock, with_owner_stack)) {
+		count_done(cpu);
 		return 0;
+	}
 	if (!spinning && (flags & KLOCK_F_MUTEX) && continue_sleeping(cpu, tid, lock, flags))
 		return 0;
 	slot = spinning ? cpu : thread_slot(tid, true);
@@ -285,6 +294,9 @@ static __always_inline int __lock_contended(void *ctx, struct klock_slot *cpu, _
 		return 0;
 	}
 	now = bpf_ktime_get_ns();
+	owner_word = mutex_owner_word(lock, flags, with_owner_stack);
+	if (spinning)
+		count_done(cpu);
 	depth = slot->depth;
 	if (spinning && depth)
 		depth = expire_stale(slot, depth, tid, now);
@@ -333,7 +345,7 @@ static __always_inline int __lock_contended(void *ctx, struct klock_slot *cpu, _
 		ls_count(LS_CNT_NESTED);
 	if (sample_stack(lock, now, true, 1))
 		e->rec_flags |= KLOCK_RF_SAMPLED;
-	owner = read_owner(e, lock, flags, with_owner_stack);
+	owner = read_owner(e, lock, flags, owner_word, with_owner_stack);
 	if (note_holders && owner)
 		note_holder(e, lock, flags);
 	/* named now, not at the end: the end runs inside the critical section */
@@ -609,9 +621,6 @@ static __always_inline int lock_contended(void *ctx, __u64 lock, __u32 flags, bo
 
 	if (!ls_tgid_wanted(id >> 32) || !(cpu = guard_enter()))
 		return 0;
-	/* not where a mutex's sleeping begin runs: under the wait_lock its unlocker takes */
-	if (is_spinning(flags))
-		count_done(cpu);
 	__lock_contended(ctx, cpu, id, lock, flags, with_owner_stack);
 	cpu->busy = 0;
 	return 0;

@@ -59,20 +59,29 @@ static __always_inline void owner_ids(struct task_struct *owner, __u32 *tid, __u
 }
 
 /*
- * A mutex's owner by plain loads (bpf_rdonly_cast, 6.2+, in the variants that have
- * kfuncs): the storm case, on every wait, without a helper call per field. NULL when the
- * lock is not a plain mutex (PREEMPT_RT's is an rt_mutex) or has no owner.
+ * A plain mutex's owner word, by a plain load (bpf_rdonly_cast, 6.2+, the variants that
+ * have kfuncs); 0 where there is none to read (no such word: PREEMPT_RT's mutex is an
+ * rt_mutex). Its line is the lock's, which the holder wrote when it took it: in a storm a
+ * miss to another CPU at every wait, the begin's largest cost (bench/profile.py). So it
+ * is loaded right after the clock read (whose lfence would wait for it), and the
+ * begin's other work runs while it comes.
  */
-static __always_inline struct task_struct *mutex_owner_direct(__u64 lock, __u32 *tid, __u32 *tgid)
+static __always_inline unsigned long mutex_owner_word(__u64 lock, __u32 flags, const bool direct)
 {
 	struct mutex___plain *m;
-	struct task_struct *t;
-	unsigned long word;
 
-	if (!bpf_core_field_exists(((struct mutex___plain *)0)->owner))
-		return NULL;
+	if (!direct || !(flags & KLOCK_F_MUTEX) || !bpf_core_field_exists(((struct mutex___plain *)0)->owner))
+		return 0;
 	m = bpf_rdonly_cast((void *)lock, bpf_core_type_id_kernel(struct mutex));
-	word = m->owner.counter & ~KOWNER_FLAGS_MASK;
+	return *(volatile long *)&m->owner.counter;
+}
+
+/* The task a mutex's owner @word names and its ids; NULL for none. */
+static __always_inline struct task_struct *mutex_owner_direct(unsigned long word, __u32 *tid, __u32 *tgid)
+{
+	struct task_struct *t;
+
+	word &= ~KOWNER_FLAGS_MASK;
 	if (!word)
 		return NULL;
 	t = bpf_rdonly_cast((void *)word, bpf_core_type_id_kernel(struct task_struct));
@@ -133,10 +142,10 @@ static __always_inline bool mutex_first_waiter_is_current(__u64 lock, const bool
 
 /*
  * Fills the owner fields of @e; returns the owner for this program's use only. @direct:
- * the variant has kfuncs, mutexes are read with plain loads.
+ * the variant has kfuncs, a mutex's owner is @word (mutex_owner_word()).
  */
 static __always_inline struct task_struct *read_owner(struct klock_pending *e, __u64 lock, __u32 flags,
-						      const bool direct)
+						      unsigned long word, const bool direct)
 {
 	struct task_struct *owner;
 	bool waiters;
@@ -144,7 +153,7 @@ static __always_inline struct task_struct *read_owner(struct klock_pending *e, _
 	e->owner_pid = 0;
 	e->owner_tid = 0;
 	if (direct && (flags & KLOCK_F_MUTEX)) {
-		owner = mutex_owner_direct(lock, &e->owner_tid, &e->owner_pid);
+		owner = mutex_owner_direct(word, &e->owner_tid, &e->owner_pid);
 		e->owner_task = (__u64)owner;
 		if (!owner || !e->owner_tid)
 			return NULL;
