@@ -49,9 +49,12 @@ struct {
 /*
  * Per CPU: how many of our programs are inside a wait table or cache there now (nested:
  * an interrupt's program inside a task's). Only its own CPU reads and writes it: the
- * programs, with plain adds (an interrupting program puts back what it found), and
- * wait_barrier, which the daemon runs there. A program that finds it above 0 interrupted
- * another one and leaves the cache slots to it: it uses the shared table.
+ * programs, with plain adds, and wait_barrier, which the daemon runs there. Tracepoints
+ * call programs with preemption off (syscall tracepoints too, since they may fault: perf's
+ * handler turns it off), so one is never left halfway for another task's: only an
+ * interrupt's program comes in between, and it puts back what it found before the one it
+ * interrupted goes on. A program that finds it above 0 interrupted another one and leaves
+ * the cache slots to it: it uses the shared table.
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

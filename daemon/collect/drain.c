@@ -321,9 +321,9 @@ static void klock_count_done(struct collector *c)
 
 /*
  * Moves the programs on to the other table, then asks each CPU, there, until no program
- * of ours is inside a table on it (lockscope.h): programs run for microseconds, but one
- * may be preempted (PREEMPT_RT) or its vCPU descheduled; past the bound the drain goes
- * ahead and the race is counted.
+ * of ours is inside a table on it (lockscope.h): programs run for microseconds with
+ * preemption off, but the hypervisor may hold a vCPU in the middle of one; past the bound
+ * the drain goes ahead and the race is counted.
  */
 static void waits_flip(struct collector *c)
 {
