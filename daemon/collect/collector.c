@@ -377,6 +377,8 @@ static void sched_autoload(struct scheduler_bpf *s, bool precise, bool spin, boo
 	bpf_program__set_autoload(s->progs.sched_exit_futex_waitv, precise);
 	bpf_program__set_autoload(s->progs.spin_sample, spin);
 	bpf_program__set_autoload(s->progs.dump_tasks, spin);
+	/* the writer count is one map for both objects: klock's barrier asks it (drain.c) */
+	bpf_program__set_autoload(s->progs.wait_barrier, false);
 }
 
 /*

@@ -320,17 +320,39 @@ static void klock_count_done(struct collector *c)
 }
 
 /*
- * Moves the programs on to the other table, then asks each CPU, there, until no program
- * of ours is inside a table on it (lockscope.h): programs run for microseconds with
- * preemption off, but the hypervisor may hold a vCPU in the middle of one; past the bound
- * the drain goes ahead and the race is counted.
+ * Asks each CPU, there, until no program of ours is inside a table on it (lockscope.h):
+ * programs run for microseconds with preemption off, but the hypervisor may hold a vCPU in
+ * the middle of one; past the bound the drain goes ahead and the race is counted. 0, or
+ * the -errno of a CPU the kernel cannot run the barrier on.
  */
+static int waits_barrier(struct collector *c)
+{
+	int fd = bpf_program__fd(c->skel->progs.wait_barrier), cpu, busy;
+	uint64_t t0 = ls_now_ns();
+	bool waited = false;
+
+	for (cpu = 0; cpu < c->nr_cpus; cpu++) {
+		while ((busy = waits_busy_on(fd, cpu)) == 1) {
+			if (!waited)
+				c->drain.waited++;
+			waited = true;
+			if (ls_now_ns() - t0 > WAITS_WAIT_MAX_NS) {
+				c->drain.raced++;
+				return 0;
+			}
+			sched_yield();
+		}
+		if (busy < 0 && busy != -ENXIO)		/* ENXIO: an offline CPU, where nothing runs */
+			return busy;
+	}
+	return 0;
+}
+
+/* Moves the programs on to the other table, then waits until none still uses the old one. */
 static void waits_flip(struct collector *c)
 {
-	int fd = bpf_program__fd(c->skel->progs.wait_barrier), cpu, busy = 0;
-	struct timespec t0, t;
-	bool waited = false;
 	static bool warned;
+	int err;
 
 	klock_count_done(c);
 	c->epoch++;
@@ -338,32 +360,16 @@ static void waits_flip(struct collector *c)
 	if (c->sskel)
 		__atomic_store_n(&c->sskel->bss->wait_epoch, c->epoch, __ATOMIC_SEQ_CST);
 	c->drain.flips++;
-	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for (cpu = 0; cpu < c->nr_cpus; cpu++) {
-		while ((busy = waits_busy_on(fd, cpu)) == 1) {
-			if (!waited)
-				c->drain.waited++;
-			waited = true;
-			clock_gettime(CLOCK_MONOTONIC, &t);
-			if ((t.tv_sec - t0.tv_sec) * NSEC_PER_SEC + t.tv_nsec - t0.tv_nsec > WAITS_WAIT_MAX_NS) {
-				c->drain.raced++;
-				return;
-			}
-			sched_yield();
-		}
-		if (busy < 0 && busy != -ENXIO)		/* ENXIO: an offline CPU */
-			break;
-	}
-	if (busy >= 0 || busy == -ENXIO)
+	if (!(err = waits_barrier(c)))
 		return;
 	if (!warned) {
-		pr_warn("wait tables: cannot ask CPU %d whether a program still uses the old table (%s): "
-			"waiting for a grace period at each drain instead\n", cpu, strerror(-busy));
+		pr_warn("wait tables: cannot ask each CPU whether a program still uses the old table (%s): "
+			"waiting for a grace period at each drain instead\n", strerror(-err));
 		warned = true;
 	}
-	if ((busy = waits_grace_period(c))) {
+	if ((err = waits_grace_period(c))) {
 		pr_warn("wait tables: cannot wait for a grace period (%s): a wait may be lost to this drain\n",
-			strerror(-busy));
+			strerror(-err));
 		c->drain.raced++;
 	}
 }
