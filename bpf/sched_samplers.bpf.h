@@ -98,6 +98,26 @@ static __always_inline __u32 busy_poll(struct task_struct *t)
 	}
 }
 
+/* Whether the user code at @ip in @mm is in a spin loop (ls_spinning_at()), remembered. */
+static __always_inline bool spinning_at(__u64 mm, __u64 ip)
+{
+	/* Fibonacci hashing: a loop's addresses are a few bytes apart */
+	__u32 idx = (ip * 0x9E3779B97F4A7C15ULL) >> (64 - __builtin_ctz(SCHED_SPIN_MEMO_SLOTS));
+	struct spin_memo *m = bpf_map_lookup_elem(&spin_memo, &idx);
+
+	if (!m)
+		return ls_spinning_at(ip);
+	if (m->ip == ip && m->mm == mm && m->uses) {
+		m->uses--;
+		return m->spin;
+	}
+	m->ip = ip;
+	m->mm = mm;
+	m->spin = ls_spinning_at(ip);
+	m->uses = SCHED_SPIN_MEMO_USES;
+	return m->spin;
+}
+
 /*
  * Spin loops, every CPU, always on at a low rate: counts the thread's samples, those
  * whose user code is a spin loop (its spin share) and those inside a wait that returns
@@ -121,7 +141,7 @@ int spin_sample(struct bpf_perf_event_data *ctx)
 		return 0;
 	/* user spin loops only: a kernel spinlock's waits are klock's, timed exactly */
 	if (user)
-		spin = ls_spinning_at(ip);
+		spin = spinning_at((__u64)t->mm, ip);
 	else	/* in the kernel on behalf of a process: in a wait that returns at once? */
 		spin = t->mm && (poll = busy_poll(t)) != LS_POLL_NONE;
 	if (!spin && !pending_marked(t->pid, PB_SPINNER))

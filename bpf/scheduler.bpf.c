@@ -244,6 +244,28 @@ struct {
 } spinners SEC(".maps");
 
 /*
+ * The spin check's answers for the user code addresses this CPU sampled last. A loop is
+ * sampled at its few instructions over and over, and reading the code there was most of
+ * the sampler's time: ~400 ns here, a page walk for a line no data access had touched
+ * (docs/performance.md). Keyed by address space and address; each answer is used
+ * SCHED_SPIN_MEMO_USES times and then read again, so code rewritten in place (a JIT) or
+ * a freed address space's reuse is seen again soon.
+ */
+struct spin_memo {
+	__u64 ip;
+	__u64 mm;
+	__u32 spin;
+	__u32 uses;	/* left before the code is read again */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SCHED_SPIN_MEMO_SLOTS);
+	__type(key, __u32);
+	__type(value, struct spin_memo);
+} spin_memo SEC(".maps");
+
+/*
  * Threads that exited since the daemon's last read, with their last counters; it drains
  * them. Most go in the array, indexed by the tid's low bits, where a hash insert costs
  * ~400 ns here; exited_tasks takes those whose entry is still taken.

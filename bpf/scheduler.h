@@ -453,6 +453,10 @@ enum sched_defaults {
 	SCHED_DEF_SPIN_FREQ	= 173,
 	SCHED_DEF_STACK_BYTES	= 16384,	/* dump window: event loops keep big arrays on the stack */
 	SCHED_DEF_SPIN_DUMP_RATE = 20,		/* spin-sample dumps/s per CPU (spin-dump-rate) */
+	/* user code addresses whose spin check each CPU remembers (a power of 2) */
+	SCHED_SPIN_MEMO_SLOTS	= 64,
+	/* a remembered answer is used this many times, then the code is read again */
+	SCHED_SPIN_MEMO_USES	= 64,
 	/* the storm's second yield and every 1024th after it carry the site's stack */
 	SCHED_YIELD_STACK_FIRST	= 2,
 	SCHED_YIELD_STACK_EVERY	= 1024,
