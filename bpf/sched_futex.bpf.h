@@ -191,6 +191,19 @@ static __always_inline void early_releaser(struct sched_slot *e)
 }
 
 /*
+ * What a wait's stacks are rationed by (sample_stack()'s per-lock buckets): its object. A
+ * descriptor, or a private futex's address, is one process's own: every process has its
+ * descriptor 5, and forked workers the same addresses, and one busy process's waits would
+ * take the samples of another's on the same number. The process goes in above the bits
+ * the buckets' hash drops; a shared futex stays its address alone (one lock in every
+ * process that maps it there: PostgreSQL's semaphores).
+ */
+static __always_inline __u64 stack_key(__u64 uaddr, __u32 tgid, __u32 rec_flags)
+{
+	return rec_flags & ULOCK_RF_SHARED ? uaddr : uaddr ^ ((__u64)tgid << 34);
+}
+
+/*
  * A wait begins in @e for the current thread @cur, about to sleep (or entering the call):
  * a futex wait on @uaddr with @op and @val, or with @blockcall (ULOCK_RF_BLOCKCALL) another
  * blocking syscall, @op its enum ls_btype, @uaddr its descriptor + 1.
@@ -225,7 +238,7 @@ static __always_inline void wait_open(void *ctx, struct sched_slot *e, struct ta
 	e->releaser_tid = 0;
 	early_releaser(e);
 	/* with wakers named, the releaser's stack comes with the sample: both are paid for */
-	sampled = sample_stack(uaddr, clock, false, waker_on ? 2 : 1);
+	sampled = sample_stack(stack_key(uaddr, tgid, e->rec_flags), clock, false, waker_on ? 2 : 1);
 	/*
 	 * One read for the word and glibc's owner field behind it. While sched_waking names
 	 * releasers, the thread that releases a mutex to its waiter is the owner it waited

@@ -63,6 +63,21 @@ def daemon_waker():
     assert rc == 0, f"lockscoped exited {rc} on SIGTERM: {log}"
 
 
+SLOW_STACK_RATE = 20	# stacks/s per object: a busy process's waits reach it at once
+DRAIN_S = 1		# the wait tables are read every second
+
+
+@pytest.fixture
+def daemon_slow_stacks():
+    """As daemon, with each object's stacks at SLOW_STACK_RATE a second (200 by default): a
+    busy object's then take a fifth of the CPU's dump budget (200 a second), not all of it."""
+    require_bpf()
+    d = start_daemon(["--block-waits", "1", "--stack-rate", str(SLOW_STACK_RATE)])
+    yield d
+    rc, log = stop_daemon(d)
+    assert rc == 0, f"lockscoped exited {rc} on SIGTERM: {log}"
+
+
 def rows(d, pid, types):
     """The process's rows of @types once the daemon has drained what it will (two reads a
     drain apart agree): the wait tables are read every second. Rows by lock and caller, not
@@ -158,6 +173,34 @@ def test_a_wait_the_disk_ends_names_no_thread(daemon):
     assert got and all(r["releaser"] is None or r["releaser"]["pid"] != w.pid for r in got), got
     # the mutex's waiters are released by the writer that held it: a peer
     assert mutex and all(r["releaser"] and r["releaser"]["pid"] == w.pid for r in mutex), mutex
+
+
+def test_each_process_has_its_own_stack_rate(daemon_slow_stacks):
+    """Stacks are rationed per object (stack-rate a second each), and a descriptor is one
+    process's own: two processes whose workers read the same descriptor number, on one
+    CPU, one woken 5 000 times a second and one 20 times. The slow one's waits get their
+    stacks at its own rate, whatever the busy one does (sharing one ration by the number,
+    the busy one's took all but ~1 % of them)."""
+    busy = Workload("blocking_waits", "--mode", "pool", "--threads", "2", "--seconds", "4")
+    slow = Workload("blocking_waits", "--mode", "pool", "--threads", "1", "--period-us", "50000", "--seconds", "4")
+    for w in (busy, slow):
+        os.sched_setaffinity(w.pid, {0})  # before go: the threads it makes inherit it
+    busy.go()
+    slow.go()
+    truth = {"busy": busy.wait(), "slow": slow.wait()}
+    got = {name: rows(daemon_slow_stacks, w.pid, "wait:read") for name, w in (("busy", busy), ("slow", slow))}
+    waits = {k: sum(r["contended"] for r in v) for k, v in got.items()}
+    stacked = {k: sum(r["stack_samples"] for r in v) for k, v in got.items()}
+    print(waits, stacked, {k: v["wait"]["sleeps"] for k, v in truth.items()})
+    assert waits["busy"] >= 20 * SLOW_STACK_RATE * 4, "the busy process must wait far past its rate"
+    assert waits["slow"] >= 40, "the slow one must wait"
+    # its own ration (the rate, with a second's burst) covers every wait; those that come
+    # just after one of the busy one's stacks find the CPU's dump budget spent (its burst is
+    # the few dumps a quarter of the ring holds): 74-75 % stacked here, 2-3 % when the two
+    # shared a ration
+    assert stacked["slow"] >= 0.5 * waits["slow"], (stacked, waits)
+    # and the busy one is held to its own
+    assert stacked["busy"] <= (SLOW_STACK_RATE + 1) * (4 + 2 * DRAIN_S), (stacked, waits)
 
 
 def test_edges_name_who_waits_for_whom(daemon):

@@ -3,7 +3,8 @@
  * blocking_waits: the ways servers block besides a mutex, each with known truth.
  *
  *   --mode pool    a thread pool on an eventfd: workers block in read(2) until a producer
- *                  posts a job (a worker waiting for work: idle capacity)
+ *                  posts a job every 200 us (--period-us: another period), a worker
+ *                  waiting for work: idle capacity
  *   --mode pipe    a pipeline: each stage blocks in read(2) on the pipe from the stage before
  *   --mode latch   a latch: consumers block in epoll_wait(2) on an eventfd a producer sets
  *                  when it has pushed to a mutex-protected queue (PostgreSQL's latches)
@@ -55,6 +56,7 @@ static struct {
 	struct workload_span span;	/* --until counts the waiting threads' sleeps */
 	int wait_go;
 	const char *dir;		/* fsync: where the file goes */
+	unsigned int period_us;		/* pool: the producer's period (0: its own, 200 us) */
 } opts = { .threads = 4, .span.seconds = 3, .dir = "/tmp" };
 
 static volatile int stop;
@@ -199,7 +201,7 @@ static void *pool_worker(void *arg)
 	return NULL;
 }
 
-/* The producer: one job every 200 us, so the workers mostly wait for work. */
+/* The producer: one job every 200 us (--period-us), so the workers mostly wait for work. */
 static void *pool_producer(void *arg)
 {
 	struct thread *t = arg;
@@ -209,7 +211,7 @@ static void *pool_producer(void *arg)
 	while (!stop) {
 		if (write(efd, &one, sizeof(one)) == sizeof(one))
 			t->items++;
-		usleep(200);
+		usleep(opts.period_us ? opts.period_us : 200);
 	}
 	return NULL;
 }
@@ -447,6 +449,7 @@ int main(int argc, char **argv)
 		{ "seconds", required_argument, NULL, 's' },
 		{ "dir", required_argument, NULL, 'd' },
 		{ "wait", no_argument, NULL, 'w' },
+		{ "period-us", required_argument, NULL, 'p' },
 		WORKLOAD_SPAN_OPTIONS,
 		{}
 	};
@@ -457,7 +460,7 @@ int main(int argc, char **argv)
 	int c, i, rc;
 
 	opts.mode = MODE_MAX;
-	while ((c = getopt_long(argc, argv, "m:n:s:d:w", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "m:n:s:d:wp:", longopts, NULL)) != -1) {
 		if (workload_span_opt(&opts.span, c, optarg))
 			continue;
 		switch (c) {
@@ -470,9 +473,10 @@ int main(int argc, char **argv)
 		case 's': opts.span.seconds = atof(optarg); break;
 		case 'd': opts.dir = optarg; break;
 		case 'w': opts.wait_go = 1; break;
+		case 'p': opts.period_us = strtoul(optarg, NULL, 10); break;
 		default:
 			fprintf(stderr, "usage: blocking_waits --mode pool|pipe|latch|fsync|chain [--threads N] [--seconds S] "
-				"%s [--dir DIR] [--wait]\n", WORKLOAD_SPAN_USAGE);
+				"%s [--dir DIR] [--period-us US] [--wait]\n", WORKLOAD_SPAN_USAGE);
 			return 2;
 		}
 	}
