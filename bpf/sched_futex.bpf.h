@@ -225,13 +225,8 @@ static __always_inline void wait_open(void *ctx, struct sched_slot *e, struct ta
 	e->rec_flags = (state == SLOT_SYSCALL ? ULOCK_RF_PRECISE : ULOCK_RF_BLOCKED) | blockcall;
 	if (!blockcall && !(op & ULOCK_FUTEX_PRIVATE))
 		e->rec_flags |= ULOCK_RF_SHARED;
-	e->stack_id = -1;
-	e->releaser_stack_id = -1;
-	e->stack_dump = 0;
-	e->releaser_dump = 0;
 	e->chain_pid = 0;
 	e->deadline_ns = 0;
-	e->word0 = e->word8 = 0;
 	if (state == SLOT_BLOCKED)
 		task_switches(cur, &e->switches, &e->exec_ns);
 	e->releaser_pid = 0;
@@ -239,6 +234,15 @@ static __always_inline void wait_open(void *ctx, struct sched_slot *e, struct ta
 	early_releaser(e);
 	/* with wakers named, the releaser's stack comes with the sample: both are paid for */
 	sampled = sample_stack(stack_key(uaddr, tgid, e->rec_flags), clock, false, waker_on ? 2 : 1);
+	/*
+	 * What only a sampled wait's record carries is set only for one: at most waits the
+	 * slot's other lines stay untouched (struct sched_slot)
+	 */
+	if (sampled) {
+		e->word0 = e->word8 = 0;
+		e->releaser_stack_id = -1;
+		e->releaser_dump = 0;
+	}
 	/*
 	 * One read for the word and glibc's owner field behind it. While sched_waking names
 	 * releasers, the thread that releases a mutex to its waiter is the owner it waited

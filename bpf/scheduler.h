@@ -333,54 +333,69 @@ enum slot_state {
 	SLOT_SYSCALL,	/* precise mode: inside a futex wait call since begin_ns */
 };
 
-/* What is open for one thread: a futex wait, a preemption while holding a lock, a stop. */
+/*
+ * What is open for one thread: a futex wait, a preemption while holding a lock, a stop.
+ * Laid out by use, in whole cache lines (four: slot_cache's entries begin on a line).
+ * Every wait reads and writes the first two lines only: the first holds the claim, the
+ * wait and what each switch in checks; the second what a wait's end and its waker touch.
+ * The rest is for sampled waits, early wakers, preemptions and stops.
+ */
 struct sched_slot {
-	/* the futex wait */
 	__u64 uaddr;
 	__u64 begin_ns;
 	__u32 state;		/* enum slot_state */
 	__u32 op;
 	__u32 val;
+	__u32 rec_flags;	/* enum ulock_rec_flags */
+	__u32 releaser_pid;
+	__u32 releaser_tid;
+	/* the thread's switches out (nvcsw + nivcsw) and on-CPU time when the wait began */
+	__u64 exec_ns;
+	__u32 switches;
+	__u32 owner;		/* slot_cache: the thread this entry is the slot of; 0: free */
+	/* the thread, holding a contended lock, was preempted at preempt_ns (0: it was not) */
+	__u64 preempt_ns;
+
+	/* the second line */
+	__u32 early_kind;	/* see early_pid below */
+	__u32 chain_pid;	/* the wait open: its waker had been waiting on this process */
+	__u32 resumed;		/* the stop is over: counting the burst window */
+	__u32 pad1;
+	/* a blocking wait's poll timeout runs out then (bpf_ktime_get_ns()); 0: none known */
+	__u64 deadline_ns;
+	char releaser_comm[LS_COMM_LEN];
+	/* stopped, or in the burst window after the resume (stop.stop_ns != 0, in this line) */
+	struct sched_stop stop;
+
+	/* a sampled wait's: the lock word and owner field (ULOCK_RF_WORDS), the stacks */
 	__u32 word0;
 	__u32 word8;
-	__u32 rec_flags;	/* enum ulock_rec_flags */
 	__s32 stack_id;
 	__s32 releaser_stack_id;
 	__u64 stack_dump;
 	__u64 releaser_dump;
-	__u32 releaser_pid;
-	__u32 releaser_tid;
-	char releaser_comm[LS_COMM_LEN];
-	/* the thread's switches out (nvcsw + nivcsw) and on-CPU time when the wait began */
-	__u64 exec_ns;
-	__u32 switches;
-	__u32 chain_pid;	/* the wait open: its waker had been waiting on this process */
-	__u32 pad1;
 	/*
 	 * A waker that came while the thread was still switching out, before the switch that
-	 * opens its wait ran (early_waker()): its names, what it was doing (enum waker_kind;
-	 * 0: none), the futex it woke, and the thread's on-CPU time then, which is the time
-	 * the wait opens with only if the kernel had already put the thread to sleep.
+	 * opens its wait ran (early_waker()): its names, what it was doing (early_kind, enum
+	 * waker_kind; 0: none), the futex it woke, and the thread's on-CPU time then, which is
+	 * the time the wait opens with only if the kernel had already put the thread to sleep.
 	 */
 	__u64 early_exec_ns;
 	__u64 early_uaddr;
-	__u32 early_kind;
 	__u32 early_pid;
 	__u32 early_tid;
-	__u32 pad2;
 	char early_comm[LS_COMM_LEN];
-	/* a blocking wait's poll timeout runs out then (bpf_ktime_get_ns()); 0: none known */
-	__u64 deadline_ns;
-	/* the thread, holding a contended lock, was preempted at preempt_ns (0: it was not) */
-	__u64 preempt_ns;
 	__u64 preempt_addr;
 	__u32 preempt_kind;	/* enum ulock_holder_kind */
 	__u32 preempt_flags;	/* user: ULOCK_RF_SHARED; kernel: the lock's klock_lcb_flags */
-	/* stopped, or in the burst window after the resume (stop.stop_ns != 0) */
-	struct sched_stop stop;
-	__u32 resumed;		/* the stop is over: counting the burst window */
-	__u32 owner;		/* slot_cache: the thread this entry is the slot of; 0: free */
+	__u64 pad2;		/* to four whole lines */
 };
+
+enum { SCHED_SLOT_LINE = 64 };	/* the cache line sched_slot's layout is made for */
+_Static_assert(sizeof(struct sched_slot) % SCHED_SLOT_LINE == 0, "slots are whole lines");
+_Static_assert(__builtin_offsetof(struct sched_slot, stop.stop_ns) < 2 * SCHED_SLOT_LINE &&
+	       __builtin_offsetof(struct sched_slot, releaser_comm) < 2 * SCHED_SLOT_LINE &&
+	       __builtin_offsetof(struct sched_slot, preempt_ns) < SCHED_SLOT_LINE, "every wait's fields in two lines");
 
 /* Records the scheduler component writes; stack dumps precede the record naming them. */
 enum sched_rec_flags {
