@@ -336,9 +336,10 @@ enum slot_state {
 /*
  * What is open for one thread: a futex wait, a preemption while holding a lock, a stop.
  * Laid out by use, in whole cache lines (four: slot_cache's entries begin on a line).
- * Every wait reads and writes the first two lines only: the first holds the claim, the
- * wait and what each switch in checks; the second what a wait's end and its waker touch.
- * The rest is for sampled waits, early wakers, preemptions and stops.
+ * Every wait reads and writes the first two lines only: the first holds the wait, the
+ * claim and the preemption each switch in checks; the second what the wait's end and its
+ * waker touch, and the stop each switch in checks. The rest is for sampled waits, early
+ * wakers, preempted holders and stops.
  */
 struct sched_slot {
 	__u64 uaddr;
