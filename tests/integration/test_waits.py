@@ -41,14 +41,19 @@ def time_agrees(got_ns, tally, steal):
     return low <= got_ns <= high
 
 
-@pytest.fixture
-def daemon():
-    """lockscoped with the other blocking syscalls on (block-waits: off by default)."""
+def block_waits_daemon(*args):
+    """lockscoped with the other blocking syscalls on (block-waits: off by default) and
+    @args, for a fixture to yield from; it must stop cleanly."""
     require_bpf()
-    d = start_daemon(["--block-waits", "1"])
+    d = start_daemon(["--block-waits", "1", *args])
     yield d
     rc, log = stop_daemon(d)
     assert rc == 0, f"lockscoped exited {rc} on SIGTERM: {log}"
+
+
+@pytest.fixture
+def daemon():
+    yield from block_waits_daemon()
 
 
 @pytest.fixture
@@ -56,11 +61,7 @@ def daemon_waker():
     """As daemon, with sched_waking attached from the start (waker-min-rate 0). At the default
     it attaches once 100 blocks came, and the ~30 reads before it name no waker: 0.3 % of a
     run here, past 1 % in CI, where the same 3 s make a third of the reads."""
-    require_bpf()
-    d = start_daemon(["--block-waits", "1", "--waker-min-rate", "0"])
-    yield d
-    rc, log = stop_daemon(d)
-    assert rc == 0, f"lockscoped exited {rc} on SIGTERM: {log}"
+    yield from block_waits_daemon("--waker-min-rate", "0")
 
 
 SLOW_STACK_RATE = 20	# stacks/s per object: a busy process's waits reach it at once
@@ -71,11 +72,7 @@ DRAIN_S = 1		# the wait tables are read every second
 def daemon_slow_stacks():
     """As daemon, with each object's stacks at SLOW_STACK_RATE a second (200 by default): a
     busy object's then take a fifth of the CPU's dump budget (200 a second), not all of it."""
-    require_bpf()
-    d = start_daemon(["--block-waits", "1", "--stack-rate", str(SLOW_STACK_RATE)])
-    yield d
-    rc, log = stop_daemon(d)
-    assert rc == 0, f"lockscoped exited {rc} on SIGTERM: {log}"
+    yield from block_waits_daemon("--stack-rate", str(SLOW_STACK_RATE))
 
 
 def rows(d, pid, types):
