@@ -25,22 +25,36 @@ def call(sock, req):
 
 
 @contextlib.contextmanager
-def lockscoped(*args):
-    """A running daemon with @args; yields its socket path once it answers."""
+def lockscoped(*args, binary=None):
+    """A running daemon with @args (@binary: another build's); yields its socket path once
+    it answers. One that exits first, or never answers, stops the measurement with what it
+    said: a figure taken without it would be the untraced machine's."""
+    binary = binary or LOCKSCOPED
     sock = os.path.join(tempfile.mkdtemp(), "ls.sock")
-    d = subprocess.Popen([LOCKSCOPED, "--socket", sock, *args],
-                         stderr=subprocess.DEVNULL)
+    err = tempfile.TemporaryFile()
+    d = subprocess.Popen([binary, "--socket", sock, *args], stderr=err)
     try:
         for _ in range(300):
             try:
                 call(sock, {"cmd": "status"})
                 break
             except OSError:
+                if d.poll() is not None:
+                    break
                 time.sleep(0.05)
+        else:
+            raise RuntimeError(f"{binary} {' '.join(args)}: no answer on {sock} in 15 s")
+        if d.poll() is not None:
+            err.seek(0)
+            said = err.read().decode(errors="replace").strip().splitlines()
+            raise RuntimeError(f"{binary} {' '.join(args)} exited at start ({d.returncode})"
+                               + (f": {' '.join(said[-2:])}" if said else ""))
         yield sock
     finally:
-        d.terminate()
+        if d.poll() is None:
+            d.terminate()
         d.wait()
+        err.close()
 
 
 def workload(name, *args, **kw):

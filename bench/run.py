@@ -38,6 +38,9 @@ Usage: sudo make bench   (or: sudo bench/run.py [--pairs N] [--seconds S] [--for
        sudo bench/run.py --only pingpong,stress_switch [--configs lockscope_default,floor]
          the paired runs of those workloads and configurations alone, printed, results
          left as they are: to see what one change costs before the whole bench is run
+       sudo bench/run.py --only pingpong --define nowaker='--block-waits=1 --waker-min-rate=1000000' \
+                         --define old@/tmp/old/lockscoped= --configs lockscope_default,nowaker,old
+         with configurations of one's own: lockscoped's options, and another build's daemon
 """
 import argparse
 import contextlib
@@ -47,6 +50,7 @@ import os
 import platform
 import random
 import re
+import shlex
 import shutil
 import signal
 import statistics
@@ -73,6 +77,8 @@ ALL_ARGS = ["--stack-rate=1000000", "--cpu-stack-rate=1000000", "--stack-budget=
 # lockscoped's configurations and their options; those beyond the default only with --only
 LOCKSCOPED_CONFIGS = {"lockscope_default": [], "lockscope_all": ALL_ARGS,
                       "lockscope_block_waits": ["--block-waits=1"]}
+# the daemon a configuration runs where it is not this build's (--define NAME@PATH=...)
+LOCKSCOPED_BINARIES = {}
 BUSY_LOAD = 0.5		# 1-minute load average above which the machine is not quiet
 
 # name: (what it is, its unit, whether it makes kernel-lock waits, how to run it for S s)
@@ -224,7 +230,7 @@ def tracer(config):
     if config == "none":
         yield Tracer()
     elif config in LOCKSCOPED_CONFIGS:
-        with lockscoped(*LOCKSCOPED_CONFIGS[config]) as sock:
+        with lockscoped(*LOCKSCOPED_CONFIGS[config], binary=LOCKSCOPED_BINARIES.get(config)) as sock:
             yield Daemon(sock)
     elif config in FLOOR_MODES:
         with process([FLOOR, *FLOOR_MODES[config]], first_line,
@@ -665,6 +671,33 @@ def check_floor():
             sys.exit(f"bench/run.py: {config}'s hooks {floor} are not lockscoped's {ours}: update bench/floor.bpf.c")
 
 
+def define(spec):
+    """--define NAME[@PATH]=ARGS: a lockscoped configuration of one's own (its options, as
+    shell words; the daemon at PATH: another build), for --only to measure beside the rest."""
+    head, sep, words = spec.partition("=")
+    name, at, path = head.partition("@")
+    known = TRACED + list(LOCKSCOPED_CONFIGS) + list(FLOOR_MODES)
+    if not sep or not re.fullmatch(r"[A-Za-z0-9_.-]+", name) or name in known or name == "none":
+        sys.exit(f"bench/run.py: --define {spec!r}: want NAME=ARGS or NAME@PATH=ARGS, NAME new "
+                 "(letters, digits, _ . -)")
+    if at and not os.access(path, os.X_OK):
+        sys.exit(f"bench/run.py: --define {name}: {path} is not an executable lockscoped")
+    try:
+        LOCKSCOPED_CONFIGS[name] = shlex.split(words)
+    except ValueError as e:
+        sys.exit(f"bench/run.py: --define {name}: {e}")
+    if at:
+        LOCKSCOPED_BINARIES[name] = path
+
+
+def only_tools(args):
+    """What --only's workloads and configurations run (the floor: its hooks are checked)."""
+    configs, names = args.configs.split(","), args.only.split(",")
+    need = {FLOOR: True, PERF_BPF: "perf_lock_bpf" in configs, "bpftrace": "bpftrace" in configs,
+            "stress-ng": any(isinstance(WORKLOADS.get(n, (0, 0, 0, None))[3], str) for n in names)}
+    return [tool for tool, needed in need.items() if needed]
+
+
 def only(args):
     """--only: the paired runs of some workloads and configurations, as a table."""
     names, configs = args.only.split(","), args.configs.split(",")
@@ -696,11 +729,19 @@ def main():
     ap.add_argument("--configs", metavar="C,C", default=",".join(TRACED),
                     help="with --only: these configurations (lockscope_default, lockscope_all, "
                     "lockscope_block_waits, perf_lock_bpf, bpftrace, floor, floor_all, floor_switch, bound, "
-                    "floor_lock_begin, floor_lock_end)")
+                    "floor_lock_begin, floor_lock_end, and those --define names)")
+    ap.add_argument("--define", metavar="NAME[@PATH]=ARGS", action="append", default=[],
+                    help="with --only: a lockscoped configuration named NAME, with options ARGS "
+                    "(one argument, shell words), of the daemon at PATH if given (another build)")
     args = ap.parse_args()
+    if args.define and not args.only:
+        sys.exit("bench/run.py: --define names configurations for --only; the whole bench measures its own")
+    for spec in args.define:
+        define(spec)
     if os.geteuid() != 0:
         sys.exit("bench/run.py loads BPF programs and runs perf -a: run it as root (sudo make bench)")
-    tools = [FLOOR] if args.check_floor else [FLOOR, PERF_BPF, "perf", "bpftrace", "stress-ng"]
+    tools = [FLOOR] if args.check_floor else only_tools(args) if args.only else \
+        [FLOOR, PERF_BPF, "perf", "bpftrace", "stress-ng"]
     for tool in tools:
         if not shutil.which(tool):
             sys.exit(f"bench/run.py: {tool} is missing: run 'make bench-tools' first")

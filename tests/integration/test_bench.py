@@ -7,6 +7,9 @@ test never asserts a speed).
   independent count says happened, or its cost would say less than it claims
 - the single-hook floors (floor --lock-begin, --lock-end) attach their one empty program
   and nothing else, and it runs at every event perf counts on that tracepoint
+- a configuration of one's own (run.py --only --define) runs the daemon it names with its
+  options, and one whose daemon cannot start stops the bench with the daemon's words
+  rather than measure an untraced machine as traced
 """
 import json
 import os
@@ -128,3 +131,34 @@ def test_bpf_lines_maps_a_programs_machine_code_to_its_source(daemon):
         assert mine and mine[0] == f and mine == sorted(mine)
     assert all(re.match(r"[0-9a-f]+ [\w.]+\.(c|h):\d+: ", line) for line in lines)
     assert any(" klock.bpf.c:" in line and "BPF_PROG(contention_begin" in line for line in lines)
+
+
+def bench_only(*args):
+    """bench/run.py --only pingpong, one short pair a configuration: what it ran, not how fast."""
+    return subprocess.run([sys.executable, os.path.join(ROOT, "bench", "run.py"), "--force", "--only", "pingpong",
+                           "--pairs", "1", "--seconds", "0.5", *args],
+                          capture_output=True, text=True, timeout=300, env={**os.environ, "OUTPUT": BUILD})
+
+
+def test_a_configuration_of_ones_own_runs_its_daemon_and_one_that_cannot_start_stops_the_bench(tmp_path):
+    subprocess.run(["make", "-s", f"OUTPUT={BUILD}", os.path.join(BUILD, "bench", "floor")], cwd=ROOT, check=True)
+    # another build's daemon, standing in: notes how it was started, then is this build's
+    called = tmp_path / "called"
+    other = tmp_path / "lockscoped"
+    other.write_text(f'#!/bin/sh\necho "$@" >> {called}\nexec {os.path.join(BUILD, "lockscoped")} "$@"\n')
+    other.chmod(0o755)
+    r = bench_only("--define", f"nospin@{other}=--spin-freq=0 --hold-freq='0'", "--configs", "nospin")
+    print(r.stdout, r.stderr[-2000:])
+    assert r.returncode == 0 and re.search(r"^pingpong\s+nospin\s+[-+]\d", r.stdout, re.M)
+    starts = called.read_text().splitlines()
+    # one daemon per traced run, each with the options as the shell words said
+    assert len(starts) == 1 and starts[0].endswith("--spin-freq=0 --hold-freq=0")
+
+    r = bench_only("--define", "bad=--spin-freq=0 --no-such-option", "--configs", "bad")
+    assert r.returncode != 0 and "exited at start (2)" in r.stderr and "unrecognized option '--no-such-option'" in r.stderr
+    assert "pingpong" not in r.stdout  # no row measured without its daemon
+
+    for spec, said in (("bad name=", "want NAME=ARGS"), ("floor=", "want NAME=ARGS"),
+                       (f"x@{tmp_path}/none=", "is not an executable lockscoped"), ("x='", "No closing quotation")):
+        r = bench_only("--define", spec, "--configs", "x")
+        assert r.returncode != 0 and said in r.stderr, (spec, r.stderr)
