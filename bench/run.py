@@ -788,4 +788,7 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except RuntimeError as e:	# a tracer that could not start, a workload that said nothing: one line
+        sys.exit(f"bench/run.py: {e}")
