@@ -46,6 +46,7 @@ import argparse
 import contextlib
 import datetime
 import json
+import math
 import os
 import platform
 import random
@@ -117,7 +118,9 @@ def machine_cpu_s():
 
 
 def stress_ng(stressor, seconds):
-    out = subprocess.run(["stress-ng", f"--{stressor}", "4", "--timeout", f"{seconds}s", "--metrics-brief"],
+    # stress-ng's timeout is whole seconds, and "0.5s" reads as 0: no timeout at all
+    out = subprocess.run(["stress-ng", f"--{stressor}", "4", "--timeout", f"{max(1, math.ceil(seconds))}s",
+                          "--metrics-brief"],
                          capture_output=True, text=True, check=True)
     text = out.stdout + out.stderr
     for line in text.splitlines():
@@ -671,13 +674,17 @@ def check_floor():
             sys.exit(f"bench/run.py: {config}'s hooks {floor} are not lockscoped's {ours}: update bench/floor.bpf.c")
 
 
+def known_configs():
+    """Every configuration --configs may name: the tracers, lockscoped's (those --define made too), the floors."""
+    return TRACED + list(LOCKSCOPED_CONFIGS) + list(FLOOR_MODES)
+
+
 def define(spec):
     """--define NAME[@PATH]=ARGS: a lockscoped configuration of one's own (its options, as
     shell words; the daemon at PATH: another build), for --only to measure beside the rest."""
     head, sep, words = spec.partition("=")
     name, at, path = head.partition("@")
-    known = TRACED + list(LOCKSCOPED_CONFIGS) + list(FLOOR_MODES)
-    if not sep or not re.fullmatch(r"[A-Za-z0-9_.-]+", name) or name in known or name == "none":
+    if not sep or not re.fullmatch(r"[A-Za-z0-9_.-]+", name) or name in known_configs() or name == "none":
         sys.exit(f"bench/run.py: --define {spec!r}: want NAME=ARGS or NAME@PATH=ARGS, NAME new "
                  "(letters, digits, _ . -)")
     if at and not os.access(path, os.X_OK):
@@ -694,7 +701,7 @@ def only_tools(args):
     """What --only's workloads and configurations run (the floor: its hooks are checked)."""
     configs, names = args.configs.split(","), args.only.split(",")
     need = {FLOOR: True, PERF_BPF: "perf_lock_bpf" in configs, "bpftrace": "bpftrace" in configs,
-            "stress-ng": any(isinstance(WORKLOADS.get(n, (0, 0, 0, None))[3], str) for n in names)}
+            "stress-ng": any(n in WORKLOADS and isinstance(WORKLOADS[n][3], str) for n in names)}
     return [tool for tool, needed in need.items() if needed]
 
 
@@ -702,7 +709,7 @@ def only(args):
     """--only: the paired runs of some workloads and configurations, as a table."""
     names, configs = args.only.split(","), args.configs.split(",")
     bad = [n for n in names if n not in WORKLOADS] + \
-          [c for c in configs if c not in TRACED + list(LOCKSCOPED_CONFIGS) + list(FLOOR_MODES)]
+          [c for c in configs if c not in known_configs()]
     if bad:
         sys.exit(f"bench/run.py: unknown workload or configuration: {', '.join(bad)}")
     res = matrix(args, names, configs)
