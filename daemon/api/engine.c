@@ -621,11 +621,12 @@ void engine__tick(struct engine *e)
 	per_second(e, now);
 	if (now - e->last_gc_ns >= GC_INTERVAL_NS) {
 		/*
-		 * The rings are drained between the long steps, not only once a tick: each of
-		 * the threads' read, the wait tables' drain and this sweep takes 10-30 ms after
-		 * a churn of 10 000 threads on the 2-CPU guest, and the sum of them without a
-		 * drain is what a ring of dumps at their highest rate must hold (CI lost 23
-		 * records once so, with every count still exact).
+		 * The rings are drained between the long steps, not only once a tick: the
+		 * threads' read and the wait tables' drain take 10-20 ms after a churn of
+		 * 10 000 threads on the 2-CPU guest (this sweep 4-8 ms, 28-79 when it asked
+		 * procfs per thread), and the sum of them without a drain is what a ring of
+		 * dumps at their highest rate must hold (CI lost 23 records once so, with every
+		 * count still exact).
 		 */
 		engine__consume(e);
 		e->stale_slots += collector__gc(e->coll);

@@ -330,6 +330,7 @@ cJSON *engine__status(struct engine *e)
 	cJSON_AddNumberToObject(ev, "wait_drains_waited", drains.waited);
 	/* slots of exited threads the daemon freed for new ones (kernel locks) */
 	cJSON_AddNumberToObject(ev, "thread_slots_freed", collector__slots_freed(e->coll));
+	cJSON_AddNumberToObject(ev, "thread_entries_swept", collector__entries_swept(e->coll));
 	/* threads whose last counters their final switch out left (sched-threads) */
 	cJSON_AddNumberToObject(ev, "thread_exits", threads__exits(e->threads));
 	cJSON_AddNumberToObject(ev, "nested", cnt[LS_CNT_NESTED]);

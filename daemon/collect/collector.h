@@ -128,6 +128,8 @@ void collector__name_releasers(struct collector *c, bool on);
 int collector__gc(struct collector *c);
 /* Thread slots of exited threads collector__gc() freed for other threads so far. */
 uint64_t collector__slots_freed(const struct collector *c);
+/* Entries of exited threads collector__gc() deleted from the tid-keyed maps so far. */
+uint64_t collector__entries_swept(const struct collector *c);
 struct sched_thread;
 typedef int (*collector_thread_fn)(void *ctx, __u32 tid, const struct sched_thread *st);
 /* Calls @fn with every thread's scheduling counts; a nonzero return stops the walk. */

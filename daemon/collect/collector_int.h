@@ -81,6 +81,7 @@ struct collector {
 	int nr_cpus;
 	struct ls_probes probes;
 	uint64_t kslots_freed;			/* klock's slot_cache entries of exited threads freed */
+	uint64_t entries_swept;			/* tid-keyed maps' entries of exited threads deleted */
 	struct collector_note notes[COLLECTOR_NOTES_MAX];
 	int nr_notes;
 };

@@ -261,6 +261,22 @@ def run_cli(*args, check=True, **kw):
     return p
 
 
+def bpf_objects_of(pid):
+    """The ids of the programs, maps and links process @pid holds: its descriptors' fdinfo
+    names them (prog_id, map_id, link_id)."""
+    held = {"prog": set(), "map": set(), "link": set()}
+    for fd in os.listdir(f"/proc/{pid}/fdinfo"):
+        try:
+            with open(f"/proc/{pid}/fdinfo/{fd}") as f:
+                for line in f:
+                    key, _, value = line.partition(":")
+                    if key in ("prog_id", "map_id", "link_id"):
+                        held[key[:-3]].add(int(value))
+        except FileNotFoundError:
+            pass
+    return held
+
+
 def start_daemon(extra_args=(), sock=None, wrap=(), env=None):
     """lockscoped on a private socket; @wrap runs it inside another command (a namespace)."""
     tmp = tempfile.mkdtemp(prefix="lockscope-test-")

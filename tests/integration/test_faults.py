@@ -11,7 +11,8 @@ import subprocess
 import threading
 import time
 
-from conftest import LOCKSCOPE, LOCKSCOPED, check_response, require_bpf, require_tool, start_daemon, stop_daemon
+from conftest import (LOCKSCOPE, LOCKSCOPED, bpf_objects_of, check_response, require_bpf, require_tool, start_daemon,
+                      stop_daemon)
 from test_access import MEMBER, as_user, users  # noqa: F401 (a fixture)
 
 # the daemon's limits (daemon/serve/server.c)
@@ -188,22 +189,6 @@ def test_half_closed_clients_get_their_answers(daemon):
         assert len(lines) == 1
         assert check_response(json.loads(lines[0]))["cmd"] == req["cmd"]
     assert status(daemon)["clients"]["connected"] == 1
-
-
-def bpf_objects_of(pid):
-    """The ids of the programs, maps and links process @pid holds: its descriptors' fdinfo
-    names them (prog_id, map_id, link_id)."""
-    held = {"prog": set(), "map": set(), "link": set()}
-    for fd in os.listdir(f"/proc/{pid}/fdinfo"):
-        try:
-            with open(f"/proc/{pid}/fdinfo/{fd}") as f:
-                for line in f:
-                    key, _, value = line.partition(":")
-                    if key in ("prog_id", "map_id", "link_id"):
-                        held[key[:-3]].add(int(value))
-        except FileNotFoundError:
-            pass
-    return held
 
 
 def live_ids(kind):

@@ -6,12 +6,13 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
 import pytest
 
-from conftest import (LOCKSCOPE, ROOT, WORKLOADS, Workload, check_response, require_bpf, require_tool,
+from conftest import (LOCKSCOPE, ROOT, WORKLOADS, Workload, bpf_objects_of, check_response, require_bpf, require_tool,
                       start_daemon, stop_daemon)
 from perfref import PerfLock, PerfRecordAll, PerfStat
 
@@ -243,6 +244,23 @@ def drops_between(before, after):
     return {k: moved[k] for k in COUNT_LOSSES}, moved["ringbuf_full"]
 
 
+def thread_map_keys(pid):
+    """The thread ids daemon @pid keeps entries for in its tid-keyed maps (thread_slots,
+    owner_stacks), from bpftool's dumps of the maps it holds."""
+    def bpftool(*args):
+        return json.loads(subprocess.run(["bpftool", "-j", *args], capture_output=True, text=True,
+                                         check=True).stdout or "[]")
+    keys = set()
+    for map_id in bpf_objects_of(pid)["map"]:
+        if bpftool("map", "show", "id", str(map_id)).get("name") not in ("thread_slots", "owner_stacks"):
+            continue
+        for e in bpftool("map", "dump", "id", str(map_id)):
+            key = e.get("key")
+            keys.add(int.from_bytes(bytes(int(b, 16) for b in key), "little") if isinstance(key, list)
+                     else int(e["formatted"]["key"]))
+    return keys
+
+
 def kernel_waits(daemon, pid):
     """The kernel-lock waits of @pid the daemon holds (a query drains the wait tables first)."""
     rows = daemon.cli_json("top", "--kind", "kernel", "-p", str(pid), "-t", "-w", "all")["rows"]
@@ -355,14 +373,18 @@ def test_churned_threads_kernel_waits_count_exactly(daemon):
     their tids wrap the thread-slot array twice a run, so slots are claimed, found held by
     exited threads (the hash takes over), freed and claimed again. Each run's count is
     perf's count of its contention_end on every CPU (a count attached to the process misses
-    its threads' last waits, in exit), less at most the waits the kernel skipped."""
+    its threads' last waits, in exit), less at most the waits the kernel skipped. After the
+    sweep, the daemon's tid-keyed maps (bpftool's dump) keep no entry of a churned thread
+    that is gone (the sweep deleted thousands: events.thread_entries_swept)."""
     require_tool("perf")
+    require_tool("bpftool")
+    tids_file = os.path.join(tempfile.mkdtemp(prefix="lockscope-churn-"), "tids")
     for run in range(2):
         before = daemon.cli_json("status")
         # perf records from before the process exists to after it is gone, as the daemon
         # does: both count its whole life, with no boundary a wait could fall across
         perf = PerfRecordAll()
-        w = Workload("thread_churn", "--threads", "10000", "--batch", "50", "--kernel")
+        w = Workload("thread_churn", "--threads", "10000", "--batch", "50", "--kernel", "--tids-file", tids_file)
         w.go()
         res = w.wait()
         ref = perf.count(w.pid)
@@ -382,6 +404,14 @@ def test_churned_threads_kernel_waits_count_exactly(daemon):
         assert not any(lost.values()), lost
         if run == 0:
             time.sleep(GC_INTERVAL_S + 1)  # the sweep: the first run's slots are free again
+            with open(tids_file) as f:
+                churned = {int(line) for line in f}
+            kept = {t for t in churned & thread_map_keys(daemon.proc.pid) if not os.path.exists(f"/proc/{t}")}
+            swept = daemon.cli_json("status")["events"]["thread_entries_swept"] - before["events"]["thread_entries_swept"]
+            print(f"after the sweep: {swept} entries of exited threads deleted, "
+                  f"{len(kept)} of the {len(churned)} churned threads' still kept")
+            assert len(churned) == 10000
+            assert swept >= 1000 and not kept, sorted(kept)[:20]
     # the second run reused slots the sweep freed from the first run's threads
     assert freed >= 1000, f"only {freed} thread slots were freed"
 
