@@ -6,7 +6,6 @@ import re
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
@@ -367,7 +366,7 @@ def test_waits_drained_mid_storm_count_exactly(daemon):
 GC_INTERVAL_S = 10
 
 
-def test_churned_threads_kernel_waits_count_exactly(daemon):
+def test_churned_threads_kernel_waits_count_exactly(daemon, tmp_path):
     """Ten thousand short-lived threads, each waiting on mmap_lock (a sleeping lock, timed
     in a thread slot) and exiting, twice, with the daemon's sweep of exited threads between:
     their tids wrap the thread-slot array twice a run, so slots are claimed, found held by
@@ -378,7 +377,7 @@ def test_churned_threads_kernel_waits_count_exactly(daemon):
     that is gone (the sweep deleted thousands: events.thread_entries_swept)."""
     require_tool("perf")
     require_tool("bpftool")
-    tids_file = os.path.join(tempfile.mkdtemp(prefix="lockscope-churn-"), "tids")
+    tids_file = str(tmp_path / "tids")
     for run in range(2):
         before = daemon.cli_json("status")
         # perf records from before the process exists to after it is gone, as the daemon
@@ -407,7 +406,8 @@ def test_churned_threads_kernel_waits_count_exactly(daemon):
             with open(tids_file) as f:
                 churned = {int(line) for line in f}
             kept = {t for t in churned & thread_map_keys(daemon.proc.pid) if not os.path.exists(f"/proc/{t}")}
-            swept = daemon.cli_json("status")["events"]["thread_entries_swept"] - before["events"]["thread_entries_swept"]
+            swept = (daemon.cli_json("status")["events"]["thread_entries_swept"]
+                     - before["events"]["thread_entries_swept"])
             print(f"after the sweep: {swept} entries of exited threads deleted, "
                   f"{len(kept)} of the {len(churned)} churned threads' still kept")
             assert len(churned) == 10000
