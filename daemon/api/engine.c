@@ -623,7 +623,7 @@ void engine__tick(struct engine *e)
 		/*
 		 * The rings are drained between the long steps, not only once a tick: the
 		 * threads' read and the wait tables' drain take 10-20 ms after a churn of
-		 * 10 000 threads on the 2-CPU guest (this sweep 4-8 ms, 28-79 when it asked
+		 * 10 000 threads on the 2-CPU guest (this sweep 4-12 ms, 28-79 when it asked
 		 * procfs per thread), and the sum of them without a drain is what a ring of
 		 * dumps at their highest rate must hold (CI lost 23 records once so, with every
 		 * count still exact).
