@@ -19,6 +19,7 @@
 #include "lib/clock.h"
 #include "lib/htab.h"
 #include "lib/log.h"
+#include "lib/procfs.h"
 #include "klock.h"
 #include "klock.skel.h"
 #include "scheduler.h"
@@ -523,20 +524,6 @@ static bool thread_exists(__u32 tid)
  */
 #define PROCFS_PER_TASK 7
 
-/* The host's threads now: the kernel's count, which /proc/loadavg prints (0: unknown). */
-static size_t host_threads(void)
-{
-	unsigned long threads = 0;
-	FILE *f = fopen("/proc/loadavg", "re");
-
-	if (f) {
-		if (fscanf(f, "%*f %*f %*f %*u/%lu", &threads) != 1)
-			threads = 0;
-		fclose(f);
-	}
-	return threads;
-}
-
 /*
  * The threads alive now, as a set of tids, from one pass of the task iterator, for a
  * sweep of @keys entries; NULL where procfs is to be asked per key instead: where that is
@@ -552,7 +539,7 @@ static struct htab *live_tids(const struct collector *c, size_t keys)
 	ssize_t n;
 	int fd, i;
 
-	if (!c->feat.sched || !c->iter_link || c->opts.tgid || keys * PROCFS_PER_TASK < host_threads())
+	if (!c->feat.sched || !c->iter_link || c->opts.tgid || keys * PROCFS_PER_TASK < ls_host_threads())
 		return NULL;
 	fd = bpf_iter_create(bpf_link__fd(c->iter_link));
 	if (fd < 0)

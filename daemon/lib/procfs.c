@@ -96,3 +96,16 @@ int ls_proc_fd(uint32_t pid, uint32_t fd, char *buf, size_t len)
 	buf[n] = 0;
 	return 0;
 }
+
+size_t ls_host_threads(void)
+{
+	unsigned long threads = 0;
+	FILE *f = fopen("/proc/loadavg", "re");
+
+	if (f) {
+		if (fscanf(f, "%*f %*f %*f %*u/%lu", &threads) != 1)
+			threads = 0;
+		fclose(f);
+	}
+	return threads;
+}

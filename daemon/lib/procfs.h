@@ -26,5 +26,7 @@ uint64_t ls_boot_ns_to_ticks(uint64_t ns);
  * process is gone (an answer for now: the descriptor may have been reused since).
  */
 int ls_proc_fd(uint32_t pid, uint32_t fd, char *buf, size_t len);
+/* The host's threads now, the kernel's count that /proc/loadavg prints; 0 when unknown. */
+size_t ls_host_threads(void);
 
 #endif
