@@ -582,20 +582,26 @@ static bool sched_slot_open(const void *value)
 	return e->state != SLOT_IDLE || e->preempt_ns || e->stop.stop_ns;
 }
 
-/* One tid-keyed map a sweep empties of exited threads: its keys, read before the threads. */
+/*
+ * One tid-keyed map a sweep empties of exited threads: the keys it had before the threads
+ * were listed, then the dead among them and whether each held something open.
+ */
 struct sweep {
 	const struct bpf_map *map;
 	slot_open_fn open;	/* NULL: none of its entries counts as a missed end */
-	__u32 *keys;
-	bool *held;		/* the dead's: whether the entry held something open */
-	__u32 n;
+	struct htab *before;	/* the keys read before the threads were listed */
+	const struct htab *live;	/* the threads alive then; NULL: ask procfs */
+	__u32 *dead;
+	bool *held;
+	__u32 nr_dead;
 };
 
 /*
  * Reads @map's entries, a batch a syscall, calling @fn with each (key, value) (a thread's
  * entry may come or go meanwhile). Returns 0 or -errno.
  */
-static int read_entries(const struct bpf_map *map, void (*fn)(void *ctx, __u32 key, const void *val), void *ctx)
+static int read_entries(const struct bpf_map *map, int (*fn)(struct sweep *sw, __u32 key, const void *val),
+			struct sweep *sw)
 {
 	__u32 keys[THREADS_BATCH], size = bpf_map__value_size(map), batch, count, i;
 	unsigned char *vals = malloc((size_t)size * THREADS_BATCH);
@@ -611,95 +617,61 @@ static int read_entries(const struct bpf_map *map, void (*fn)(void *ctx, __u32 k
 			err = -errno;
 			break;
 		}
-		for (i = 0; i < count; i++)
-			fn(ctx, keys[i], vals + (size_t)i * size);
+		for (i = 0; i < count && !err; i++)
+			err = fn(sw, keys[i], vals + (size_t)i * size);
 		in = &batch;
-	} while (!ret);
+	} while (!ret && !err);
 	free(vals);
 	return err;
 }
 
-static void add_key(void *ctx, __u32 key, const void *val)
+static int note_key(struct sweep *sw, __u32 key, const void *val)
 {
-	struct sweep *sw = ctx;
-
 	(void)val;
-	if (sw->n < bpf_map__max_entries(sw->map))
-		sw->keys[sw->n++] = key;
+	return htab__upsert(sw->before, &key, NULL, NULL) ? 0 : -ENOMEM;
 }
 
-static int sweep_keys(struct sweep *sw)
+/* An entry read after the threads were listed: its thread's, if that was there before and is gone. */
+static int note_dead(struct sweep *sw, __u32 key, const void *val)
 {
-	sw->keys = calloc(bpf_map__max_entries(sw->map), sizeof(*sw->keys));
-	return sw->keys ? read_entries(sw->map, add_key, sw) : -ENOMEM;
-}
-
-/* The dead's entries, read again: what they held is read after they exited. */
-struct held_pass {
-	const struct sweep *sw;
-	const struct htab *dead;	/* tid -> its index in sw->keys */
-};
-
-static void note_held(void *ctx, __u32 key, const void *val)
-{
-	const struct held_pass *hp = ctx;
-	const __u32 *idx = htab__find(hp->dead, &key);
-
-	if (idx)
-		hp->sw->held[*idx] = hp->sw->open(val);
+	if (!htab__find(sw->before, &key) || thread_alive(sw->live, key) ||
+	    sw->nr_dead >= bpf_map__max_entries(sw->map))
+		return 0;
+	sw->dead[sw->nr_dead] = key;
+	sw->held[sw->nr_dead++] = sw->open && sw->open(val);
+	return 0;
 }
 
 /*
- * Deletes @sw's entries of threads not in @live, a batch a syscall, and returns how many
- * held something open: ends that were missed. Only keys read before @live was taken are
- * candidates (a thread that began since is not in @live, and alive); what they held is read
- * after it, once they had exited. A thread that exited after @live was taken keeps its
- * entry until the next sweep. (A tid a new thread took between the two reads would lose
- * its entry, as it did when procfs was asked per key: pid numbers wrap after millions.)
+ * Deletes the entries of @sw's dead, a batch a syscall, and returns how many held something
+ * open: ends that were missed. Only keys read before the threads were listed are candidates
+ * (a thread that began since is not among them, and alive); what they held is read after,
+ * once they had exited. A thread that exited after the listing keeps its entry until the
+ * next sweep. (A tid a new thread took between the two reads would lose its entry, as it
+ * did when procfs was asked per key: pid numbers wrap after millions.)
  */
-static int sweep_dead(struct sweep *sw, const struct htab *live, uint64_t *deleted)
+static int sweep_dead(struct sweep *sw, uint64_t *deleted)
 {
-	struct held_pass hp = { .sw = sw };
 	int fd = bpf_map__fd(sw->map), removed = 0, ret;
-	__u32 i, dead = 0, done, count;
-	struct htab *index = NULL;
+	__u32 max = bpf_map__max_entries(sw->map), i, done, count;
 
-	/* the dead to the front, in place */
-	for (i = 0; i < sw->n; i++)
-		if (!thread_alive(live, sw->keys[i]))
-			sw->keys[dead++] = sw->keys[i];
-	if (!dead)
-		return 0;
-	if (sw->open) {
-		sw->held = calloc(dead, sizeof(*sw->held));
-		index = htab__new(sizeof(__u32), sizeof(__u32), SIZE_MAX);
-		for (i = 0; index && sw->held && i < dead; i++) {
-			__u32 *idx = htab__upsert(index, &sw->keys[i], NULL, NULL);
-
-			if (!idx)
-				break;
-			*idx = i;
-		}
-		hp.dead = index;
-		if (!index || !sw->held || i < dead || read_entries(sw->map, note_held, &hp)) {
-			htab__free(index);
-			return 0;	/* the next sweep tries again */
-		}
-		htab__free(index);
-	}
-	for (done = 0; done < dead; done += count) {
-		count = dead - done;
-		ret = bpf_map_delete_batch(fd, sw->keys + done, &count, NULL);
-		for (i = done; sw->held && i < done + count; i++)
+	sw->dead = calloc(max, sizeof(*sw->dead));
+	sw->held = calloc(max, sizeof(*sw->held));
+	if (!sw->dead || !sw->held || read_entries(sw->map, note_dead, sw))
+		return 0;	/* the next sweep tries again */
+	for (done = 0; done < sw->nr_dead; done += count) {
+		count = sw->nr_dead - done;
+		ret = bpf_map_delete_batch(fd, sw->dead + done, &count, NULL);
+		for (i = done; i < done + count; i++)
 			removed += sw->held[i];
 		*deleted += count;
-		if (ret && done + count < dead) {
+		if (ret && done + count < sw->nr_dead) {
 			/*
 			 * it stopped at an entry it could not delete: one gone meanwhile (ENOENT),
 			 * or where batches are refused, deleted alone
 			 */
-			if (!bpf_map_delete_elem(fd, &sw->keys[done + count])) {
-				removed += sw->held && sw->held[done + count];
+			if (!bpf_map_delete_elem(fd, &sw->dead[done + count])) {
+				removed += sw->held[done + count];
 				*deleted += 1;
 			}
 			count++;
@@ -738,9 +710,9 @@ static int gc_slot_cache(struct collector *c, const struct htab *live)
 
 /*
  * The maps' keys are read first and the threads alive after: a key whose thread is not
- * among them had exited by then (a tid reused meanwhile only keeps its entry). The
- * slot_cache is read after the threads: its owners are claimed by live threads, and one
- * that claimed a slot since is not in @live only if it exited too.
+ * among them had exited by then. The slot_cache is read after the threads: its owners are
+ * claimed by live threads, and one that claimed a slot since is not in @live only if it
+ * exited too.
  */
 int collector__gc(struct collector *c)
 {
@@ -755,19 +727,25 @@ int collector__gc(struct collector *c)
 	int removed = 0;
 
 	for (i = 0; i < nr; i++) {
-		if (sw[i].map && sweep_keys(&sw[i]))
+		if (!sw[i].map)
+			continue;
+		sw[i].before = htab__new(sizeof(__u32), 0, SIZE_MAX);
+		if (!sw[i].before || read_entries(sw[i].map, note_key, &sw[i]))
 			goto out;	/* the next sweep tries again */
-		keys += sw[i].n;
+		keys += htab__count(sw[i].before);
 	}
 	live = live_tids(c, keys);
-	for (i = 0; i < nr; i++)
+	for (i = 0; i < nr; i++) {
+		sw[i].live = live;
 		if (sw[i].map)
-			removed += sweep_dead(&sw[i], live, &c->entries_swept);
+			removed += sweep_dead(&sw[i], &c->entries_swept);
+	}
 	removed += gc_slot_cache(c, live);
 out:
 	htab__free(live);
 	for (i = 0; i < nr; i++) {
-		free(sw[i].keys);
+		htab__free(sw[i].before);
+		free(sw[i].dead);
 		free(sw[i].held);
 	}
 	return removed;
