@@ -133,7 +133,7 @@ static __always_inline void take_stack(void *ctx, __s32 *id, __u64 *dump, __u32 
 	*id = -1;
 	*dump = 0;
 	if (ustack_bytes) {
-		*dump = ustack_dump(ustack_bytes, lazy);
+		*dump = ustack_dump(USTACK_WAIT, lazy);
 		if (*dump)
 			*flags |= dump_flag;
 		return;

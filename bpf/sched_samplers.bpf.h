@@ -162,7 +162,7 @@ int spin_sample(struct bpf_perf_event_data *ctx)
 		flags = SCHED_RF_POLL;
 	}
 	ls_count(LS_CNT_SPIN_SAMPLES);
-	if (!t->mm || !sample_spin_dump(bpf_ktime_get_ns()) || !(dump = ustack_dump(spin_stack_bytes, true))) {
+	if (!t->mm || !sample_spin_dump(bpf_ktime_get_ns()) || !(dump = ustack_dump(USTACK_SPIN, true))) {
 		ls_count(LS_CNT_SPIN_UNSTACKED);
 		return 0;
 	}

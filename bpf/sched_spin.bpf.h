@@ -150,7 +150,7 @@ static __always_inline void yield_count(struct task_struct *t, __u64 now, __u32 
 	sp->last_yield_exec_ns = exec;
 	if (sp->storm_yields != SCHED_YIELD_STACK_FIRST && sp->storm_yields % SCHED_YIELD_STACK_EVERY)
 		return;
-	if (!sample_cpu_stack(now) || !(dump = ustack_dump(spin_stack_bytes, false)))
+	if (!sample_cpu_stack(now) || !(dump = ustack_dump(USTACK_SPIN, false)))
 		return;
 	r = ls_reserve(&rb, LS_REC_SCHED_YIELD, sizeof(*r));
 	if (!r)
@@ -300,7 +300,7 @@ static __always_inline void resume_window(struct sched_slot *e, struct task_stru
 		if (!e->stop.stack_dump &&
 		    e->stop.window_events - e->stop.resume_events >= SCHED_BURST_STACK_EVENTS &&
 		    sample_cpu_stack(bpf_ktime_get_ns()))
-			e->stop.stack_dump = ustack_dump(spin_stack_bytes, false);
+			e->stop.stack_dump = ustack_dump(USTACK_SPIN, false);
 		return;
 	}
 	report_resume(&e->stop, t);

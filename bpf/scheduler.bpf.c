@@ -41,12 +41,6 @@ const volatile bool futex_waits = true;		/* user-locks */
 const volatile bool block_waits = true;		/* block-waits: other blocking syscalls */
 const volatile bool spin_source = true;		/* sched-threads: yields, stops, spin samples */
 /*
- * The dump window of yield sites, spin samples and bursts: event loops keep large arrays
- * on the stack (libuv's uv__io_poll has 12 KiB of epoll events between a yield and
- * uv_run), and these dumps are few.
- */
-const volatile __u32 spin_stack_bytes = 0;
-/*
  * Spin samples' dumps have a budget of their own, far below the waits': the share a thread
  * spins is counted from every sample, the dumps only say where, and a few dozen per second
  * show that. At the waits' rate their 16 KiB each would fill the ring between two timer

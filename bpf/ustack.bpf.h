@@ -18,11 +18,22 @@
 #include "common.bpf.h"
 
 /*
- * Bytes of stack per dump, a multiple of 8; 0: frame-pointer stacks only. Callers pass it
- * (or another window of theirs) to ustack_dump(): read-only after load, so the verifier
- * knows it as a constant, which the ring reservation needs.
+ * Bytes of stack per dump, a multiple of 8; 0: frame-pointer stacks only. Read-only after
+ * load, so the verifier knows each as a constant, which the ring reservation needs.
  */
-const volatile __u32 ustack_bytes = 0;
+const volatile __u32 ustack_bytes = 0;		/* a wait's and its releaser's */
+/*
+ * The dump window of yield sites, spin samples and bursts: event loops keep large arrays
+ * on the stack (libuv's uv__io_poll has 12 KiB of epoll events between a yield and
+ * uv_run), and these dumps are few.
+ */
+const volatile __u32 spin_stack_bytes = 0;
+
+/* Which of the two windows a dump copies. */
+enum ustack_window {
+	USTACK_WAIT,	/* ustack_bytes */
+	USTACK_SPIN,	/* spin_stack_bytes */
+};
 
 #if defined(__TARGET_ARCH_x86)
 /* pt_regs in DWARF register order (see ustack.h) */
@@ -113,13 +124,17 @@ static __always_inline __u32 ustack_copy(void *dst, __u64 sp, __u32 *flags, __u3
 }
 
 /*
- * Writes a dump of the current thread with a window of @bytes (a read-only global) and
- * returns its id, or 0 when there is none (dumps off, kernel thread, ring full, stack not
- * readable; the last two are counted). A sampler's dump is @lazy: it does not wake the
- * reader (ls_submit_lazy()).
+ * Writes a dump of the current thread with the window @which and returns its id, or 0
+ * when there is none (dumps off, kernel thread, ring full, stack not readable; the last
+ * two are counted). A sampler's dump is @lazy: it does not wake the reader
+ * (ls_submit_lazy()). A global function, verified once: every dump is sampled and copies
+ * kilobytes, so the call costs nothing that shows, and inlined at sched_switch's places
+ * that dump, its page-by-page copy was a tenth of what the verifier walked there.
  */
-static __always_inline __u64 ustack_dump(__u32 bytes, bool lazy)
+__noinline __u64 ustack_dump(enum ustack_window which, bool lazy)
 {
+	/* a constant on each path: an argument would not be one */
+	__u32 bytes = which == USTACK_SPIN ? spin_stack_bytes : ustack_bytes;
 	struct task_struct *task = bpf_get_current_task_btf();
 	struct pt_regs *uregs = (struct pt_regs *)bpf_task_pt_regs(task);
 	__u32 key = LS_CNT_UDUMPS, flags = 0, copied;

@@ -67,6 +67,19 @@ struct {
 __u32 wait_epoch = 0;
 
 /*
+ * 1 when @v > @c, else 0, for @c < 2^63, without a branch: the top bit of @v, or of @c - @v,
+ * which borrows when @v is the larger. BPF has no setcc, so the compiler's `v > c` is a
+ * jump, and each jump of ls_log2() forks the verifier's state: 32 paths a bucket.
+ */
+static __always_inline __u64 ls_gt(__u64 v, __u64 c)
+{
+	__u64 d = c - v;
+
+	barrier_var(d);		/* keep it arithmetic: the compiler knows the idiom */
+	return (v | d) >> 63;
+}
+
+/*
  * floor(log2(@v)) for @v > 0, 0 for 0: the histogram bucket, branch-free as bcc's log2l().
  * 64-bit throughout: older verifiers (6.1) lose the bound of a 32-bit result that indexes
  * a map value.
@@ -75,11 +88,11 @@ static __always_inline __u64 ls_log2(__u64 v)
 {
 	__u64 r, shift;
 
-	r = (v > 0xFFFFFFFFULL) << 5; v >>= r;
-	shift = (v > 0xFFFF) << 4; v >>= shift; r |= shift;
-	shift = (v > 0xFF) << 3; v >>= shift; r |= shift;
-	shift = (v > 0xF) << 2; v >>= shift; r |= shift;
-	shift = (v > 0x3) << 1; v >>= shift; r |= shift;
+	r = ls_gt(v, 0xFFFFFFFFULL) << 5; v >>= r;
+	shift = ls_gt(v, 0xFFFF) << 4; v >>= shift; r |= shift;
+	shift = ls_gt(v, 0xFF) << 3; v >>= shift; r |= shift;
+	shift = ls_gt(v, 0xF) << 2; v >>= shift; r |= shift;
+	shift = ls_gt(v, 0x3) << 1; v >>= shift; r |= shift;
 	return r | (v >> 1);
 }
 
@@ -132,13 +145,19 @@ struct ls_wait_names {
  * @o from @n: the names, and the waiter's process and cgroup from its task, the struct
  * @n->comm is in. Probe reads: a kernel-lock wait is counted after its end, when its task
  * may have exited (a name or id read then is wrong, never unsafe). Only a new entry pays
- * them.
+ * them, so this is a global function, verified once: inlined at wait_add()'s five places
+ * (each way of the cache, the table, the ring), it was most of what the verifier walked in
+ * klock's begin program, which counts the waits ended on its CPU in two places.
  */
-static __always_inline void wait_origin(struct ls_wait_origin *o, const struct ls_wait_names *n)
+__noinline int wait_origin(struct ls_wait_origin *o, const struct ls_wait_names *n)
 {
 	struct task_struct *t;
 
+	if (!o)
+		return 0;
 	__builtin_memset(o, 0, sizeof(*o));
+	if (!n)
+		return 0;
 	if (n->comm) {
 		t = (struct task_struct *)((__u64)n->comm - bpf_core_field_offset(struct task_struct, comm));
 		o->start_ns = BPF_CORE_READ(t, group_leader, start_boottime);
@@ -149,6 +168,7 @@ static __always_inline void wait_origin(struct ls_wait_origin *o, const struct l
 		bpf_probe_read_kernel_str(o->owner_comm, sizeof(o->owner_comm), n->owner_comm);
 	if (n->releaser_comm)
 		bpf_probe_read_kernel_str(o->releaser_comm, sizeof(o->releaser_comm), n->releaser_comm);
+	return 0;
 }
 
 /* One wait that found no room in the table: a ring record instead, so it is still counted. */
