@@ -463,7 +463,10 @@ uint64_t threads__switch_cost_ns(const struct threads *t)
 	return t->switch_cost_ns;
 }
 
-int threads__measure_switch_cost(struct threads *t, uint32_t rounds)
+/* 30 ms here: the daemon measures before it loads anything, and on request */
+enum { SWITCH_ROUNDS = 1000, SWITCH_RUNS = 4 };
+
+int threads__measure_switch_cost(struct threads *t)
 {
-	return ls_measure_switch_cost(rounds, &t->switch_cost_ns);
+	return ls_measure_switch_cost(SWITCH_ROUNDS, SWITCH_RUNS, &t->switch_cost_ns);
 }

@@ -85,7 +85,7 @@ uint64_t threads__host_switches(void);
  * Measures the cost of one context switch: two threads pinned to one CPU pass a byte
  * through two pipes @rounds times; the same pipe traffic without switching is subtracted.
  */
-int threads__measure_switch_cost(struct threads *t, uint32_t rounds);
+int threads__measure_switch_cost(struct threads *t);
 /*
  * The thread's events (nvcsw + I/O syscalls) in the baseline period that ended at its stop
  * (@stop_boot_ns on the boot clock, @stop_events then), from the snapshots: what a burst
@@ -95,6 +95,5 @@ int threads__baseline(const struct threads *t, uint32_t tid, uint64_t stop_boot_
 		      uint64_t *events, uint64_t *ns);
 uint64_t threads__switch_cost_ns(const struct threads *t);
 
-#define THREADS_SWITCH_ROUNDS 20000
 
 #endif

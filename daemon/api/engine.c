@@ -262,7 +262,7 @@ int engine__new(const struct engine_opts *opts, engine_reply_fn reply, void *rep
 		goto cleanup;
 	/* before anything is attached: the host's switch cost, not the traced one */
 	if (opts->collector.sched_threads &&
-	    (err = threads__measure_switch_cost(e->threads, THREADS_SWITCH_ROUNDS)))
+	    (err = threads__measure_switch_cost(e->threads)))
 		pr_warn("cannot measure the context switch cost (%s)\n", strerror(-err));
 	co.on_record = on_record;
 	co.ctx = e;

@@ -87,7 +87,7 @@ cJSON *report_threads(struct engine *e, const cJSON *req)
 		return engine__error("%s", err);
 	f.pid = pid;
 	/* on demand, with tracing on: what a switch costs now, tracer included */
-	if (measure && (ret = threads__measure_switch_cost(e->threads, THREADS_SWITCH_ROUNDS)))
+	if (measure && (ret = threads__measure_switch_cost(e->threads)))
 		return engine__error("cannot measure the switch cost: %s", strerror(-ret));
 	o = engine_response("threads");
 	now = ls_now_ns();

@@ -4,7 +4,7 @@
 
 #include <stdint.h>
 
-/* The cost of one context switch in ns, over @rounds round trips on the calling CPU. */
-int ls_measure_switch_cost(uint32_t rounds, uint64_t *ns);
+/* The cost of one context switch in ns: the least of @runs of @rounds round trips on the calling CPU. */
+int ls_measure_switch_cost(uint32_t rounds, uint32_t runs, uint64_t *ns);
 
 #endif
