@@ -88,25 +88,49 @@ static void note_section(struct ksyms *k, uint64_t addr, const char *name)
 		k->lock_text.end = addr;
 }
 
+/*
+ * One line of /proc/kallsyms, "ADDR TYPE NAME" or "ADDR TYPE NAME\t[MODULE]", split in
+ * place (NUL-terminated name and module); false when it is not one. By hand: sscanf()
+ * took 45 ms of the daemon's start over the 120 000 lines here.
+ */
+static bool split_line(char *line, uint64_t *addr, char *type, char **name, char **mod)
+{
+	char *p;
+
+	*addr = strtoull(line, &p, 16);
+	if (p == line || *p != ' ' || !p[1] || p[2] != ' ')
+		return false;
+	*type = p[1];
+	*name = p + 3;
+	p = *name + strcspn(*name, " \t\n");
+	if (p == *name)
+		return false;
+	*mod = NULL;
+	if (*p == '\t' && p[1] == '[') {
+		*mod = p + 2;
+		(*mod)[strcspn(*mod, "]\n")] = 0;
+	}
+	*p = 0;
+	return true;
+}
+
 static int parse(struct ksyms *k, FILE *f)
 {
-	char line[512], name[256], mod[128];
-	unsigned long long addr;
+	char line[512], *name, *mod;
 	bool nonzero = false;
+	uint64_t addr;
 	char type;
 	size_t i;
-	int n, err;
+	int err;
 
 	while (fgets(line, sizeof(line), f)) {
-		mod[0] = 0;
-		n = sscanf(line, "%llx %c %255s [%127[^]]]", &addr, &type, name, mod);
-		if (n < 3)
+		if (!split_line(line, &addr, &type, &name, &mod))
 			continue;
 		nonzero |= addr != 0;
 		if (!strchr("tTwWdDbBrR", type))
 			continue;
 		note_section(k, addr, name);
-		if ((err = add_sym(k, addr, type, name, n == 4 ? mod : NULL)))
+		if ((err = add_sym(k, addr, type, name, mod)))
 			return err;
 	}
 	/* kptr_restrict hides addresses as zeros: every lookup would be wrong */
