@@ -206,10 +206,11 @@ static __always_inline __u64 stack_key(__u64 uaddr, __u32 tgid, __u32 rec_flags)
 /*
  * A wait begins in @e for the current thread @cur, about to sleep (or entering the call):
  * a futex wait on @uaddr with @op and @val, or with @blockcall (ULOCK_RF_BLOCKCALL) another
- * blocking syscall, @op its enum ls_btype, @uaddr its descriptor + 1.
+ * blocking syscall, @op its enum ls_btype, @uaddr its descriptor + 1. Everything but its
+ * stack and its publication (wait_publish()); whether it is sampled.
  */
-static __always_inline void wait_open(void *ctx, struct sched_slot *e, struct task_struct *cur,
-				      __u64 uaddr, __u32 op, __u32 val, enum slot_state state, __u32 blockcall)
+static __always_inline bool wait_prepare(struct sched_slot *e, struct task_struct *cur, __u64 uaddr, __u32 op,
+					 __u32 val, enum slot_state state, __u32 blockcall)
 {
 	__u32 tgid = cur->tgid, tid = cur->pid;
 	__u64 clock = sched_now(cur);
@@ -262,14 +263,31 @@ static __always_inline void wait_open(void *ctx, struct sched_slot *e, struct ta
 			ls_count(LS_DROP_UNREADABLE);
 		}
 	}
-	if (sampled) {
+	if (sampled)
 		e->rec_flags |= ULOCK_RF_SAMPLED;
-		take_stack(ctx, &e->stack_id, &e->stack_dump, &e->rec_flags, ULOCK_RF_STACK,
-			   ULOCK_RF_DUMP, false);
-	}
+	return sampled;
+}
+
+/*
+ * The wait wait_prepare() opened in @e for thread @tid: its stack taken when @sampled, and
+ * then @state, last, for the waker (sched_waking, on another CPU) to find it complete.
+ */
+static __always_inline void wait_publish(void *ctx, struct sched_slot *e, __u32 tid, enum slot_state state,
+					 bool sampled)
+{
+	if (sampled)
+		take_stack(ctx, &e->stack_id, &e->stack_dump, &e->rec_flags, ULOCK_RF_STACK, ULOCK_RF_DUMP, false);
 	if (e->state == SLOT_IDLE)
 		pending_open(tid);
 	e->state = state;
+}
+
+static __always_inline void wait_open(void *ctx, struct sched_slot *e, struct task_struct *cur, __u64 uaddr,
+				      __u32 op, __u32 val, enum slot_state state, __u32 blockcall)
+{
+	bool sampled = wait_prepare(e, cur, uaddr, op, val, state, blockcall);
+
+	wait_publish(ctx, e, cur->pid, state, sampled);
 }
 
 /* A sampled wait, with its stacks: the sample callers are told apart by. */

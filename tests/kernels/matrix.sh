@@ -66,7 +66,7 @@ mount -t tracefs nodev /sys/kernel/tracing
 echo "LOCKSCOPE-CHECK $(/bin/lockscoped --check | tr '\n' '|')"
 /bin/lockscoped --strict --socket /run/strict.sock 2>/tmp/strict.log
 echo "LOCKSCOPE-STRICT $? $(tr '\n' '|' </tmp/strict.log)"
-# block-waits: the largest variant of sched_switch (600 k instructions verified on 6.18)
+# block-waits: the largest variant of sched_switch (126 k instructions verified on 6.18)
 /bin/lockscoped --block-waits 1 --socket /run/bw.sock 2>/tmp/bw.log &
 i=0
 while ! /bin/lockscope status --socket /run/bw.sock >/dev/null 2>&1; do
