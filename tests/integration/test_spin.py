@@ -75,8 +75,11 @@ def test_libuv_async_yield_spin(daemon):
 # spin sampler). What is left: perf's own cpu-clock samples read 0.00..+0.05 below the
 # clock on these spinners (the clock reads around each spin are the thread's too), and
 # with a lock the share itself moves between runs (0.14..0.5 on this 2-CPU machine, as the
-# holder is preempted or not), which only the precondition has to allow for.
-TIMED_RESIDUE = 0.04
+# holder is preempted or not), which only the precondition has to allow for. The timed
+# lock's residue is what its differences reached (2026-11-29, the same for 04c1067 and the
+# head after it): 0.078 at most over 36 threads of the plain build, 0.096 over 18 of the
+# sanitizer build, 0.103 once in CI (which runs that build) where 5 standard errors were 0.061.
+TIMED_RESIDUE = 0.06
 LOCK_RESIDUE = 0.06
 MIN_SHARE = 0.08	# the workload spins, and a finding's share is well above pause-min-share (5 %)
 SPIN_FUNCTION = {"ttas": "ttas_spin", "pthread": "pthread_spin_lock", "timed": "timed_spin"}
