@@ -269,7 +269,7 @@ static __always_inline void take_stack(void *ctx, struct klock_pending *e)
 	ls_count(LS_CNT_STACKED);
 }
 
-static __always_inline bool count_done(struct klock_slot *cpu);
+static __always_inline void count_done(struct klock_slot *cpu);
 int count_done_all(struct klock_slot *cpu);
 
 /*
@@ -536,24 +536,22 @@ __noinline int count_done_all(struct klock_slot *cpu)
 }
 
 /*
- * The waits that ended in this CPU's slot (see above), added to the table; whether there
- * were any. Before anything is pushed there: they lie at and above its depth. Inside
- * guard_enter().
+ * The waits that ended in this CPU's slot (see above), added to the table. Before anything
+ * is pushed there: they lie at and above its depth. Inside guard_enter().
  */
-static __always_inline bool count_done(struct klock_slot *cpu)
+static __always_inline void count_done(struct klock_slot *cpu)
 {
 	__u32 done = cpu->done;
 
 	if (!done)
-		return false;
+		return;
 	/* nearly always one wait (a storm's begin follows its previous end): inlined, no loop */
 	if (done & (done - 1)) {
 		count_done_all(cpu);
-		return true;
+		return;
 	}
 	count_wait(&cpu->e[bit_index(done) & (KLOCK_NEST_MAX - 1)]);
 	cpu->done = 0;
-	return true;
 }
 
 /* The ended wait @e, out of a thread's slot: noted in a free entry of @cpu, for count_done(). */
