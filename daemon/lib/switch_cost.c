@@ -41,28 +41,19 @@ static void *echo(void *arg)
 	return NULL;
 }
 
-/* Nanoseconds for @rounds of write+read through one pipe by one thread: no switch. */
-static uint64_t pipe_overhead(int fd[2], uint32_t rounds)
+/*
+ * Nanoseconds for @rounds of a byte written to @wfd and one read from @rfd; UINT64_MAX when
+ * a pipe failed. Through one pipe it is the pipe traffic alone; to the echo thread and
+ * back, a round trip with two switches.
+ */
+static uint64_t exchanges(int wfd, int rfd, uint32_t rounds)
 {
 	uint64_t t0 = ls_now_ns();
 	char b = 0;
 	uint32_t i;
 
 	for (i = 0; i < rounds; i++)
-		if (write(fd[1], &b, 1) != 1 || read(fd[0], &b, 1) != 1)
-			return UINT64_MAX;
-	return ls_now_ns() - t0;
-}
-
-/* Nanoseconds for @rounds round trips to the echo thread; UINT64_MAX when a pipe failed. */
-static uint64_t round_trips(struct pingpong *p, uint32_t rounds)
-{
-	uint64_t t0 = ls_now_ns();
-	char b = 0;
-	uint32_t i;
-
-	for (i = 0; i < rounds; i++)
-		if (write(p->to[1], &b, 1) != 1 || read(p->from[0], &b, 1) != 1)
+		if (write(wfd, &b, 1) != 1 || read(rfd, &b, 1) != 1)
 			return UINT64_MAX;
 	return ls_now_ns() - t0;
 }
@@ -98,13 +89,13 @@ int ls_measure_switch_cost(uint32_t rounds, uint32_t runs, uint64_t *ns)
 		goto restore;
 	}
 	for (r = 0, t = 0; r < runs && t != UINT64_MAX; r++)
-		pp = min_u64(pp, t = round_trips(&p, rounds));
+		pp = min_u64(pp, t = exchanges(p.to[1], p.from[0], rounds));
 	/* the echo thread reads to the end: a failed run ends it early */
 	close(p.to[1]);
 	p.to[1] = -1;
 	pthread_join(th, NULL);
 	for (r = 0; r < runs && t != UINT64_MAX; r++)
-		ovh = min_u64(ovh, t = pipe_overhead(p.from, rounds));
+		ovh = min_u64(ovh, t = exchanges(p.from[1], p.from[0], rounds));
 	if (t == UINT64_MAX) {
 		err = -EIO;
 		goto restore;
