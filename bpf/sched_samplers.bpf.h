@@ -40,10 +40,10 @@ int hold_sample(struct bpf_perf_event_data *ctx)
 	}
 	/*
 	 * A dump is a large ring record: holder samples share the CPU's dump budget with
-	 * waits. A sample over budget is skipped whole, so the stacks that are kept remain
-	 * an unbiased sample of the critical section.
+	 * waits, up to half of it. A sample over budget is skipped whole, so the stacks that
+	 * are kept remain an unbiased sample of the critical section.
 	 */
-	if (ustack_bytes && !sample_cpu_stack(bpf_ktime_get_ns())) {
+	if (ustack_bytes && !sample_hold_dump(bpf_ktime_get_ns())) {
 		ls_count(LS_CNT_HOLD_THROTTLED);
 		return 0;
 	}

@@ -96,6 +96,30 @@ struct {
 	__type(value, struct last_wait);
 } last_waits SEC(".maps");
 
+/*
+ * Holder samples' dumps: at most half a CPU's. The sampler runs at 997 Hz while a holder
+ * is on the CPU and takes each dump the CPU's budget has earned, while a sampled wait
+ * whose releaser is named needs two at once: sharing the budget alone, the holder sampler
+ * left waits none (a mutex server at user-dump-rate 20 got no releaser's stack in 1 run
+ * of 3). A steady rate, one dump's credit at most, like the spin samples'.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct stack_bucket);
+} hold_dump_bucket SEC(".maps");
+
+/* Whether a holder sample may take a dump: the holder's share, then the CPU's. */
+static __always_inline bool sample_hold_dump(__u64 now)
+{
+	__u64 cost = cpu_stack_cost_ns * SCHED_HOLD_DUMP_SHARE;
+	__u32 zero = 0;
+
+	return bucket_take(bpf_map_lookup_elem(&hold_dump_bucket, &zero), now, cost, cost) &&
+	       sample_cpu_stack(now);
+}
+
 /* Whether a spin sample may take a dump: the spin budget, then the CPU's. */
 static __always_inline bool sample_spin_dump(__u64 now)
 {

@@ -469,6 +469,8 @@ enum sched_defaults {
 	SCHED_DEF_SPIN_FREQ	= 173,
 	SCHED_DEF_STACK_BYTES	= 16384,	/* dump window: event loops keep big arrays on the stack */
 	SCHED_DEF_SPIN_DUMP_RATE = 20,		/* spin-sample dumps/s per CPU (spin-dump-rate) */
+	/* holder samples take at most 1/this of a CPU's dumps (user-dump-rate) */
+	SCHED_HOLD_DUMP_SHARE	= 2,
 	/* user code addresses whose spin check each CPU remembers (a power of 2) */
 	SCHED_SPIN_MEMO_SLOTS	= 64,
 	/* a remembered answer is used this many times, then the code is read again */

@@ -167,7 +167,10 @@ static void print_party_stack(FILE *f, const cJSON *row, const char *role)
 	const cJSON *st = cJSON_IsObject(p) ? cJSON_GetObjectItemCaseSensitive(p, "stack") : NULL;
 
 	if (cJSON_IsArray(st) && cJSON_GetArraySize(st)) {
-		fprintf(f, "\t\t\t%s stack:\n", role);
+		if (cJSON_GetObjectItemCaseSensitive(p, "stack_tid"))	/* none of its own was sampled */
+			fprintf(f, "\t\t\t%s stack (sampled in thread %.0f):\n", role, ls_json_num(p, "stack_tid"));
+		else
+			fprintf(f, "\t\t\t%s stack:\n", role);
 		print_stack(f, st, "\t\t\t  ");
 	}
 }

@@ -51,6 +51,13 @@ struct row {
 struct party {
 	double best, stack_best;
 	uint32_t pid, tid, stack;
+	/*
+	 * The stack's own thread when it is not tid's: the thread named ended most waits but
+	 * had none of its stacks sampled, so the stack is the role's seen most in the row
+	 * (other_best: its count).
+	 */
+	double other_best;
+	uint32_t stack_pid, stack_tid;
 	char comm[LS_COMM_LEN];
 };
 

@@ -416,7 +416,12 @@ static void name_chains(struct row_set *rs, const struct agg_view *view)
 	}
 }
 
-/* Each shown row's party with the most waits, then that party's stack seen most. */
+/*
+ * Each shown row's party with the most waits, then that party's stack seen most. Stacks
+ * are sampled, so the thread that ended most waits may have none (of 8 like workers, the
+ * one a sample missed): its row then shows the role's stack seen most among its other
+ * threads, and says whose it is, rather than no stack at all.
+ */
 static void pick_owners(struct row_set *rs)
 {
 	const void *kp;
@@ -445,6 +450,19 @@ static void pick_owners(struct row_set *rs)
 		    ov->count > p->stack_best) {
 			p->stack_best = ov->count;
 			p->stack = ok->stack;
+		}
+	}
+	/* the rare row whose named party has no stack sampled: a pass over its others' */
+	for (iter = 0; !htab__next(rs->owners, &iter, &kp, &vp);) {
+		const struct owner_key *ok = kp;
+		const struct owner_val *ov = vp;
+		struct party *p = party_of(&rs->details[ok->detail], ok->role);
+
+		if (ok->stack != LS_STACK_NONE && p->tid && !p->stack_best && ov->count > p->other_best) {
+			p->other_best = ov->count;
+			p->stack = ok->stack;
+			p->stack_pid = ok->pid;
+			p->stack_tid = ok->tid;
 		}
 	}
 }

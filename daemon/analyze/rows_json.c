@@ -44,6 +44,10 @@ static cJSON *party_json(const struct query_ctx *ctx, const struct party *p, int
 	cJSON_AddNumberToObject(o, "tid", p->tid);
 	cJSON_AddStringToObject(o, "comm", p->comm);
 	query__add_stack(o, ctx, p->stack, max_stack, true);
+	if (p->stack_tid) {	/* none of tid's stacks was sampled: another's of the row */
+		cJSON_AddNumberToObject(o, "stack_pid", p->stack_pid);
+		cJSON_AddNumberToObject(o, "stack_tid", p->stack_tid);
+	}
 	return o;
 }
 

@@ -394,6 +394,32 @@ static void test_user_rows(void **state)
 	assert_int_equal(cJSON_GetArraySize(h), 2);
 	assert_int_equal(num(cJSON_GetArrayItem(h, 0), "samples"), 3);
 	assert_true(num(cJSON_GetArrayItem(h, 0), "share") == 0.75);
+	/* thread 302 ended most waits, none sampled: its stack is its own or, here, null */
+	assert_true(cJSON_IsNull(cJSON_GetObjectItem(cJSON_GetObjectItem(r, "releaser"), "stack")));
+	cJSON_Delete(rows);
+
+	/* a sample of 303's release: 302 stays named, with the stack 303's sample saw, said so */
+	k = (struct agg_key){ .lock = 0x5000, .pid = 300, .tid = 301, .flags = LS_KIND_USER | LS_UTYPE_MUTEX,
+			      .owner_pid = 300, .owner_tid = 302, .releaser_pid = 300, .releaser_tid = 303,
+			      .sampled = 1, .stack = f->y, .releaser_stack = f->x };
+	put(f->agg, k, w10, 2, "waiter");
+	rows = rows_of(f, &q);
+	r = cJSON_GetObjectItem(cJSON_GetArrayItem(rows, 0), "releaser");
+	assert_int_equal(num(r, "tid"), 302);
+	assert_true(cJSON_IsArray(cJSON_GetObjectItem(r, "stack")));
+	assert_int_equal(num(r, "stack_pid"), 300);
+	assert_int_equal(num(r, "stack_tid"), 303);
+	cJSON_Delete(rows);
+
+	/* once 302's own release is sampled, its stack is shown and no other thread is named */
+	k.releaser_tid = 302;
+	k.releaser_stack = f->y;
+	put(f->agg, k, w10, 1, "waiter");
+	rows = rows_of(f, &q);
+	r = cJSON_GetObjectItem(cJSON_GetArrayItem(rows, 0), "releaser");
+	assert_int_equal(num(r, "tid"), 302);
+	assert_true(cJSON_IsArray(cJSON_GetObjectItem(r, "stack")));
+	assert_null(cJSON_GetObjectItem(r, "stack_tid"));
 	cJSON_Delete(rows);
 
 	q.kind = LS_KIND_KERNEL_ONLY;
