@@ -92,6 +92,11 @@ UNIT_BINS := $(patsubst tests/unit/%.c,$(OUTPUT)/tests/%,$(UNIT_SRCS))
 FUZZ_TARGETS := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_BINS := $(patsubst %,$(OUTPUT)/fuzz/fuzz_%,$(FUZZ_TARGETS))
 REPLAY_BINS := $(patsubst %,$(OUTPUT)/tests/replay_%,$(FUZZ_TARGETS))
+# The Kubernetes manifest's decoding test (tests/k8s, k8s.io/api's own types), compiled
+# with the other tests, where Go is installed: compiling k8s.io/api takes half a minute
+# the first time, which CI spends beside its soak instead of inside the suite
+GO_CMD := $(shell command -v go 2>/dev/null)
+K8S_TEST := $(if $(GO_CMD),$(OUTPUT)/tests/k8s.test)
 FUZZ_TIME ?= 60
 FUZZ_JOBS ?= $(shell nproc)
 WORKLOAD_SRCS := $(wildcard tests/workloads/*.c)
@@ -296,7 +301,7 @@ parca: $(PARCA)
 $(PARCA): tests/parca/go.mod tests/parca/go.sum tests/parca/parca.go
 	$(Q)tests/parca/build.sh $@
 
-integration-test: all $(REPLAY_BINS)
+integration-test: all $(REPLAY_BINS) $(K8S_TEST)
 	$(Q)OUTPUT=$(OUTPUT) SAN=$(SAN) LOCKSCOPE_PARCA=$(abspath $(PARCA)) LOCKSCOPE_PARCA_BUILD=$(TEST_PARCA) \
 		$(PYTHON) -m pytest -v --durations=12 tests/integration
 
@@ -317,7 +322,11 @@ endif
 test: unit-test integration-test
 
 # what `make test` runs, built and not run (CI builds the sanitizer build's beside the soak)
-test-build: all $(UNIT_BINS) $(REPLAY_BINS)
+test-build: all $(UNIT_BINS) $(REPLAY_BINS) $(K8S_TEST)
+
+$(OUTPUT)/tests/k8s.test: tests/k8s/go.mod tests/k8s/go.sum $(wildcard tests/k8s/*.go) | $(OUTPUT)/tests
+	$(call msg,GO-TEST,$@)
+	$(Q)cd tests/k8s && GOFLAGS=-mod=mod $(GO_CMD) test -c -o $(abspath $@) .
 
 demo: all
 	$(Q)tests/demo.sh $(OUTPUT)

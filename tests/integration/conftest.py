@@ -128,17 +128,24 @@ def wait_for(what, fn, timeout=30):
     raise AssertionError(f"not within {timeout} s: {what}")
 
 
-# Parca, for test_parca.py. With LOCKSCOPE_PARCA_BUILD=1 (`make test` in CI, or with
-# LOCKSCOPE_TEST_PARCA=1) a missing binary is built while the other tests run: its Go
-# compile (~6 minutes on 2 cores) at the lowest priority, in a session of its own (its own
-# autogroup), takes the CPU time the tests leave, and the tests that need it run last. The
-# build's own threads wait on futexes and kernel locks like any program: tests that count
-# waits host-wide (marked quiet_host) run first, and the build starts after them.
+# Work some tests need that the machine's other resources can do while the suite runs:
+# started before the first test that is not quiet_host (their threads wait on futexes and
+# kernel locks like any program's, and those tests count waits host-wide), in a session
+# and autogroup of their own at the lowest priority, so that they take only the CPU time
+# the tests leave; the tests that need them wait for them.
+#
+# Parca, for test_parca.py: with LOCKSCOPE_PARCA_BUILD=1 (`make test` in CI, or with
+# LOCKSCOPE_TEST_PARCA=1) a missing binary is built (its Go compile, ~6 minutes on 2 cores),
+# and the tests that need it run last. The kernel matrix's Debian kernels, for
+# test_kernels.py: the ones not downloaded yet (~7 s each here, apt and xz).
 PARCA = os.environ.get("LOCKSCOPE_PARCA", os.path.join(ROOT, "build", "parca", "parca"))
 PARCA_TESTS = "test_parca.py"
 PARCA_BUILD_TIMEOUT = 1800
-_parca_build = None		# (process, log) once started
-_parca_build_wanted = False	# to start before the first test that is not quiet_host
+KERNEL_TESTS = "test_kernels.py"
+KERNEL_MATRIX = ("6.1:amd64", "6.1:cloud-amd64", "6.1:rt-amd64")
+KERNEL_FETCH_TIMEOUT = 900
+_background = {}	# name: (process, log) once started
+_background_wanted = {}	# name: command, to start before the first test that is not quiet_host
 
 
 def _lowest_priority():
@@ -155,42 +162,49 @@ def _quiet(item):
 
 
 def pytest_collection_modifyitems(session, config, items):
-    """quiet_host tests first, the tests that need Parca last; whether to build it."""
-    global _parca_build_wanted
+    """quiet_host tests first, the tests that need Parca last; what to start beside them."""
     parca = [i for i in items if i.path.name == PARCA_TESTS]
     rest = [i for i in items if i.path.name != PARCA_TESTS]
     items[:] = [i for i in rest if _quiet(i)] + [i for i in rest if not _quiet(i)] + parca
     # make's own rule says whether the binary is older than its sources (then a no-op)
-    _parca_build_wanted = bool(parca) and os.environ.get("LOCKSCOPE_PARCA_BUILD") == "1"
+    if parca and os.environ.get("LOCKSCOPE_PARCA_BUILD") == "1":
+        _background_wanted["parca"] = ["make", "-s", "-C", ROOT, "parca"]
+    if any(i.path.name == KERNEL_TESTS for i in items) and os.geteuid() == 0 and \
+            shutil.which("apt-get") and shutil.which("qemu-system-x86_64"):
+        _background_wanted["kernels"] = [os.path.join(ROOT, "tests/kernels/matrix.sh"), "--fetch", *KERNEL_MATRIX]
 
 
 def pytest_runtest_setup(item):
-    """The Parca build starts before the first test that is not quiet_host."""
-    global _parca_build, _parca_build_wanted
-    if not _parca_build_wanted or _quiet(item):
+    """The background work starts before the first test that is not quiet_host."""
+    if not _background_wanted or _quiet(item):
         return
-    _parca_build_wanted = False
-    os.makedirs(os.path.dirname(PARCA), exist_ok=True)
-    log = open(PARCA + ".build.log", "w+")
-    _parca_build = (subprocess.Popen(["make", "-s", "-C", ROOT, "parca"], stdout=log,
-                                     stderr=subprocess.STDOUT, start_new_session=True,
-                                     preexec_fn=_lowest_priority), log)
+    for name, cmd in _background_wanted.items():
+        log_path = os.path.join(BUILD, f"background-{name}.log")
+        os.makedirs(BUILD, exist_ok=True)
+        log = open(log_path, "w+")
+        _background[name] = (subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                              env=dict(os.environ, OUTPUT=BUILD), preexec_fn=_lowest_priority), log)
+    _background_wanted.clear()
+
+
+def background_done(name, timeout):
+    """Waits for the background work @name, if it was started; fails with its log's end."""
+    if name not in _background:
+        return
+    proc, log = _background.pop(name)
+    try:
+        rc = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        rc = proc.wait()
+    log.seek(0)
+    if rc != 0:
+        raise AssertionError(f"{name} in the background failed ({rc}):\n{log.read()[-3000:]}")
 
 
 def parca_binary():
-    """The Parca server's path: waits for the build started at collection, if any."""
-    global _parca_build
-    if _parca_build:
-        proc, log = _parca_build
-        try:
-            rc = proc.wait(timeout=PARCA_BUILD_TIMEOUT)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            rc = proc.wait()
-        _parca_build = None
-        log.seek(0)
-        if rc != 0:
-            raise AssertionError(f"building Parca failed ({rc}):\n{log.read()[-3000:]}")
+    """The Parca server's path: waits for the build started beside the tests, if any."""
+    background_done("parca", PARCA_BUILD_TIMEOUT)
     if not os.access(PARCA, os.X_OK):
         skip_or_fail(f"no Parca at {PARCA}: build it with `make parca` (or LOCKSCOPE_TEST_PARCA=1 make test)")
     return PARCA

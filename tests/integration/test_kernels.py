@@ -9,14 +9,15 @@ import json
 import os
 import subprocess
 
-from conftest import ROOT, require_tool, skip_or_fail
+from conftest import KERNEL_FETCH_TIMEOUT, KERNEL_MATRIX, ROOT, background_done, require_tool, skip_or_fail
 
 
 def test_debian_61_kernels():
     require_tool("qemu-system-x86_64")
     if not os.path.exists("/bin/busybox"):
         skip_or_fail("busybox-static is not installed (make deps)")
-    p = subprocess.run([os.path.join(ROOT, "tests/kernels/matrix.sh"), "6.1:amd64", "6.1:cloud-amd64", "6.1:rt-amd64"],
+    background_done("kernels", KERNEL_FETCH_TIMEOUT)	# downloaded while other tests ran
+    p = subprocess.run([os.path.join(ROOT, "tests/kernels/matrix.sh"), *KERNEL_MATRIX],
                        capture_output=True, text=True, timeout=1800)
     print(p.stdout, p.stderr)
     verdicts = [json.loads(line) for line in p.stdout.splitlines() if line.startswith("{")]

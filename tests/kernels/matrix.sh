@@ -3,13 +3,20 @@
 # holding this build, and check that lockscoped loads, picks the right program variant
 # and names mmap_lock with owners on each, and that kernel mutexes (pipe->mutex, an
 # rt-mutex on PREEMPT_RT) show with their owners, and that the scheduler's largest variant
-# (block-waits) loads too. Usage: tests/kernels/matrix.sh [FLAVOUR...]
-# (flavours: amd64 cloud-amd64 rt-amd64; default: cloud-amd64 rt-amd64). Needs root for
-# apt-get download; prints one JSON line per kernel and exits non-zero on any failure.
+# (block-waits) loads too. Usage: tests/kernels/matrix.sh [--fetch] [SERIES:FLAVOUR...]
+# (flavours: amd64 cloud-amd64 rt-amd64; default: 6.1:cloud-amd64 6.1:rt-amd64). Needs
+# root for apt-get download; prints one JSON line per kernel and exits non-zero on any
+# failure. --fetch only downloads the kernels not here yet (the test suite does that in
+# the background, the network's time, while other tests run).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 OUTPUT=${OUTPUT:-$ROOT/build}
 WORK=${WORK:-$OUTPUT/kernels}
+FETCH_ONLY=0
+if [ "${1:-}" = --fetch ]; then
+	FETCH_ONLY=1
+	shift
+fi
 KERNELS=("${@:-6.1:cloud-amd64 6.1:rt-amd64}")
 read -r -a KERNELS <<<"${KERNELS[*]}"
 mkdir -p "$WORK"
@@ -93,19 +100,27 @@ INIT
 	(cd "$dir" && find . | cpio -o -H newc 2>/dev/null | gzip -1) >"$WORK/initramfs.gz"
 }
 
-check_kernel() {
+# the kernel of SERIES:FLAVOUR in its directory, downloaded once (a failure leaves no vmlinuz)
+fetch_kernel() {
 	local series=${1%%:*} flavour=${1#*:}
 	local kdir=$WORK/$series-$flavour pkg opts
 	mkdir -p "$kdir"
-	if [ ! -f "$kdir/vmlinuz" ]; then
-		pkg=$(kernel_package "$series" "$flavour")
-		[ -n "$pkg" ] || { echo "{\"kernel\": \"$1\", \"ok\": false, \"error\": \"no package\"}"; return 1; }
-		opts=$(apt_opts "$series")
-		# shellcheck disable=SC2086
-		(cd "$kdir" && apt-get $opts download -q "$pkg" >/dev/null 2>&1 &&
-		 dpkg-deb -x ./*.deb x && cp x/boot/vmlinuz-* vmlinuz && rm -rf x ./*.deb &&
-		 echo "${pkg#linux-image-}" | sed 's/-unsigned$//' >release)
-	fi
+	[ -f "$kdir/vmlinuz" ] && return
+	pkg=$(kernel_package "$series" "$flavour")
+	[ -n "$pkg" ] || { echo "matrix.sh: $1: no package in the apt lists" >&2; return 1; }
+	opts=$(apt_opts "$series")
+	# shellcheck disable=SC2086
+	(cd "$kdir" && rm -rf x ./*.deb vmlinuz.tmp && apt-get $opts download -q "$pkg" >/dev/null 2>&1 &&
+	 dpkg-deb -x ./*.deb x && cp x/boot/vmlinuz-* vmlinuz.tmp && rm -rf x ./*.deb &&
+	 echo "${pkg#linux-image-}" | sed 's/-unsigned$//' >release && mv vmlinuz.tmp vmlinuz) ||
+		{ echo "matrix.sh: $1: downloading $pkg failed" >&2; return 1; }
+}
+
+check_kernel() {
+	local series=${1%%:*} flavour=${1#*:}
+	local kdir=$WORK/$series-$flavour
+
+	fetch_kernel "$1" || { echo "{\"kernel\": \"$1\", \"ok\": false, \"error\": \"no kernel\"}"; return 1; }
 	timeout 600 qemu-system-x86_64 -m 1024 -smp 2 -nographic -no-reboot \
 		-kernel "$kdir/vmlinuz" -initrd "$WORK/initramfs.gz" \
 		-append "console=ttyS0 quiet panic=-1" >"$kdir/console.log" 2>&1 || true
@@ -113,8 +128,14 @@ check_kernel() {
 		"$kdir/console.log"
 }
 
-build_initramfs
 rc=0
+if [ $FETCH_ONLY = 1 ]; then
+	for k in "${KERNELS[@]}"; do
+		fetch_kernel "$k" || rc=1
+	done
+	exit $rc
+fi
+build_initramfs
 for k in "${KERNELS[@]}"; do
 	check_kernel "$k" || rc=1
 done
