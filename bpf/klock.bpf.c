@@ -350,7 +350,7 @@ static __always_inline int __lock_contended(void *ctx, struct klock_slot *cpu, _
 	e->rec_flags = (depth ? KLOCK_RF_NESTED : 0) | (spinning ? KLOCK_RF_SPINNING : 0);
 	if (depth)	/* timed on its own, never merged into the wait below it */
 		ls_count(LS_CNT_NESTED);
-	if (sample_stack(lock, now, true, 1))
+	if (sample_stack(lock, now, true, 1, NULL, 0))	/* no sampler of klock's shares its budget */
 		e->rec_flags |= KLOCK_RF_SAMPLED;
 	owner = read_owner(e, lock, flags, owner_word, with_owner_stack);
 	if (note_holders && owner)

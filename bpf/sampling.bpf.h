@@ -108,16 +108,34 @@ static __always_inline void bucket_refill(struct stack_bucket *b, __u64 now, __u
 	b->last_ns = now;
 }
 
-/* Whether bucket @b allows one more @cost_ns, and spends it if so. */
-static __always_inline bool bucket_take(struct stack_bucket *b, __u64 now, __u64 burst_ns, __u64 cost_ns)
+/* Whether bucket @b allows @cost_ns and still holds @keep_ns, and spends @cost_ns if so. */
+static __always_inline bool bucket_take_keep(struct stack_bucket *b, __u64 now, __u64 burst_ns, __u64 cost_ns,
+					     __u64 keep_ns)
 {
 	if (!b || !cost_ns)
 		return false;
 	bucket_refill(b, now, burst_ns);
-	if (b->credit_ns < cost_ns)
+	if (b->credit_ns < cost_ns + keep_ns)
 		return false;
 	b->credit_ns -= cost_ns;
 	return true;
+}
+
+/* Whether bucket @b allows one more @cost_ns, and spends it if so. */
+static __always_inline bool bucket_take(struct stack_bucket *b, __u64 now, __u64 burst_ns, __u64 cost_ns)
+{
+	return bucket_take_keep(b, now, burst_ns, cost_ns, 0);
+}
+
+/* Whether bucket @b, of a steady rate (@cost_ns its burst), has a stack due at @now; spends nothing. */
+static __always_inline bool bucket_due(const struct stack_bucket *b, __u64 now, __u64 cost_ns)
+{
+	__s64 passed;
+
+	if (!b || !cost_ns)
+		return false;
+	passed = now - b->last_ns;
+	return b->credit_ns + (passed > 0 ? passed : 0) >= cost_ns;
 }
 
 static __always_inline struct cpu_stack_bucket *cpu_stack_bucket(void)
@@ -181,11 +199,18 @@ static __always_inline bool sample_cpu_stack(__u64 now)
  * clock (@now itself when @monotonic), read only when the lock's bucket allows a stack.
  * @stacks: what the sample will take from the CPU's budget, 2 when its releaser's stack
  * is taken too (later, on the waker's CPU: paid here, so that it is never refused).
+ * @sampler: the bucket of a sampler that shares the CPU's (NULL: none), of a steady rate
+ * of one stack per @sampler_cost_ns. While it has a stack due, the wait leaves one of the
+ * CPU's for it: a wait that pays for two would otherwise take every pair the moment the
+ * CPU has earned it (it asks again exactly then, retry_ns), and the sampler, which asks
+ * at its own ticks, would get what is left of the budget or nothing.
  */
-static __always_inline bool sample_stack(__u64 lock, __u64 now, bool monotonic, __u32 stacks)
+static __always_inline bool sample_stack(__u64 lock, __u64 now, bool monotonic, __u32 stacks,
+					 const struct stack_bucket *sampler, __u64 sampler_cost_ns)
 {
 	/* never more than the bucket holds (a ring with room for one dump a burst), or never paid */
 	__u64 cpu_cost = cpu_stack_cost_ns * stacks < cpu_burst_ns ? cpu_stack_cost_ns * stacks : cpu_burst_ns;
+	__u64 keep = 0;
 	/* locks are at least 4-byte aligned; fold the address and spread it (Fibonacci) */
 	__u32 idx = (__u32)(((lock >> 2) * 0x9E3779B97F4A7C15ULL) >> 32) & lock_bucket_mask;
 	struct cpu_stack_bucket *cb;
@@ -206,9 +231,12 @@ static __always_inline bool sample_stack(__u64 lock, __u64 now, bool monotonic, 
 	clock = monotonic ? now : bpf_ktime_get_ns();
 	if (!time_credit(cb, clock))
 		return false;
-	if (!bucket_take(&cb->bucket, clock, cpu_burst_ns, cpu_cost)) {
-		if (cpu_cost > cb->bucket.credit_ns)
-			cb->retry_ns = now + (cpu_cost - cb->bucket.credit_ns);
+	/* what the sampler is kept, never so much that the wait could not be paid at all */
+	if (cpu_cost + cpu_stack_cost_ns <= cpu_burst_ns && bucket_due(sampler, clock, sampler_cost_ns))
+		keep = cpu_stack_cost_ns;
+	if (!bucket_take_keep(&cb->bucket, clock, cpu_burst_ns, cpu_cost, keep)) {
+		if (cpu_cost + keep > cb->bucket.credit_ns)
+			cb->retry_ns = now + (cpu_cost + keep - cb->bucket.credit_ns);
 		return false;
 	}
 	lb->credit_ns -= lock_stack_cost_ns;

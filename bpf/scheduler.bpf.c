@@ -97,11 +97,13 @@ struct {
 } last_waits SEC(".maps");
 
 /*
- * Holder samples' dumps: at most half a CPU's. The sampler runs at 997 Hz while a holder
- * is on the CPU and takes each dump the CPU's budget has earned, while a sampled wait
- * whose releaser is named needs two at once: sharing the budget alone, the holder sampler
- * left waits none (a mutex server at user-dump-rate 20 got no releaser's stack in 1 run
- * of 3). A steady rate, one dump's credit at most, like the spin samples'.
+ * Holder samples' dumps: half a CPU's at most, and that half while they want it. The
+ * sampler runs at 997 Hz while a holder is on the CPU and took each dump the CPU's budget
+ * had earned, while a sampled wait whose releaser is named needs two at once: the holder
+ * sampler left waits none (a mutex server at user-dump-rate 20 got no releaser's stack in
+ * 1 run of 3). Held to half, it got next to nothing instead: a wait asks again the moment
+ * the CPU has earned its pair. So a wait leaves one dump for it while it has one due
+ * (sample_stack()). A steady rate, one dump's credit at most, like the spin samples'.
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -110,14 +112,24 @@ struct {
 	__type(value, struct stack_bucket);
 } hold_dump_bucket SEC(".maps");
 
-/* Whether a holder sample may take a dump: the holder's share, then the CPU's. */
+static __always_inline struct stack_bucket *hold_dump_bucket_of(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&hold_dump_bucket, &zero);
+}
+
+/*
+ * Whether a holder sample may take a dump: one is due in the holder's share, and the CPU
+ * has one; both are spent or neither (a share spent while the CPU had none would wait
+ * its full period again, and the waits keep nothing for it meanwhile).
+ */
 static __always_inline bool sample_hold_dump(__u64 now)
 {
 	__u64 cost = cpu_stack_cost_ns * SCHED_HOLD_DUMP_SHARE;
-	__u32 zero = 0;
+	struct stack_bucket *b = hold_dump_bucket_of();
 
-	return bucket_take(bpf_map_lookup_elem(&hold_dump_bucket, &zero), now, cost, cost) &&
-	       sample_cpu_stack(now);
+	return bucket_due(b, now, cost) && sample_cpu_stack(now) && bucket_take(b, now, cost, cost);
 }
 
 /* Whether a spin sample may take a dump: the spin budget, then the CPU's. */
