@@ -199,14 +199,15 @@ static __always_inline bool sample_cpu_stack(__u64 now)
  * clock (@now itself when @monotonic), read only when the lock's bucket allows a stack.
  * @stacks: what the sample will take from the CPU's budget, 2 when its releaser's stack
  * is taken too (later, on the waker's CPU: paid here, so that it is never refused).
- * @sampler: the bucket of a sampler that shares the CPU's (NULL: none), of a steady rate
- * of one stack per @sampler_cost_ns. While it has a stack due, the wait leaves one of the
+ * @sampler: the bucket of a sampler that shares the CPU's (a per-CPU array of one; NULL:
+ * none), of a steady rate of one stack per @sampler_cost_ns, looked up only for a wait
+ * whose lock has credit. While it has a stack due, the wait leaves one of the
  * CPU's for it: a wait that pays for two would otherwise take every pair the moment the
  * CPU has earned it (it asks again exactly then, retry_ns), and the sampler, which asks
  * at its own ticks, would get what is left of the budget or nothing.
  */
 static __always_inline bool sample_stack(__u64 lock, __u64 now, bool monotonic, __u32 stacks,
-					 const struct stack_bucket *sampler, __u64 sampler_cost_ns)
+					 void *sampler, __u64 sampler_cost_ns)
 {
 	/* never more than the bucket holds (a ring with room for one dump a burst), or never paid */
 	__u64 cpu_cost = cpu_stack_cost_ns * stacks < cpu_burst_ns ? cpu_stack_cost_ns * stacks : cpu_burst_ns;
@@ -232,7 +233,8 @@ static __always_inline bool sample_stack(__u64 lock, __u64 now, bool monotonic, 
 	if (!time_credit(cb, clock))
 		return false;
 	/* what the sampler is kept, never so much that the wait could not be paid at all */
-	if (cpu_cost + cpu_stack_cost_ns <= cpu_burst_ns && bucket_due(sampler, clock, sampler_cost_ns))
+	if (sampler && cpu_cost + cpu_stack_cost_ns <= cpu_burst_ns &&
+	    bucket_due(bpf_map_lookup_elem(sampler, &(__u32){ 0 }), clock, sampler_cost_ns))
 		keep = cpu_stack_cost_ns;
 	if (!bucket_take_keep(&cb->bucket, clock, cpu_burst_ns, cpu_cost, keep)) {
 		if (cpu_cost + keep > cb->bucket.credit_ns)

@@ -238,7 +238,7 @@ static __always_inline bool wait_prepare(struct sched_slot *e, struct task_struc
 	 * the holder sampler's dumps share the budget (sample_hold_dump())
 	 */
 	sampled = sample_stack(stack_key(uaddr, tgid, e->rec_flags), clock, false, waker_on ? 2 : 1,
-			       ustack_bytes ? hold_dump_bucket_of() : NULL, cpu_stack_cost_ns * SCHED_HOLD_DUMP_SHARE);
+			       ustack_bytes ? &hold_dump_bucket : NULL, cpu_stack_cost_ns * SCHED_HOLD_DUMP_SHARE);
 	/*
 	 * What only a sampled wait's record carries is set only for one: at most waits the
 	 * slot's other lines stay untouched (struct sched_slot)
