@@ -441,24 +441,21 @@ static void pick_owners(struct row_set *rs)
 			memcpy(p->comm, ov->comm, sizeof(p->comm));
 		}
 	}
+	/* its own stack seen most, else (none of its own sampled) the role's seen most */
 	for (iter = 0; !htab__next(rs->owners, &iter, &kp, &vp);) {
 		const struct owner_key *ok = kp;
 		const struct owner_val *ov = vp;
 		struct party *p = party_of(&rs->details[ok->detail], ok->role);
 
-		if (ok->stack != LS_STACK_NONE && ok->pid == p->pid && ok->tid == p->tid &&
-		    ov->count > p->stack_best) {
-			p->stack_best = ov->count;
-			p->stack = ok->stack;
-		}
-	}
-	/* the rare row whose named party has no stack sampled: a pass over its others' */
-	for (iter = 0; !htab__next(rs->owners, &iter, &kp, &vp);) {
-		const struct owner_key *ok = kp;
-		const struct owner_val *ov = vp;
-		struct party *p = party_of(&rs->details[ok->detail], ok->role);
-
-		if (ok->stack != LS_STACK_NONE && p->tid && !p->stack_best && ov->count > p->other_best) {
+		if (ok->stack == LS_STACK_NONE || !p->tid)
+			continue;
+		if (ok->pid == p->pid && ok->tid == p->tid) {
+			if (ov->count > p->stack_best) {
+				p->stack_best = ov->count;
+				p->stack = ok->stack;
+				p->stack_pid = p->stack_tid = 0;
+			}
+		} else if (!p->stack_best && ov->count > p->other_best) {
 			p->other_best = ov->count;
 			p->stack = ok->stack;
 			p->stack_pid = ok->pid;

@@ -407,9 +407,11 @@ def test_churned_threads_kernel_waits_count_exactly(daemon, tmp_path):
             assert len(churned) == 10000
             # how many the threads left depends on how many waited (17 k to 53 k waits a
             # run): what the sweep must delete is what is there now
-            left = {t for t in churned & thread_map_keys(daemon.proc.pid) if not os.path.exists(f"/proc/{t}")}
+            def gone_in_maps():
+                return {t for t in churned & thread_map_keys(daemon.proc.pid) if not os.path.exists(f"/proc/{t}")}
+            left = gone_in_maps()
             time.sleep(GC_INTERVAL_S + 1)  # the sweep: the first run's slots are free again
-            kept = {t for t in churned & thread_map_keys(daemon.proc.pid) if not os.path.exists(f"/proc/{t}")}
+            kept = gone_in_maps()
             swept = (daemon.cli_json("status")["events"]["thread_entries_swept"]
                      - before["events"]["thread_entries_swept"])
             print(f"after the sweep: {swept} entries of exited threads deleted, {len(left)} of the "
