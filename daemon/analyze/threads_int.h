@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0 */
-/* The thread store's insides, shared by threads.c (the store) and threads_json.c only. */
+/* The thread store's insides, shared by threads.c (the store), threads_json.c and its unit test only. */
 #ifndef __LS_THREADS_INT_H
 #define __LS_THREADS_INT_H
 
