@@ -873,13 +873,44 @@ int BPF_PROG(sched_waking_direct, struct task_struct *p)
 
 /* ---- the tasks' own counters, once a second ---- */
 
+/* enum sched_iter_mode: what the next pass writes */
+__u32 iter_mode = SCHED_ITER_ALL;
+/* SCHED_ITER_CHANGED: the time since the previous store pass began, and a margin */
+__u64 iter_window_ns = 0;
+
+/*
+ * Whether @t has not run since the previous store pass began: it is not runnable, and its
+ * CPU time was last accounted (se.exec_start: update_curr() at its switch out) more than
+ * that long ago by its CPU's task clock, the clock exec_start is on. The task clock runs
+ * slower than time by the CPU's interrupt and steal time, never faster, so a task that ran
+ * since is never taken for one that did not; an idle CPU's clock may lag, which only
+ * writes more. A task that has not run has no counter that moved: its switches, I/O
+ * syscalls and run-queue wait move only with its time on CPU, and the time it slept the
+ * daemon derives. Where the task's run queue cannot be reached (no group scheduling), or
+ * the pass writes every task, false.
+ */
+static __always_inline bool iter_unchanged(struct task_struct *t)
+{
+	struct cfs_rq *cfs;
+	__u64 clock;
+
+	if (iter_mode != SCHED_ITER_CHANGED || t->__state == TASK_RUNNING ||
+	    !bpf_core_field_exists(t->se.cfs_rq) || !bpf_core_field_exists(((struct cfs_rq *)0)->rq))
+		return false;
+	cfs = t->se.cfs_rq;	/* the task group's queue on the CPU the task last ran on */
+	if (!cfs)
+		return false;
+	clock = cfs->rq->clock_task;
+	return clock > iter_window_ns && t->se.exec_start < clock - iter_window_ns;
+}
+
 SEC("iter/task")
 int dump_tasks(struct bpf_iter__task *ctx)
 {
 	struct task_struct *t = ctx->task;
 	struct sched_task_rec r;
 
-	if (!t || !t->pid || (targ_tgid && (__u32)t->tgid != targ_tgid))
+	if (!t || !t->pid || (targ_tgid && (__u32)t->tgid != targ_tgid) || iter_unchanged(t))
 		return 0;
 	task_rec(t, &r);
 	bpf_seq_write(ctx->meta->seq, &r, sizeof(r));

@@ -240,6 +240,25 @@ enum sched_thread_flags {
 	SCHED_THREAD_FINAL	= 1 << 1,
 };
 
+/*
+ * What a pass of the task iterator writes (iter_mode and iter_window_ns, set by the daemon
+ * before the pass). The thread store's passes write only the threads that ran since the
+ * previous one began, and every thread every SCHED_ITER_FULL_EVERY passes; a sweep's
+ * liveness pass writes every thread.
+ */
+enum sched_iter_mode {
+	SCHED_ITER_ALL,		/* every thread */
+	SCHED_ITER_CHANGED,	/* the threads that ran since the previous store pass began */
+};
+
+/*
+ * The store's passes (one a second, and a query's): every tenth writes every thread, so
+ * that a thread gone without its exit record is known gone within ~10 s.
+ */
+#define SCHED_ITER_FULL_EVERY 10
+/* added to a pass's window: the task clock and the monotonic clock, read apart, may differ by as much */
+#define SCHED_ITER_MARGIN_NS 1000000ULL
+
 /* What the task iterator writes per thread: the kernel's counters, nothing counted by us. */
 struct sched_task_rec {
 	__u32 tid;

@@ -303,7 +303,23 @@ static uint64_t expiry(struct threads *t, uint64_t cutoff, size_t exited)
 	return cutoff;
 }
 
-static void sweep(struct threads *t, uint64_t now)
+/*
+ * @th, which a pass of changed threads did not give: it has only slept since it was last
+ * given (SCHED_ITER_CHANGED), so its blocked time grew by the time since and nothing else
+ * moved (tick_one() for a thread that did not change, but the point it would not add).
+ */
+static void slept(struct thread *th, uint64_t now, bool periodic)
+{
+	if (periodic) {
+		th->prev_ns = th->seen_ns;
+		th->prev_voluntary = th->st.voluntary;
+		th->prev_involuntary = th->st.involuntary;
+	}
+	th->st.blocked_ns += now - th->seen_ns;
+	th->seen_ns = now;
+}
+
+static void sweep(struct threads *t, uint64_t now, bool periodic, bool all_given)
 {
 	struct htab *keep = NULL;
 	size_t iter = 0, expired = 0, exited = 0;
@@ -316,8 +332,12 @@ static void sweep(struct threads *t, uint64_t now)
 		struct thread *th = v;
 
 		if (!th->exited_ns && th->seen_ns != now) {
-			th->exited_ns = now;
-			th->st.flags |= SCHED_THREAD_EXITED;
+			if (all_given) {
+				th->exited_ns = now;
+				th->st.flags |= SCHED_THREAD_EXITED;
+			} else {
+				slept(th, now, periodic);
+			}
 		}
 		exited += !!th->exited_ns;
 	}
@@ -352,6 +372,8 @@ static void sweep(struct threads *t, uint64_t now)
 
 static void read_threads(struct threads *t, const struct sched_source *src, uint64_t now, bool periodic)
 {
+	int pass;
+
 	if (!src->sched)
 		return;
 	if (!t->start_ns)
@@ -362,8 +384,9 @@ static void read_threads(struct threads *t, const struct sched_source *src, uint
 		t->cur_ns = now;
 		t->ctxt_cur = threads__host_switches();
 	}
-	src->threads(src->src, tick_one, &(struct ticking){ t, now, ls_clock_ns(CLOCK_BOOTTIME), periodic });
-	sweep(t, now);
+	pass = src->threads(src->src, tick_one, &(struct ticking){ t, now, ls_clock_ns(CLOCK_BOOTTIME), periodic });
+	/* a thread not given is gone only when all were; a pass that failed took no one's life */
+	sweep(t, now, periodic, pass == SCHED_ITER_ALL);
 }
 
 void threads__tick(struct threads *t, const struct sched_source *src, uint64_t now)

@@ -33,9 +33,14 @@ struct sched_source {
 	bool spin_sampling;	/* the cpu-clock spin sampler runs */
 	bool precise;		/* precise scans can time futex calls */
 	bool ulock;		/* futex waits (and their holders' preemptions) are traced */
-	int (*threads)(const void *src, sched_thread_fn fn, void *ctx);
+	/*
+	 * The threads' counters: returns SCHED_ITER_ALL when every live thread was given,
+	 * SCHED_ITER_CHANGED when only those that ran since the previous call (the others
+	 * slept: their blocked time grew by the time since), else -errno.
+	 */
+	int (*threads)(void *src, sched_thread_fn fn, void *ctx);
 	int (*peers)(const void *src, sched_peer_fn fn, void *ctx);
-	const void *src;
+	void *src;		/* it remembers what it gave */
 };
 
 /* A view of the threads running now, instead of a window. */

@@ -179,7 +179,7 @@ static int on_wait_entry(void *ctx, const struct ls_wait_key *k, const struct ls
 	return decoder__wait_entry(e->dec, k, v);
 }
 
-static int read_sched_threads(const void *c, sched_thread_fn fn, void *ctx)
+static int read_sched_threads(void *c, sched_thread_fn fn, void *ctx)
 {
 	return collector__sched_threads(c, fn, ctx);
 }
@@ -190,7 +190,7 @@ static int read_sched_peers(const void *c, sched_peer_fn fn, void *ctx)
 }
 
 /* What the thread and spin views read of the collector, once it has attached. */
-static struct sched_source sched_source(const struct collector *c)
+static struct sched_source sched_source(struct collector *c)
 {
 	const struct collector_features *f = collector__features(c);
 

@@ -132,8 +132,14 @@ uint64_t collector__slots_freed(const struct collector *c);
 uint64_t collector__entries_swept(const struct collector *c);
 struct sched_thread;
 typedef int (*collector_thread_fn)(void *ctx, __u32 tid, const struct sched_thread *st);
-/* Calls @fn with every thread's scheduling counts; a nonzero return stops the walk. */
-int collector__sched_threads(const struct collector *c, collector_thread_fn fn, void *ctx);
+/*
+ * Calls @fn with the threads' scheduling counts; a nonzero return stops the walk. Returns
+ * the pass's enum sched_iter_mode: SCHED_ITER_ALL, every thread (one pass in
+ * SCHED_ITER_FULL_EVERY, and the first), or SCHED_ITER_CHANGED, only the threads that ran
+ * since the previous pass (each other one has only slept since: alive, or gone without a
+ * word until the next full pass); else -errno.
+ */
+int collector__sched_threads(struct collector *c, collector_thread_fn fn, void *ctx);
 struct sched_peer_key;
 struct sched_peer;
 typedef int (*collector_peer_fn)(void *ctx, const struct sched_peer_key *k, const struct sched_peer *v);

@@ -63,6 +63,8 @@ struct collector {
 	struct scheduler_bpf *sskel;
 	struct bpf_link *slinks[SCHED_PROGS];
 	struct bpf_link *iter_link;		/* the task iterator: per-thread counters */
+	unsigned int iter_passes;		/* the store's passes: each SCHED_ITER_FULL_EVERY-th is full */
+	__u64 iter_began_ns;			/* when the last one began (CLOCK_MONOTONIC) */
 	struct bpf_link *precise_links[PRECISE_PROGS];
 	int precise_pids;
 	bool waker_wanted;			/* the engine wants releasers named */

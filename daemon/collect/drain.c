@@ -218,12 +218,13 @@ static int exited_spinners(struct htab *spinners, __u64 now, collector_thread_fn
 	return err;
 }
 
-int collector__sched_threads(const struct collector *c, collector_thread_fn fn, void *ctx)
+int collector__sched_threads(struct collector *c, collector_thread_fn fn, void *ctx)
 {
 	struct sched_task_rec recs[THREADS_BATCH];
 	struct sched_thread st;
 	struct timespec ts;
 	struct htab *spinners;
+	__u32 mode = c->iter_passes++ % SCHED_ITER_FULL_EVERY ? SCHED_ITER_CHANGED : SCHED_ITER_ALL;
 	ssize_t n;
 	int fd, err = 0, i;
 	__u64 now;
@@ -233,14 +234,17 @@ int collector__sched_threads(const struct collector *c, collector_thread_fn fn, 
 	spinners = read_spinners(c);
 	if (!spinners)
 		return -ENOMEM;
-	/* one pass of the task iterator: every thread's counters as the kernel keeps them */
+	/* one pass of the task iterator: the threads' counters as the kernel keeps them */
+	clock_gettime(CLOCK_MONOTONIC, &ts);	/* the clock task start_time is on */
+	now = ts.tv_sec * NSEC_PER_SEC + ts.tv_nsec;
+	c->sskel->bss->iter_mode = mode;
+	c->sskel->bss->iter_window_ns = now - c->iter_began_ns + SCHED_ITER_MARGIN_NS;
 	fd = bpf_iter_create(bpf_link__fd(c->iter_link));
 	if (fd < 0) {
 		err = -errno;
 		goto out;
 	}
-	clock_gettime(CLOCK_MONOTONIC, &ts);	/* the clock task start_time is on */
-	now = ts.tv_sec * NSEC_PER_SEC + ts.tv_nsec;
+	c->iter_began_ns = now;
 	while (!err && (n = read(fd, recs, sizeof(recs))) > 0) {
 		for (i = 0; !err && i < n / (ssize_t)sizeof(recs[0]); i++) {
 			struct spinner *sp = htab__find(spinners, &recs[i].tid);
@@ -256,11 +260,12 @@ int collector__sched_threads(const struct collector *c, collector_thread_fn fn, 
 	close(fd);
 	if (!err)
 		err = exited_tasks(c, spinners, now, fn, ctx);
-	if (!err)
+	/* a spinner a partial pass did not write may only have slept */
+	if (!err && mode == SCHED_ITER_ALL)
 		err = exited_spinners(spinners, now, fn, ctx);
 out:
 	htab__free(spinners);
-	return err;
+	return err ? err : (int)mode;
 }
 
 /*
@@ -541,6 +546,7 @@ static struct htab *live_tids(const struct collector *c, size_t keys)
 
 	if (!c->feat.sched || !c->iter_link || c->opts.tgid || keys * PROCFS_PER_TASK < ls_host_threads())
 		return NULL;
+	c->sskel->bss->iter_mode = SCHED_ITER_ALL;	/* every thread */
 	fd = bpf_iter_create(bpf_link__fd(c->iter_link));
 	if (fd < 0)
 		return NULL;

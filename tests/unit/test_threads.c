@@ -3,9 +3,11 @@
  * The thread store: a window's figures are the thread's counters less those at the
  * window's start, and a thread that only sleeps costs one point however long it sleeps.
  * The figures are made here the way the collector makes them from the kernel's counters
- * (blocked = life - on CPU - run queue), one tick a second.
+ * (blocked = life - on CPU - run queue), one tick a second, and given as it gives them:
+ * every thread in every tenth pass, else only those that ran since they were last given.
  */
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
@@ -27,6 +29,10 @@ enum { IDLE_TID = 11, BUSY_TID = 12 };
 struct host {
 	uint64_t now;
 	struct sched_thread th[2];	/* the idle thread, the busy one */
+	uint64_t given_oncpu[2];	/* on CPU when last given, plus one (0: never) */
+	unsigned int passes;
+	unsigned int given[2];		/* how often each was given */
+	bool gone[2];			/* exited without a word: never given again */
 };
 
 /* What the collector reads at @now: the kernel's counters, blocked derived from them. */
@@ -52,11 +58,21 @@ static void host_at(struct host *h, uint64_t now)
 	}
 }
 
-static int host_threads(const void *src, sched_thread_fn fn, void *ctx)
+static int host_threads(void *src, sched_thread_fn fn, void *ctx)
 {
-	const struct host *h = src;
+	struct host *h = src;
+	bool all = h->passes++ % SCHED_ITER_FULL_EVERY == 0;
+	int i, err;
 
-	return fn(ctx, IDLE_TID, &h->th[0]) ?: fn(ctx, BUSY_TID, &h->th[1]);
+	for (i = 0; i < 2; i++) {
+		if (h->gone[i] || (!all && h->given_oncpu[i] == h->th[i].oncpu_ns + 1))
+			continue;
+		h->given_oncpu[i] = h->th[i].oncpu_ns + 1;
+		h->given[i]++;
+		if ((err = fn(ctx, i ? BUSY_TID : IDLE_TID, &h->th[i])))
+			return err;
+	}
+	return all ? SCHED_ITER_ALL : SCHED_ITER_CHANGED;
 }
 
 struct got {
@@ -102,6 +118,9 @@ static void test_sleeping_threads_keep_one_point(void **state)
 	/* the idle thread only slept: its first point stands for all 120 s */
 	tid = IDLE_TID;
 	assert_int_equal(((struct thread *)htab__find(t->by_tid, &tid))->nr_pts, 1);
+	/* given by the full passes only (122 passes, the refresh's included); the busy one by its busy ones too */
+	assert_int_equal(h.given[0], 13);
+	assert_int_equal(h.given[1], 13 + BUSY_TICKS - 1);
 
 	/* 10 s: both slept through it, every nanosecond of it */
 	window(t, LS_WIN_10S, end + SEC / 2, &g);
@@ -123,9 +142,46 @@ static void test_sleeping_threads_keep_one_point(void **state)
 	assert_int_equal(g.th[0].blocked_ns, 120 * SEC + SEC / 2);
 	assert_int_equal(g.th[1].blocked_ns, 120 * SEC + SEC / 2 - BUSY_TICKS * (RUN_PER_TICK + WAIT_PER_TICK));
 
-	/* the live view: the latest figures */
+	/* the live view: the latest figures, blocked time included */
 	window(t, THREADS_LIVE, end + SEC / 2, &g);
 	assert_int_equal(g.th[0].blocked_ns, h.th[0].blocked_ns);
+	assert_int_equal(g.th[1].blocked_ns, h.th[1].blocked_ns);
+	threads__free(t);
+}
+
+static int count_live(void *ctx, uint32_t tid, const struct sched_thread *st, uint64_t exited_ns)
+{
+	(void)tid;
+	(void)st;
+	*(int *)ctx += !exited_ns;
+	return 0;
+}
+
+/* A thread gone without its exit record: partial passes cannot tell it from a sleeper. */
+static void test_gone_without_a_word_is_known_at_the_next_full_pass(void **state)
+{
+	struct threads_opts opts = { THREADS_DEF_MAX_EXITED_PROCS, THREADS_DEF_MAX_EXITED_THREADS };
+	struct host h = {};
+	struct sched_source src = { .sched = true, .threads = host_threads, .src = &h };
+	struct threads *t;
+	uint64_t now;
+	int live;
+
+	(void)state;
+	assert_int_equal(threads__new(&opts, &t), 0);
+	for (now = T0; now < T0 + SCHED_ITER_FULL_EVERY * SEC; now += SEC) {
+		host_at(&h, now);
+		h.gone[1] = now > T0;		/* given by the first pass, a full one, then gone */
+		threads__tick(t, &src, now);
+		live = 0;
+		assert_int_equal(threads__each(t, THREADS_LIVE, now, count_live, &live), 0);
+		assert_int_equal(live, 2);	/* partial passes: it only slept, for all they know */
+	}
+	host_at(&h, now);
+	threads__tick(t, &src, now);		/* the next full pass */
+	live = 0;
+	assert_int_equal(threads__each(t, THREADS_LIVE, now, count_live, &live), 0);
+	assert_int_equal(live, 1);
 	threads__free(t);
 }
 
@@ -133,6 +189,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_sleeping_threads_keep_one_point),
+		cmocka_unit_test(test_gone_without_a_word_is_known_at_the_next_full_pass),
 	};
 
 	return cmocka_run_group_tests(tests, NULL, NULL);
