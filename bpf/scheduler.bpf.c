@@ -875,16 +875,16 @@ int BPF_PROG(sched_waking_direct, struct task_struct *p)
 
 /* enum sched_iter_mode: what the next pass writes */
 __u32 iter_mode = SCHED_ITER_ALL;
-/* SCHED_ITER_CHANGED: the time since the previous store pass began, and a margin */
-__u64 iter_window_ns = 0;
+/* SCHED_ITER_CHANGED: when the previous store pass began (bpf_ktime_get_ns()'s clock) */
+__u64 iter_since_ns = 0;
 
 /*
  * Whether @t has not run since the previous store pass began: it is not runnable, and its
- * CPU time was last accounted (se.exec_start: update_curr() at its switch out) more than
- * that long ago by its CPU's task clock, the clock exec_start is on. The task clock runs
- * slower than time by the CPU's interrupt and steal time, never faster, so a task that ran
- * since is never taken for one that did not; an idle CPU's clock may lag, which only
- * writes more. A task that has not run has no counter that moved: its switches, I/O
+ * CPU time was last accounted (se.exec_start: update_curr() at its switch out) longer ago
+ * than that by its CPU's task clock, the clock exec_start is on, read now. The task clock
+ * runs slower than time by the CPU's interrupt and steal time, never faster, so a task
+ * that ran since is never taken for one that did not; an idle CPU's clock may lag, which
+ * only writes more. "Now" is this task's: a pass over many tasks takes a while. A task that has not run has no counter that moved: its switches, I/O
  * syscalls and run-queue wait move only with its time on CPU, and the time it slept the
  * daemon derives. Where the task's run queue cannot be reached (no group scheduling), or
  * the pass writes every task, false.
@@ -892,7 +892,7 @@ __u64 iter_window_ns = 0;
 static __always_inline bool iter_unchanged(struct task_struct *t)
 {
 	struct cfs_rq *cfs;
-	__u64 clock;
+	__u64 clock, window;
 
 	if (iter_mode != SCHED_ITER_CHANGED || t->__state == TASK_RUNNING ||
 	    !bpf_core_field_exists(t->se.cfs_rq) || !bpf_core_field_exists(((struct cfs_rq *)0)->rq))
@@ -901,7 +901,8 @@ static __always_inline bool iter_unchanged(struct task_struct *t)
 	if (!cfs)
 		return false;
 	clock = cfs->rq->clock_task;
-	return clock > iter_window_ns && t->se.exec_start < clock - iter_window_ns;
+	window = bpf_ktime_get_ns() - iter_since_ns + SCHED_ITER_MARGIN_NS;
+	return clock > window && t->se.exec_start < clock - window;
 }
 
 SEC("iter/task")

@@ -241,7 +241,7 @@ enum sched_thread_flags {
 };
 
 /*
- * What a pass of the task iterator writes (iter_mode and iter_window_ns, set by the daemon
+ * What a pass of the task iterator writes (iter_mode and iter_since_ns, set by the daemon
  * before the pass). The thread store's passes write only the threads that ran since the
  * previous one began, and every thread every SCHED_ITER_FULL_EVERY passes; a sweep's
  * liveness pass writes every thread.
@@ -256,7 +256,7 @@ enum sched_iter_mode {
  * that a thread gone without its exit record is known gone within ~10 s.
  */
 #define SCHED_ITER_FULL_EVERY 10
-/* added to a pass's window: the task clock and the monotonic clock, read apart, may differ by as much */
+/* added to a pass's window: the task clock and the monotonic clock drift apart by ppm */
 #define SCHED_ITER_MARGIN_NS 1000000ULL
 
 /* What the task iterator writes per thread: the kernel's counters, nothing counted by us. */

@@ -238,13 +238,12 @@ int collector__sched_threads(struct collector *c, collector_thread_fn fn, void *
 	clock_gettime(CLOCK_MONOTONIC, &ts);	/* the clock task start_time is on */
 	now = ts.tv_sec * NSEC_PER_SEC + ts.tv_nsec;
 	c->sskel->bss->iter_mode = mode;
-	c->sskel->bss->iter_window_ns = now - c->iter_began_ns + SCHED_ITER_MARGIN_NS;
+	c->sskel->bss->iter_since_ns = c->iter_began_ns;
 	fd = bpf_iter_create(bpf_link__fd(c->iter_link));
 	if (fd < 0) {
 		err = -errno;
 		goto out;
 	}
-	c->iter_began_ns = now;
 	while (!err && (n = read(fd, recs, sizeof(recs))) > 0) {
 		for (i = 0; !err && i < n / (ssize_t)sizeof(recs[0]); i++) {
 			struct spinner *sp = htab__find(spinners, &recs[i].tid);
@@ -258,6 +257,10 @@ int collector__sched_threads(struct collector *c, collector_thread_fn fn, void *
 	if (n < 0 && !err)
 		err = -errno;
 	close(fd);
+	if (!err)
+		c->iter_began_ns = now;	/* the next partial pass writes what ran since */
+	else
+		c->iter_passes = 0;	/* the store missed some: the next pass writes all */
 	if (!err)
 		err = exited_tasks(c, spinners, now, fn, ctx);
 	/* a spinner a partial pass did not write may only have slept */
