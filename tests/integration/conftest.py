@@ -25,8 +25,8 @@ DATA_DIR = os.path.join(ROOT, "tests", "data")
 LOCKSCOPE = os.path.join(BUILD, "lockscope")
 WORKLOADS = os.path.join(BUILD, "workloads")
 TRACEFS = "/sys/kernel/tracing"
-# how often a starting daemon is asked whether it serves: it takes ~0.45 s, and the suite
-# starts ~190 (at 0.1 s, each start waited 0.05 s more on average)
+# how often a starting daemon is asked whether it serves: it takes ~0.6 s, and the suite
+# starts ~190 (asked every 0.1 s, each start waited 0.05 s longer on average)
 START_POLL_S = 0.02
 
 

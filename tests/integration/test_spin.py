@@ -86,8 +86,8 @@ def test_libuv_async_yield_spin(daemon):
 # bpftrace's `profile:hz:907` alone (no lockscope) read +0.06..+0.17 high in 10 runs;
 # lockscope at 907 Hz in 1 to 3 of each 14-20 (+0.07..+0.27), while `perf record -p` of
 # the same runs, whose clock is each thread's own CPU time, agreed with the thread's clock
-# within 0.03 in all. So the timed spinner, whose spin is the thread's alone, is the accuracy check other
-# tests compare against a thread's own clock with (SPINNER_ARGS, share_tolerance()).
+# within 0.03 in all. So other tests that check a share against a thread's own clock do it
+# on the timed spinner, whose spin is the thread's alone (spinner_args(), share_tolerance()).
 TIMED_RESIDUE = 0.06
 LOCK_RESIDUE = 0.06
 MIN_SHARE = 0.08	# the workload spins, and a finding's share is well above pause-min-share (5 %)
