@@ -195,6 +195,14 @@ static void baseline(struct thread *th, uint64_t events, uint64_t now)
 	th->ref_events[0] = events;
 }
 
+/* A periodic read of @th: its live rates span from the figures it had until now. */
+static void rates_from_last(struct thread *th)
+{
+	th->prev_ns = th->seen_ns;
+	th->prev_voluntary = th->st.voluntary;
+	th->prev_involuntary = th->st.involuntary;
+}
+
 static int tick_one(void *ctx, __u32 tid, const struct sched_thread *st)
 {
 	struct ticking *tk = ctx;
@@ -225,11 +233,8 @@ static int tick_one(void *ctx, __u32 tid, const struct sched_thread *st)
 		if (!th->exited_ns)
 			th->exited_ns = tk->now;
 	} else {
-		if (!created && tk->periodic) {
-			th->prev_ns = th->seen_ns;
-			th->prev_voluntary = th->st.voluntary;
-			th->prev_involuntary = th->st.involuntary;
-		}
+		if (!created && tk->periodic)
+			rates_from_last(th);
 		th->st = *st;
 		th->seen_ns = tk->now;
 		th->exited_ns = 0;
@@ -310,11 +315,8 @@ static uint64_t expiry(struct threads *t, uint64_t cutoff, size_t exited)
  */
 static void slept(struct thread *th, uint64_t now, bool periodic)
 {
-	if (periodic) {
-		th->prev_ns = th->seen_ns;
-		th->prev_voluntary = th->st.voluntary;
-		th->prev_involuntary = th->st.involuntary;
-	}
+	if (periodic)
+		rates_from_last(th);
 	th->st.blocked_ns += now - th->seen_ns;
 	th->seen_ns = now;
 }
