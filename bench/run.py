@@ -18,6 +18,9 @@ Configurations (each against `none`, nothing traced):
                      get their empty programs only in the per-event runs (floor --all)
   floor_switch       the empty sched_switch program alone (floor --switch; ping-pong and
                      stress-ng --switch): the one hook futex timing cannot do without here
+  untraced           nothing traced in the traced run's place either (A/A): what two runs
+                     side by side differ by with nothing between them, this host's noise; a
+                     loss inside its interval cannot be told from no loss here
   bound              the least work that counts and times every wait exactly, on the same
                      hooks (bench/bound.bpf.c, floor --bound): a loss it shows, no exact
                      tracer avoids on this host; what lockscope costs beyond it is its design
@@ -69,7 +72,7 @@ PERF_BPF = os.path.join(BENCH, "perf")
 FLOOR = os.path.join(BENCH, "floor")
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-TRACED = ["lockscope_default", "perf_lock_bpf", "bpftrace", "floor", "floor_switch", "bound"]
+TRACED = ["lockscope_default", "perf_lock_bpf", "bpftrace", "floor", "floor_switch", "bound", "untraced"]
 # the lock tracers: they time kernel lock waits, which only these workloads make
 KERNEL_LOCK_ONLY = {"perf_lock_bpf", "bpftrace", "floor_lock_begin", "floor_lock_end"}
 # the empty sched_switch program alone: where switches, not locks, make the load
@@ -230,7 +233,7 @@ FLOOR_MODES = {"floor": [], "floor_all": ["--all"], "floor_switch": ["--switch"]
 
 @contextlib.contextmanager
 def tracer(config):
-    if config == "none":
+    if config in ("none", "untraced"):
         yield Tracer()
     elif config in LOCKSCOPED_CONFIGS:
         with lockscoped(*LOCKSCOPED_CONFIGS[config], binary=LOCKSCOPED_BINARIES.get(config)) as sock:
@@ -531,6 +534,9 @@ def goals(res):
             measured += f"; bound {pct(bound['loss'])} {interval(bound)}"
             if bound["ci95"][0] > LOSS_GOAL:
                 measured += ": out of reach here"
+        aa = by.get("untraced")
+        if aa:
+            measured += f"; A/A {pct(aa['loss'])} {interval(aa)}"
         out.append((f"{w}: loss ≤ {100 * LOSS_GOAL:.0f} %", measured, ls["loss"] <= LOSS_GOAL))
     for w in PERF_GOAL_WORKLOADS:
         ls, pf = res["workloads"][w]["lockscope_default"], res["workloads"][w]["perf_lock_bpf"]
@@ -584,7 +590,9 @@ def markdown(res, args):
              "programs on lockscoped's hooks; `floor_switch`: the empty `sched_switch` program alone, the hook "
              "no futex timing does without here (switch-bound loads only); `bound`: the least work that counts "
              "and times every wait exactly on the same hooks (`bench/bound.bpf.c`). A goal the bound misses at "
-             "the best end of its interval is out of reach for any exact tracer on this host.\n")
+             "the best end of its interval is out of reach for any exact tracer on this host. `untraced`: "
+             "nothing traced in the traced runs either (A/A), the host's own noise: a loss inside its interval "
+             "cannot be told from none here.\n")
     L.append("| workload | none | " + " | ".join(TRACED) + " |")
     L.append("| --- | --- | " + " | ".join("---" for _ in TRACED) + " |")
     for w, by in res["workloads"].items():
@@ -735,7 +743,7 @@ def main():
                     "printed; results.md and results.json are left as they are")
     ap.add_argument("--configs", metavar="C,C", default=",".join(TRACED),
                     help="with --only: these configurations (lockscope_default, lockscope_all, "
-                    "lockscope_block_waits, perf_lock_bpf, bpftrace, floor, floor_all, floor_switch, bound, "
+                    "lockscope_block_waits, perf_lock_bpf, bpftrace, floor, floor_all, floor_switch, bound, untraced, "
                     "floor_lock_begin, floor_lock_end, and those --define names)")
     ap.add_argument("--define", metavar="NAME[@PATH]=ARGS", action="append", default=[],
                     help="with --only: a lockscoped configuration named NAME, with options ARGS "

@@ -158,7 +158,17 @@ def test_a_configuration_of_ones_own_runs_its_daemon_and_one_that_cannot_start_s
     assert r.returncode != 0 and "exited at start (2)" in r.stderr and "unrecognized option '--no-such-option'" in r.stderr
     assert "pingpong" not in r.stdout  # no row measured without its daemon
 
-    for spec, said in (("bad name=", "want NAME=ARGS"), ("floor=", "want NAME=ARGS"),
+    for spec, said in (("bad name=", "want NAME=ARGS"), ("floor=", "want NAME=ARGS"), ("untraced=", "want NAME=ARGS"),
                        (f"x@{tmp_path}/none=", "is not an executable lockscoped"), ("x='", "No closing quotation")):
         r = bench_only("--define", spec, "--configs", "x")
         assert r.returncode != 0 and said in r.stderr, (spec, r.stderr)
+
+
+def test_the_ab_pairs_have_an_aa_twin_with_nothing_traced():
+    """untraced: the traced run's place taken by a second untraced run (A/A), this host's
+    noise beside every tracer's loss; a name --define may not take."""
+    subprocess.run(["make", "-s", f"OUTPUT={BUILD}", os.path.join(BUILD, "bench", "floor")], cwd=ROOT, check=True)
+    r = bench_only("--configs", "untraced", "--pairs", "2")
+    print(r.stdout, r.stderr[-2000:])
+    assert r.returncode == 0 and re.search(r"^pingpong\s+untraced\s+[-+]\d", r.stdout, re.M)
+    assert "(2 pairs of 0.5 s)" in r.stderr
