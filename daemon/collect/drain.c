@@ -257,16 +257,16 @@ int collector__sched_threads(struct collector *c, collector_thread_fn fn, void *
 	if (n < 0 && !err)
 		err = -errno;
 	close(fd);
-	if (!err)
+	if (!err) {
 		c->iter_began_ns = now;	/* the next partial pass writes what ran since */
-	else
-		c->iter_passes = 0;	/* the store missed some: the next pass writes all */
-	if (!err)
 		err = exited_tasks(c, spinners, now, fn, ctx);
+	}
 	/* a spinner a partial pass did not write may only have slept */
 	if (!err && mode == SCHED_ITER_ALL)
 		err = exited_spinners(spinners, now, fn, ctx);
 out:
+	if (err)
+		c->iter_passes = 0;	/* the store may have missed some: the next pass writes all */
 	htab__free(spinners);
 	return err ? err : (int)mode;
 }
