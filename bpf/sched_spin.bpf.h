@@ -124,9 +124,10 @@ static __always_inline struct sched_spin_thread *spinner_get(struct task_struct 
 /*
  * @t calls sched_yield() (or sleeps for zero time, @via): counted into its storm, with the
  * CPU it burnt since the storm's previous yield. The storm's second yield and every
- * SCHED_YIELD_STACK_EVERY-th carry the site's stack.
+ * SCHED_YIELD_STACK_EVERY-th carry the site's stack. Returns @t's spin figures (NULL when
+ * the map is full).
  */
-static __always_inline void yield_count(struct task_struct *t, __u64 now, __u32 via)
+static __always_inline struct sched_spin_thread *yield_count(struct task_struct *t, __u64 now, __u32 via)
 {
 	__u64 exec = t->se.sum_exec_runtime, dump;
 	struct sched_spin_thread *sp = spinner_get(t);
@@ -134,8 +135,9 @@ static __always_inline void yield_count(struct task_struct *t, __u64 now, __u32 
 	void *rb;
 
 	if (!sp)
-		return;
-	if (now - sp->last_yield_ns > SCHED_STORM_GAP_NS || sp->storm_via != via) {
+		return NULL;
+	/* signed: @now is mono_now()'s, which may read a little behind on another CPU */
+	if ((__s64)(now - sp->last_yield_ns) > (__s64)SCHED_STORM_GAP_NS || sp->storm_via != via) {
 		sp->storm_start_ns = now;
 		sp->storm_yields = 0;
 		sp->storm_spin_ns = 0;
@@ -149,12 +151,12 @@ static __always_inline void yield_count(struct task_struct *t, __u64 now, __u32 
 	sp->last_yield_ns = now;
 	sp->last_yield_exec_ns = exec;
 	if (sp->storm_yields != SCHED_YIELD_STACK_FIRST && sp->storm_yields % SCHED_YIELD_STACK_EVERY)
-		return;
+		return sp;
 	if (!sample_cpu_stack(now) || !(dump = ustack_dump(USTACK_SPIN, false)))
-		return;
+		return sp;
 	r = ls_reserve(&rb, LS_REC_SCHED_YIELD, sizeof(*r));
 	if (!r)
-		return;
+		return sp;
 	r->pid = t->tgid;
 	r->tid = t->pid;
 	r->rec_flags = SCHED_RF_DUMP;
@@ -163,6 +165,30 @@ static __always_inline void yield_count(struct task_struct *t, __u64 now, __u32 
 	__builtin_memcpy(r->comm, t->comm, sizeof(r->comm));
 	ls_count(LS_CNT_YIELD_SITES);
 	ls_submit(rb, r);
+	return sp;
+}
+
+/*
+ * @sp's own entry for peer @tid, claimed if one is free; NULL when they all count others.
+ * Only the thread's own yields write them, one at a time.
+ */
+static __always_inline struct sched_peer *own_peer(struct sched_spin_thread *sp, __u32 tid)
+{
+	int i;
+
+	if (!sp || !tid)
+		return NULL;
+	for (i = 0; i < SCHED_SPIN_PEERS; i++) {
+		struct sched_spin_peer *o = &sp->peers[i];
+
+		if (o->tid == tid)
+			return &o->v;
+		if (!o->tid) {
+			o->tid = tid;
+			return &o->v;
+		}
+	}
+	return NULL;
 }
 
 /* @prev yielded its CPU to @next: @next is the thread it likely waits for. */
@@ -171,8 +197,9 @@ static __always_inline void yielded(struct task_struct *prev, struct task_struct
 	struct sched_peer_key key = { .tid = prev->pid, .peer = next->pid };
 	struct sched_peer *p;
 
-	yield_count(prev, now, LS_POLL_NONE);
-	p = bpf_map_lookup_elem(&peers, &key);
+	p = own_peer(yield_count(prev, now, LS_POLL_NONE), next->pid);
+	if (!p)
+		p = bpf_map_lookup_elem(&peers, &key);
 	if (!p) {
 		bpf_map_update_elem(&peers, &key, &empty_peer, BPF_NOEXIST);
 		p = bpf_map_lookup_elem(&peers, &key);

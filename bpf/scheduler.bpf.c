@@ -349,6 +349,51 @@ static __always_inline __u64 sched_now(struct task_struct *t)
 	return bpf_ktime_get_ns();
 }
 
+/*
+ * Per CPU: the monotonic clock less the run queue's, as mono_now() last measured it, and
+ * when (on the run queue's clock).
+ */
+struct clock_offset {
+	__u64 rq_ns;
+	__u64 offset_ns;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct clock_offset);
+} clock_offsets SEC(".maps");
+
+/*
+ * Now on the monotonic clock (the daemon's: a yield storm's last yield is an age to it),
+ * at a switch, where the run queue's clock is exact (sched_now()): that clock plus its
+ * offset from the monotonic one, measured on this CPU at most SCHED_CLOCK_RESYNC_NS ago.
+ * The two clocks drift apart by parts per million, so the error stays microseconds, and a
+ * yield costs a load instead of the helper call (50 ns of ~300 a yield's switch took, on
+ * a loop of sched_yield(): docs/performance.md). Per CPU, so a thread that moves reads a
+ * clock a few microseconds off the last one: its users compare signed.
+ */
+static __always_inline __u64 mono_now(struct task_struct *t)
+{
+	struct clock_offset *o;
+	__u32 zero = 0;
+	__u64 rq, now;
+
+	if (!rq_clock_global)
+		return bpf_ktime_get_ns();
+	rq = sched_now(t);
+	o = bpf_map_lookup_elem(&clock_offsets, &zero);
+	if (!o)
+		return bpf_ktime_get_ns();
+	if (o->rq_ns && rq - o->rq_ns < SCHED_CLOCK_RESYNC_NS)
+		return rq + o->offset_ns;
+	now = bpf_ktime_get_ns();
+	o->rq_ns = rq;
+	o->offset_ns = now - rq;
+	return now;
+}
+
 static const struct sched_slot empty_slot;
 static const struct sched_spin_thread empty_spinner;
 static const struct sched_peer empty_peer;
@@ -573,7 +618,7 @@ static __always_inline void switched_out_asleep(void *ctx, struct task_struct *p
 		if (futex_waits)
 			futex_block(ctx, prev, regs, nr);
 	} else if (spin_source && is_zero_sleep(regs, nr)) {	/* a yield by another name */
-		yield_count(prev, bpf_ktime_get_ns(), LS_POLL_SLEEP);
+		yield_count(prev, mono_now(prev), LS_POLL_SLEEP);
 	} else if (block_waits) {
 		block_begin(ctx, prev, regs, nr);
 	}
@@ -618,7 +663,7 @@ static __always_inline void switched_out(void *ctx, bool preempt, struct task_st
 	if (b->preempted != !yield)
 		b->preempted = !yield;
 	if (yield)
-		yielded(prev, next, bpf_ktime_get_ns());
+		yielded(prev, next, mono_now(prev));
 	/* one preemption, charged to one lock; the bucket's mark spares most a lookup */
 	if (futex_waits && !((b->marks & PB_HOLDER) && holder_preempted(prev)))
 		kholder_preempted(prev);

@@ -283,9 +283,33 @@ struct sched_exited {
 	struct sched_task_rec rec;
 };
 
+/* A thread a sched_yield() storm yielded to: the one it is probably waiting for. */
+struct sched_peer_key {
+	__u32 tid;		/* the yielding thread */
+	__u32 peer;		/* the thread its yield switched to */
+};
+
+struct sched_peer {
+	__u64 yields;
+	__u64 preempted;	/* yields where the peer had last been switched out by preemption */
+	char comm[LS_COMM_LEN];	/* the peer's name at the last yield: it may exit first */
+};
+
+/* A yield loop among a few threads (a spin-then-yield lock's) yields to each of the others. */
+enum { SCHED_SPIN_PEERS = 3 };	/* peers counted in a spinner's own entry */
+
+/* One of a spinner's own peers: @tid 0 is a free one. */
+struct sched_spin_peer {
+	__u32 tid;
+	__u32 pad;
+	struct sched_peer v;
+};
+
 /*
  * The figures the programs count per thread, only for threads that yield or are sampled
- * (an LRU map: those long quiet age out).
+ * (an LRU map: those long quiet age out). Its first SCHED_SPIN_PEERS peers are counted
+ * in the entry the yield writes anyway, and only more of them in the peers map: a
+ * lookup there was a sixth of a yield's switch (docs/performance.md).
  */
 struct sched_spin_thread {
 	__u64 yields;
@@ -303,6 +327,7 @@ struct sched_spin_thread {
 	__u32 tgid;		/* who it was: the thread may have exited when the daemon reads it */
 	__u32 pad;
 	char comm[LS_COMM_LEN];
+	struct sched_spin_peer peers[SCHED_SPIN_PEERS];
 };
 
 /* The waits that return at once when their timeout is zero, as poll_nr names them. */
@@ -313,18 +338,6 @@ enum ls_poll_call {
 	LS_POLL_EPOLL,		/* epoll_wait(2), epoll_pwait(2), epoll_pwait2(2) */
 	LS_POLL_SLEEP,		/* nanosleep(2), relative clock_nanosleep(2): storm_via only */
 	LS_POLL_YIELD,		/* sched_yield(2) that found nothing else to run */
-};
-
-/* A thread a sched_yield() storm yielded to: the one it is probably waiting for. */
-struct sched_peer_key {
-	__u32 tid;		/* the yielding thread */
-	__u32 peer;		/* the thread its yield switched to */
-};
-
-struct sched_peer {
-	__u64 yields;
-	__u64 preempted;	/* yields where the peer had last been switched out by preemption */
-	char comm[LS_COMM_LEN];	/* the peer's name at the last yield: it may exit first */
 };
 
 /*
@@ -504,6 +517,7 @@ enum sched_defaults {
 #define SCHED_BASE_PERIOD_NS	1000000000ULL	/* baseline period of a thread's event rate (daemon) */
 #define SCHED_BURST_WINDOW_NS	100000000ULL	/* events counted this long after a resume */
 #define SCHED_STOP_MIN_NS	100000000ULL	/* shorter stops (a tracer's syscall stops) are not reported */
+#define SCHED_CLOCK_RESYNC_NS	10000000ULL	/* mono_now() measures its offset again after this */
 /* a burst's stack is taken once this many events followed the resume */
 #define SCHED_BURST_STACK_EVENTS 64
 

@@ -457,25 +457,70 @@ int collector__waits_drain(struct collector *c, collector_wait_fn fn, void *ctx)
 	return ret < 0 ? ret : n + ret;
 }
 
+/* Adds @v into the pair @k of @pairs: a pair may be in a spinner's entry and in the map both. */
+static int peer_add(struct htab *pairs, const struct sched_peer_key *k, const struct sched_peer *v)
+{
+	struct sched_peer *sum;
+	int created, err;
+
+	sum = htab__upsert(pairs, k, &created, &err);
+	if (!sum)
+		return err;
+	sum->yields += v->yields;
+	sum->preempted += v->preempted;
+	if (created || v->comm[0])
+		memcpy(sum->comm, v->comm, sizeof(sum->comm));
+	return 0;
+}
+
+/*
+ * The (yielder, peer) pairs: a spinner's first SCHED_SPIN_PEERS in its own entry, the
+ * rest in the peers map; one pair in both (a spinner the LRU forgot and made anew) is
+ * summed.
+ */
 int collector__sched_peers(const struct collector *c, collector_peer_fn fn, void *ctx)
 {
 	struct sched_peer_key key, next, *prev = NULL;
+	struct htab *spinners, *pairs = NULL;
 	struct sched_peer val;
-	int fd, err;
+	const void *kp;
+	size_t iter = 0;
+	void *vp;
+	int fd, err = 0, i;
 
 	if (!c->feat.sched)
 		return -EOPNOTSUPP;
+	spinners = read_spinners(c);
+	if (spinners)
+		pairs = htab__new(sizeof(key), sizeof(val), SCHED_DEF_MAX_PEERS + SCHED_SPIN_PEERS * SCHED_DEF_MAX_SPINNERS);
+	if (!pairs) {
+		err = -ENOMEM;
+		goto out;
+	}
+	while (!err && !htab__next(spinners, &iter, &kp, &vp)) {
+		const struct spinner *sp = vp;
+
+		for (i = 0; !err && i < SCHED_SPIN_PEERS && sp->sp.peers[i].tid; i++) {
+			key = (struct sched_peer_key){ .tid = *(const __u32 *)kp, .peer = sp->sp.peers[i].tid };
+			err = peer_add(pairs, &key, &sp->sp.peers[i].v);
+		}
+	}
 	/* at most SCHED_DEF_MAX_PEERS, read only on a query: no batch needed */
 	fd = bpf_map__fd(c->sskel->maps.peers);
-	while (!bpf_map_get_next_key(fd, prev, &next)) {
+	while (!err && !bpf_map_get_next_key(fd, prev, &next)) {
 		key = next;
 		prev = &key;
 		if (bpf_map_lookup_elem(fd, &key, &val))
 			continue;	/* evicted meanwhile */
-		if ((err = fn(ctx, &key, &val)))
-			return err;
+		err = peer_add(pairs, &key, &val);
 	}
-	return 0;
+	iter = 0;
+	while (!err && !htab__next(pairs, &iter, &kp, &vp))
+		err = fn(ctx, kp, vp);
+out:
+	htab__free(pairs);
+	htab__free(spinners);
+	return err;
 }
 
 void collector__counters(const struct collector *c, uint64_t out[LS_CNT_MAX])

@@ -66,6 +66,30 @@ def test_libuv_async_yield_spin(daemon):
     assert "libuv" in f["hint"] and "1.45" in f["hint"]
 
 
+def test_yield_peers_beyond_the_spinners_own(daemon):
+    """A yield storm with five peers on the yielder's CPU, which spin: a spinner counts its
+    first peers in its own entry and any more in the peers map (struct sched_spin_thread).
+    The peers listed are the five (and any kernel thread a yield ran), each once, preempted
+    when yielded to, and they add up to the yields counted, which are every yield that
+    switched as perf counts them."""
+    require_tool("perf")
+    w = Workload("yield_ring", "--threads", "6", "--yields", "300")
+    perf = PerfYields(w.pid)	# the yielder is the main thread
+    w.go()
+    res = w.wait()
+    switched = perf.counts()["switched"]
+    fs = findings(daemon, w.pid, "yield_spin")
+    ev = next(f for f in fs if f["tid"] == res["yielder_tid"])["evidence"]
+    peers = {p["tid"]: p["yields_to"] for p in ev["peers"]}
+    print(json.dumps(ev["peers"]), "workload:", res["yields"], "perf switched:", switched)
+    assert res["yields"] == 300 and switched >= 100, "the yields must switch"
+    # each pair once; a yield may also run a kernel thread that woke on the CPU
+    assert len(ev["peers"]) == len(peers) and set(peers) >= set(res["peer_tids"])
+    assert all(p["preempted"] for p in ev["peers"] if p["tid"] in res["peer_tids"])
+    assert sum(peers.values()) == ev["yields_total"]
+    assert abs(ev["yields_total"] - switched) <= max(2, 0.01 * switched)
+
+
 # A sampled share against the thread's own CPU clock, within 5 standard errors of the
 # thread's sample count plus a residue. The residue was 0.11 (timed) and 0.2 (locks) while
 # an open bias made lockscope read ~0.1 high, up to +0.32 on TTAS: the holder sampler's
