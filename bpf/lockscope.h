@@ -230,7 +230,8 @@ enum ls_counter {
 				 * page not present, stack map full or collision) */
 	LS_DROP_UNREADABLE,	/* the futex word's neighbourhood could not be read: no owner */
 	LS_DROP_UDUMP_FAILED,	/* user stack dump wanted but the stack page was not present */
-	LS_DROP_SCHED_FULL,	/* per-thread scheduling map full: a thread's switches not counted */
+	LS_DROP_SCHED_FULL,	/* per-thread spin map full: a thread's yields and spin samples
+				 * (or an exited thread's) not counted */
 	LS_DROP_STOPS_FULL,	/* stopped-thread map full: a stop and its burst not reported */
 	LS_DROP_SELF_LOCK,	/* a kernel lock contended inside lockscope's own programs (a
 				 * map's bucket lock): not timed, as its begin or end is skipped */

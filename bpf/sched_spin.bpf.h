@@ -106,19 +106,53 @@ static __always_inline void preempt_end(struct sched_slot *e, struct task_struct
  */
 static __always_inline struct sched_spin_thread *spinner_get(struct task_struct *t)
 {
-	__u32 tid = t->pid;
-	struct sched_spin_thread *sp = bpf_map_lookup_elem(&spinners, &tid);
+	__u32 tid = t->pid, idx = tid & (SCHED_SPIN_CACHE - 1);
+	struct sched_spin_cached *c = bpf_map_lookup_elem(&spin_cache, &idx);
+	struct sched_spin_thread *sp;
 
-	if (!sp) {
+	if (c && c->owner == tid) {
+		sp = &c->sp;
+		goto named;
+	}
+	sp = bpf_map_lookup_elem(&spinners, &tid);
+	if (sp)
+		goto named;
+	/* an entry is free only cleared (spinner_release()): claimed, it is a new thread's */
+	if (c && !c->owner && __sync_val_compare_and_swap(&c->owner, 0, tid) == 0) {
+		sp = &c->sp;
+	} else {
 		bpf_map_update_elem(&spinners, &tid, &empty_spinner, BPF_NOEXIST);
 		sp = bpf_map_lookup_elem(&spinners, &tid);
-		if (!sp)
+		if (!sp) {
+			ls_count(LS_DROP_SCHED_FULL);
 			return NULL;
-		sp->tgid = t->tgid;
-		pending_mark(tid, PB_SPINNER);
+		}
 	}
+	sp->tgid = t->tgid;
+	pending_mark(tid, PB_SPINNER);
+named:
 	__builtin_memcpy(sp->comm, t->comm, sizeof(sp->comm));
 	return sp;
+}
+
+/*
+ * Exiting thread @tid's spin_cache entry, if it owns one: its figures go to the spinners
+ * map, where the daemon finds them as it finds those of the threads that never had an
+ * entry, and the entry is cleared and freed for another thread. Once per thread's life,
+ * at its last switch out.
+ */
+static __always_inline void spinner_release(__u32 tid)
+{
+	__u32 idx = tid & (SCHED_SPIN_CACHE - 1);
+	struct sched_spin_cached *c = bpf_map_lookup_elem(&spin_cache, &idx);
+
+	if (!c || c->owner != tid)
+		return;
+	if (bpf_map_update_elem(&spinners, &tid, &c->sp, BPF_ANY))
+		ls_count(LS_DROP_SCHED_FULL);
+	__builtin_memset(&c->sp, 0, sizeof(c->sp));
+	/* an exchange: a full barrier, the entry is clear before it is free */
+	__sync_lock_test_and_set(&c->owner, 0);
 }
 
 /*

@@ -269,7 +269,19 @@ struct {
 	__type(value, __u8);
 } precise_tgids SEC(".maps");
 
-/* Yield and sample figures of the threads that yield or are sampled (see scheduler.h). */
+/*
+ * Yield and sample figures of the threads that yield or are sampled (see scheduler.h):
+ * most in the array, a thread's own entry while it lives (spinner_get()), the rest and
+ * those of threads that exited in the LRU hash.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, SCHED_SPIN_CACHE);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__type(key, __u32);
+	__type(value, struct sched_spin_cached);
+} spin_cache SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, SCHED_DEF_MAX_THREADS);
@@ -579,6 +591,7 @@ static __always_inline void thread_exited(struct task_struct *p)
 	slot_release(tid);
 	if (!spin_source)
 		return;
+	spinner_release(tid);
 	idx = tid & (SCHED_EXITED_CACHE - 1);
 	x = bpf_map_lookup_elem(&exited_cache, &idx);
 	if (x && !x->owner && __sync_val_compare_and_swap(&x->owner, 0, tid) == 0) {

@@ -307,9 +307,10 @@ struct sched_spin_peer {
 
 /*
  * The figures the programs count per thread, only for threads that yield or are sampled
- * (an LRU map: those long quiet age out). Its first SCHED_SPIN_PEERS peers are counted
- * in the entry the yield writes anyway, and only more of them in the peers map: a
- * lookup there was a sixth of a yield's switch (docs/performance.md).
+ * (spin_cache while it lives, most of them; else an LRU map, where those long quiet age
+ * out). Its first SCHED_SPIN_PEERS peers are counted in the entry the yield writes
+ * anyway, and only more of them in the peers map: a lookup there was a sixth of a
+ * yield's switch (docs/performance.md).
  */
 struct sched_spin_thread {
 	__u64 yields;
@@ -328,6 +329,17 @@ struct sched_spin_thread {
 	__u32 pad;
 	char comm[LS_COMM_LEN];
 	struct sched_spin_peer peers[SCHED_SPIN_PEERS];
+};
+
+/*
+ * A spinner's entry in the direct-mapped array that holds most of them, indexed by the
+ * tid's low bits: an array lookup where the spinners map's is a hash's (a fifth of a
+ * yield's switch). @owner 0: free.
+ */
+struct sched_spin_cached {
+	__u32 owner;
+	__u32 pad;
+	struct sched_spin_thread sp;
 };
 
 /* The waits that return at once when their timeout is zero, as poll_nr names them. */
@@ -490,6 +502,7 @@ enum sched_defaults {
 	 * large one costs TLB misses too
 	 */
 	SCHED_DEF_MAX_SPINNERS	= 4096,
+	SCHED_SPIN_CACHE	= 1024,		/* ... most of them in the direct-mapped array (a power of 2) */
 	SCHED_DEF_MAX_EXITED	= 16384,	/* threads exiting between two reads (a second) */
 	SCHED_EXITED_CACHE	= 4096,		/* ... most of them in the direct-mapped array (a power of 2) */
 	SCHED_DEF_MAX_PEERS	= 4096,		/* (yielder, peer) pairs */

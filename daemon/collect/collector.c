@@ -420,6 +420,7 @@ static int open_sched(struct collector *c)
 	    (err = bpf_map__set_max_entries(s->maps.spinners, o->sched_threads ? SCHED_DEF_MAX_SPINNERS : 1)) ||
 	    (err = bpf_map__set_max_entries(s->maps.exited_tasks, o->sched_threads ? SCHED_DEF_MAX_EXITED : 1)) ||
 	    (err = bpf_map__set_max_entries(s->maps.exited_cache, o->sched_threads ? SCHED_EXITED_CACHE : 1)) ||
+	    (err = bpf_map__set_max_entries(s->maps.spin_cache, o->sched_threads ? SCHED_SPIN_CACHE : 1)) ||
 	    (err = bpf_map__set_max_entries(s->maps.ustack_scratch, c->nr_cpus)))
 		return err;
 	sched_autoload(s, c->feat.precise, o->sched_threads != 0, c->feat.task_from_pid);

@@ -43,18 +43,55 @@ struct spinner {
 	bool alive;
 };
 
-/* The spin figures of the threads that have some, by tid (spinners is an LRU hash). */
+/*
+ * A BPF_F_MMAPABLE array of entries of @elem bytes, mapped for one pass over it (*n
+ * entries); NULL on failure. Unmapped after the pass (unmap_array()): a mapping kept would
+ * add the array's pages to the daemon's RSS.
+ */
+static void *map_array(const struct bpf_map *m, size_t elem, __u32 *n)
+{
+	void *p;
+
+	*n = bpf_map__max_entries(m);
+	p = mmap(NULL, *n * elem, PROT_READ | PROT_WRITE, MAP_SHARED, bpf_map__fd(m), 0);
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static void unmap_array(void *p, size_t elem, __u32 n)
+{
+	munmap(p, n * elem);
+}
+
+/*
+ * The spin figures of the threads that have some, by tid: spin_cache's entries, then the
+ * spinners map's (an LRU hash), so that an entry a thread's exit moved from the one to
+ * the other in between is found in the map, as it is now.
+ */
 static struct htab *read_spinners(const struct collector *c)
 {
 	static __u32 keys[THREADS_BATCH];
 	static struct sched_spin_thread vals[THREADS_BATCH];
-	struct htab *h = htab__new(sizeof(__u32), sizeof(struct spinner), c->opts.sched_threads);
+	struct htab *h = htab__new(sizeof(__u32), sizeof(struct spinner), c->opts.sched_threads + SCHED_SPIN_CACHE);
 	int fd = bpf_map__fd(c->sskel->maps.spinners), ret;
-	__u32 batch, count, i;
+	struct sched_spin_cached *sc;
+	__u32 batch, count, i, n;
 	void *in = NULL;
 
 	if (!h)
 		return NULL;
+	sc = map_array(c->sskel->maps.spin_cache, sizeof(*sc), &n);
+	if (!sc) {
+		htab__free(h);
+		return NULL;
+	}
+	for (i = 0; i < n; i++) {
+		__u32 tid = __atomic_load_n(&sc[i].owner, __ATOMIC_ACQUIRE);
+		struct spinner *sp;
+
+		if (tid && (sp = htab__upsert(h, &tid, NULL, NULL)))
+			sp->sp = sc[i].sp;
+	}
+	unmap_array(sc, sizeof(*sc), n);
 	do {
 		count = THREADS_BATCH;
 		ret = bpf_map_lookup_batch(fd, in, &batch, keys, vals, &count, NULL);
@@ -116,25 +153,6 @@ static int report_exited(const struct sched_task_rec *r, struct htab *spinners, 
 	thread_of(r, sp ? &sp->sp : NULL, now, &st);
 	st.flags |= SCHED_THREAD_EXITED | SCHED_THREAD_FINAL;
 	return fn(ctx, r->tid, &st);
-}
-
-/*
- * A BPF_F_MMAPABLE array of entries of @elem bytes, mapped for one pass over it (*n
- * entries); NULL on failure. Unmapped after the pass (unmap_array()): a mapping kept would
- * add the array's pages to the daemon's RSS.
- */
-static void *map_array(const struct bpf_map *m, size_t elem, __u32 *n)
-{
-	void *p;
-
-	*n = bpf_map__max_entries(m);
-	p = mmap(NULL, *n * elem, PROT_READ | PROT_WRITE, MAP_SHARED, bpf_map__fd(m), 0);
-	return p == MAP_FAILED ? NULL : p;
-}
-
-static void unmap_array(void *p, size_t elem, __u32 n)
-{
-	munmap(p, n * elem);
 }
 
 /*
