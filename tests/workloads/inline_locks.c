@@ -5,6 +5,7 @@
  * worker_main. Only the symbolizer's inline information (DWARF) can name take_lock; the
  * Makefile builds this without frame pointers, so only CFI unwinding reaches it at all.
  */
+#define _GNU_SOURCE
 #include <getopt.h>
 #include <pthread.h>
 #include <stdio.h>

@@ -29,15 +29,6 @@ static pthread_cond_t exit_cv = PTHREAD_COND_INITIALIZER;
 static int exiting;
 static pid_t tids[3];
 
-static void pin0(void)
-{
-	cpu_set_t set;
-
-	CPU_ZERO(&set);
-	CPU_SET(0, &set);
-	pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
-}
-
 static void park(void)
 {
 	pthread_barrier_wait(&parked);
@@ -54,7 +45,7 @@ static void *ping(void *arg)
 
 	(void)arg;
 	tids[0] = syscall(SYS_gettid);
-	pin0();
+	workload_pin(0);
 	for (i = 0; i < opts.rounds; i++)
 		if (write(to[1], &b, 1) != 1 || read(from[0], &b, 1) != 1)
 			break;
@@ -70,7 +61,7 @@ static void *pong(void *arg)
 
 	(void)arg;
 	tids[1] = syscall(SYS_gettid);
-	pin0();
+	workload_pin(0);
 	for (i = 0; i < opts.rounds; i++)
 		if (read(to[0], &b, 1) != 1 || write(from[1], &b, 1) != 1)
 			break;
@@ -82,7 +73,7 @@ static void *spinner(void *arg)
 {
 	(void)arg;
 	tids[2] = syscall(SYS_gettid);
-	pin0();
+	workload_pin(0);
 	while (!spin_stop)
 		;
 	park();

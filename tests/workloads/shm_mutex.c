@@ -5,6 +5,7 @@
  * has a different address in every process; lockscope must see one lock, keyed by the
  * file and the offset in it.
  */
+#define _GNU_SOURCE
 #include <fcntl.h>
 #include <getopt.h>
 #include <pthread.h>

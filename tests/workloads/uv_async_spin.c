@@ -46,15 +46,6 @@ static long callbacks;
 static int sender_tids[MAX_SENDERS];
 static volatile unsigned long sink;
 
-static void pin(void)
-{
-	cpu_set_t set;
-
-	CPU_ZERO(&set);
-	CPU_SET(opts.cpu, &set);
-	pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
-}
-
 static void *sender(void *arg)
 {
 	int idx = (int)(long)arg, i;
@@ -63,7 +54,7 @@ static void *sender(void *arg)
 	snprintf(name, sizeof(name), "uv-send-%d", idx);
 	pthread_setname_np(pthread_self(), name);
 	sender_tids[idx] = syscall(SYS_gettid);
-	pin();
+	workload_pin(opts.cpu);
 	while (!atomic_load(&stop)) {
 		uv_async_send(&async);
 		for (i = 0; i < 200; i++)	/* a little work between sends */
@@ -133,7 +124,7 @@ int main(int argc, char **argv)
 	if (opts.wait_go && workload_wait_for_go())
 		return 1;
 	pthread_setname_np(pthread_self(), "uv-loop");
-	pin();
+	workload_pin(opts.cpu);
 	loop = uv_default_loop();
 	uv_async_init(loop, &async, on_async);
 	uv_timer_init(loop, &timer);

@@ -1,8 +1,13 @@
 /* SPDX-License-Identifier: GPL-2.0 */
-/* What every test workload shares: the start handshake and a clock. */
+/*
+ * What every test workload shares: the start handshake, a clock and pinning. Included
+ * after _GNU_SOURCE is defined (CPU affinity).
+ */
 #ifndef __LS_WORKLOAD_H
 #define __LS_WORKLOAD_H
 
+#include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -19,6 +24,16 @@ static inline int workload_wait_for_go(void)
 	printf("pid %d\n", getpid());
 	fflush(stdout);
 	return fgets(line, sizeof(line), stdin) ? 0 : -1;
+}
+
+/* Pins the calling thread to @cpu: threads that must share one CPU (switches, yields). */
+static inline void workload_pin(int cpu)
+{
+	cpu_set_t set;
+
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
 }
 
 static inline double workload_now_s(void)

@@ -31,19 +31,10 @@ static atomic_int done;
 static pthread_barrier_t started;	/* every thread runnable before the main one yields */
 static pid_t peer_tids[MAX_THREADS];
 
-static void pin0(void)
-{
-	cpu_set_t set;
-
-	CPU_ZERO(&set);
-	CPU_SET(0, &set);
-	pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
-}
-
 static void *peer(void *arg)
 {
 	peer_tids[(long)arg] = syscall(SYS_gettid);
-	pin0();
+	workload_pin(0);
 	pthread_barrier_wait(&started);
 	while (!atomic_load(&done))
 		;
@@ -78,7 +69,7 @@ int main(int argc, char **argv)
 	}
 	if (opts.wait_go && workload_wait_for_go())
 		return 1;
-	pin0();
+	workload_pin(0);
 	pthread_barrier_init(&started, NULL, opts.threads);
 	for (i = 1; i < opts.threads; i++)
 		pthread_create(&th[i], NULL, peer, (void *)i);
