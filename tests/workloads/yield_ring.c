@@ -3,10 +3,11 @@
  * yield_ring: a yield storm with many peers. The main thread and --threads - 1 others are
  * pinned to one CPU; the main thread calls sched_yield() --yields times, and the others
  * spin until it is done, so each of its yields has others to run and switches to one of
- * them, which runs until the scheduler preempts it: the yields go to every peer in turn
- * (peers that yielded too would not do: under EEVDF the yielder and one of them take
- * turns between themselves). It counts its yields itself. Prints {"yielder_tid":...,
- * "peer_tids":[...], "yields":...} at the end.
+ * them, which runs until the scheduler preempts it: the yields go to every peer in turn.
+ * With --peers-yield the others yield in their loop too, and every switch on the CPU is
+ * a yield (under EEVDF the yielder and one of them then take turns between themselves):
+ * what a yield's switch costs a tracer. It counts its yields itself. Prints
+ * {"yielder_tid":..., "peer_tids":[...], "yields":...} at the end.
  */
 #define _GNU_SOURCE
 #include <getopt.h>
@@ -24,6 +25,7 @@
 static struct {
 	int threads;
 	long yields;
+	int peers_yield;
 	int wait_go;
 } opts = { .threads = 6, .yields = 300 };
 
@@ -37,7 +39,8 @@ static void *peer(void *arg)
 	workload_pin(0);
 	pthread_barrier_wait(&started);
 	while (!atomic_load(&done))
-		;
+		if (opts.peers_yield)
+			sched_yield();
 	return NULL;
 }
 
@@ -46,6 +49,7 @@ int main(int argc, char **argv)
 	static const struct option longopts[] = {
 		{ "threads", required_argument, NULL, 't' },
 		{ "yields", required_argument, NULL, 'y' },
+		{ "peers-yield", no_argument, NULL, 'p' },
 		{ "wait", no_argument, NULL, 'W' },
 		{},
 	};
@@ -53,13 +57,14 @@ int main(int argc, char **argv)
 	long i, n = 0;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "t:y:W", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "t:y:pW", longopts, NULL)) != -1) {
 		switch (c) {
 		case 't': opts.threads = atoi(optarg); break;
 		case 'y': opts.yields = atol(optarg); break;
+		case 'p': opts.peers_yield = 1; break;
 		case 'W': opts.wait_go = 1; break;
 		default:
-			fprintf(stderr, "usage: yield_ring [--threads N] [--yields N] [--wait]\n");
+			fprintf(stderr, "usage: yield_ring [--threads N] [--yields N] [--peers-yield] [--wait]\n");
 			return 2;
 		}
 	}
