@@ -944,8 +944,9 @@ __u64 iter_since_ns = 0;
  * that ran since is never taken for one that did not; an idle CPU's clock may lag, which
  * only writes more. "Now" is this task's: a pass over many tasks takes a while. A task
  * that has not run has no counter that moved: its switches, I/O syscalls and run-queue
- * wait move only with its time on CPU, and the time it slept the daemon derives. Where the task's run queue cannot be reached (no group scheduling), or
- * the pass writes every task, false.
+ * wait move only with its time on CPU, and the time it slept the daemon derives. Where
+ * the task's run queue cannot be reached (no group scheduling), or the pass writes every
+ * task, false.
  */
 static __always_inline bool iter_unchanged(struct task_struct *t)
 {
