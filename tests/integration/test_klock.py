@@ -349,17 +349,24 @@ def test_waits_drained_mid_storm_count_exactly(daemon):
             stop.set()
             client.join(timeout=60)
 
-    before = daemon.cli_json("status")
-    ref, ours = counted_pipe_storm(daemon, 2 * os.cpu_count(), draining())
-    after = daemon.cli_json("status")
-    drains = {k: after["events"][k] - before["events"][k] for k in ("wait_drains", "wait_drains_waited")}
-    skipped = sum(after["dropped"][k] - before["dropped"][k] for k in ("prog_recursion", "self_lock"))
-    raced = after["dropped"]["wait_drain_raced"] - before["dropped"]["wait_drain_raced"]
-    print(f"perf {ref}, lockscope {ours}, skipped {skipped}, {drains}, raced {raced}")
-    assert ref > 10000, "pipe_storm made too little contention"
-    assert drains["wait_drains"] > 200, "the client drained too seldom"
-    assert 0 <= ref - ours <= skipped
-    assert raced == 0
+    # each 2 s storm drains as often as the client gets answers, which on a busy machine
+    # may be a few dozen times: storms run until the drains add up to the case tested
+    total = 0
+    for attempt in range(10):
+        before = daemon.cli_json("status")
+        ref, ours = counted_pipe_storm(daemon, 2 * os.cpu_count(), draining())
+        after = daemon.cli_json("status")
+        drains = {k: after["events"][k] - before["events"][k] for k in ("wait_drains", "wait_drains_waited")}
+        skipped = sum(after["dropped"][k] - before["dropped"][k] for k in ("prog_recursion", "self_lock"))
+        raced = after["dropped"]["wait_drain_raced"] - before["dropped"]["wait_drain_raced"]
+        total += drains["wait_drains"]
+        print(f"attempt {attempt}: perf {ref}, lockscope {ours}, skipped {skipped}, {drains}, raced {raced}")
+        assert ref > 10000, "pipe_storm made too little contention"
+        assert 0 <= ref - ours <= skipped
+        assert raced == 0
+        if total > 200:
+            return
+    pytest.fail(f"in 10 storms the client drained {total} times: the case this test is for did not occur")
 
 
 # the daemon frees the thread slots of exited threads this often (engine.c GC_INTERVAL_NS)
