@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include "lib/htab.h"
@@ -55,8 +56,18 @@ static inline bool key_eq(const void *a, const void *b, size_t len)
 		memcpy(&y, b, sizeof(y));
 		return x == y;
 	default:
-		return !memcmp(a, b, len);
+		break;
 	}
+	/* the aggregator's and the queries' keys are whole words: compared inline, no call */
+	if (len % sizeof(x))
+		return !memcmp(a, b, len);
+	for (; len; a = (const char *)a + sizeof(x), b = (const char *)b + sizeof(x), len -= sizeof(x)) {
+		memcpy(&x, a, sizeof(x));
+		memcpy(&y, b, sizeof(y));
+		if (x != y)
+			return false;
+	}
+	return true;
 }
 
 static size_t align8(size_t n)
@@ -164,7 +175,8 @@ bool htab__index(const struct htab *h, const void *key, uint32_t *index)
 void *htab__upsert_at(struct htab *h, const void *key, uint32_t *index, int *created, int *err)
 {
 	unsigned char *e;
-	uint32_t *b;
+	uint32_t *b = NULL;
+	bool grow;
 
 	if (created)
 		*created = 0;
@@ -182,13 +194,14 @@ void *htab__upsert_at(struct htab *h, const void *key, uint32_t *index, int *cre
 		return NULL;
 	}
 	/* keep the load factor under 1/2 so probes stay short */
-	if (((h->count + 1) * 2 > h->nr_buckets && grow_buckets(h)) ||
-	    (h->count == h->cap && grow_entries(h))) {
+	grow = (h->count + 1) * 2 > h->nr_buckets;
+	if ((grow && grow_buckets(h)) || (h->count == h->cap && grow_entries(h))) {
 		if (err)
 			*err = -ENOMEM;
 		return NULL;
 	}
-	b = probe(h, key);
+	if (grow || !b)	/* the empty bucket found above is still the key's */
+		b = probe(h, key);
 	e = entry(h, h->count);
 	memcpy(e, key, h->key_size);
 	memset(e + h->key_size, 0, h->entry_size - h->key_size);
