@@ -32,19 +32,15 @@ struct row_key {
 };
 
 /*
- * A row's figures, made in one pass over every key. What only a shown row needs (its
- * histogram, types, owner and releaser) is made in a second pass, for those rows alone.
+ * A row's figures, made in one pass over every key: what ranks it, and no more (100 k rows
+ * are 100 k of these). What only a shown row needs (its first key, names, histogram,
+ * types, owner and releaser) is made in a second pass, for those rows alone.
  */
 struct row {
 	double count, total_ns;
 	uint64_t max_ns, min_ns;
-	uint64_t samples;		/* waits with a stack behind the row */
-	uint64_t nonblocking;
-	const struct agg_key *rep;	/* the first fine key: names pid/tid/lock when unique */
-	double class_ns[LS_WCLASS_MAX];	/* wait time by class (classify.h) */
-	const char *comm;
-	bool estimated;
-	bool many_pids, many_tids, many_locks;
+	uint32_t next_of_stack;		/* by caller: the next row of the same stack (index + 1) */
+	uint8_t type, cls;		/* by caller: the row's type index and class */
 };
 
 /* the owner and the releaser with the most waits behind a row */
@@ -62,8 +58,15 @@ struct party {
 };
 
 struct row_detail {
+	const struct agg_key *rep;	/* the first fine key: names pid/tid/lock when unique */
+	const char *comm;
+	uint64_t samples;		/* waits with a stack behind the row */
+	uint64_t nonblocking;
+	bool estimated;
+	bool many_pids, many_tids, many_locks;
 	double hist[LS_HIST_BUCKETS];
 	double type_total[LS_MAX_LOCK_TYPES];
+	double class_ns[LS_WCLASS_MAX];	/* wait time by class (classify.h) */
 	struct party owner, releaser;
 	/* chains: the waits whose waker was itself waiting meanwhile, and on whom, most */
 	struct party chain;
@@ -94,6 +97,8 @@ struct row_set {
 	struct row *rows;
 	size_t nr, cap;
 	struct htab *index;	/* row_key -> row index */
+	uint32_t *row_of_stack;	/* by caller: by stack id, its first row (index + 1) */
+	uint32_t nr_stacks;	/* row_of_stack's length: the highest stack id + 1 */
 	uint32_t *row_of;	/* by view position: row index + 1; 0: no row */
 	/* the rows shown, in order, and what only they need */
 	uint32_t *shown;
@@ -101,7 +106,6 @@ struct row_set {
 	int32_t *detail_of;	/* by row: index in details, -1 when not shown */
 	struct row_detail *details;
 	struct htab *owners;	/* owner_key -> owner_val */
-	struct wait_classes *classes;	/* while rows_fill() runs */
 };
 
 /* rows.c */

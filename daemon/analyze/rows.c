@@ -121,8 +121,8 @@ static uint32_t side_stack(const struct agg_key *k, enum query_side side)
 }
 
 /*
- * A pass over a view's wait keys, as query__for_each_wait() describes; the strata are
- * made once and serve every pass.
+ * A pass over a view's wait keys, as query__for_each_wait() describes; each key's class and
+ * whether the query wants it, and the strata, are found once and serve every pass.
  */
 struct walk {
 	const struct agg_view *view;
@@ -130,16 +130,20 @@ struct walk {
 	enum query_side side;
 	bool by_stack;
 	struct wait_classes *classes;	/* each key's class (classify.h) */
+	uint8_t *class_of;	/* by view position: its enum ls_wclass + 1; 0: a key not wanted */
 	struct htab *strata;	/* by_stack: struct stratum_key -> struct stratum */
-	uint32_t *stratum_of;	/* by view position: stratum index + 1; 0: a key not wanted */
+	uint32_t *stratum_of;	/* by_stack, by view position: stratum index + 1 */
+	size_t wanted;		/* keys the query wants */
+	uint32_t max_stack;	/* the highest stack id of those keys */
 };
 
 typedef int (*walk_fn)(void *arg, size_t pos, const struct agg_key *k, const struct agg_val *v,
-		       uint32_t stack, double fc, double fw);
+		       enum ls_wclass cls, uint32_t stack, double fc, double fw);
 
 static void walk_free(struct walk *w)
 {
 	wait_classes__free(w->classes);
+	free(w->class_of);
 	htab__free(w->strata);
 	free(w->stratum_of);
 }
@@ -148,6 +152,9 @@ static int walk_init(struct walk *w, const struct agg_view *view, const struct q
 		     bool by_stack)
 {
 	size_t i, nr = agg_view__count(view);
+	/* the last key's stratum: a thread's waits on one lock come in a run, one lookup */
+	struct stratum_key last_key;
+	uint32_t last = 0;	/* its index + 1 */
 	const struct agg_key *k;
 	struct agg_val v;
 
@@ -156,14 +163,16 @@ static int walk_init(struct walk *w, const struct agg_view *view, const struct q
 	w->q = q;
 	w->side = side;
 	w->by_stack = by_stack;
-	if (!(w->classes = wait_classes__new(view)))
-		return -ENOMEM;
-	if (!by_stack)
-		return 0;
-	w->strata = htab__new(sizeof(struct stratum_key), sizeof(struct stratum), SIZE_MAX);
-	w->stratum_of = calloc(nr ? nr : 1, sizeof(*w->stratum_of));
-	if (!w->strata || !w->stratum_of)
+	w->classes = wait_classes__new(view);
+	w->class_of = calloc(nr ? nr : 1, sizeof(*w->class_of));
+	if (!w->classes || !w->class_of)
 		goto nomem;
+	if (by_stack) {
+		w->strata = htab__new(sizeof(struct stratum_key), sizeof(struct stratum), SIZE_MAX);
+		w->stratum_of = calloc(nr ? nr : 1, sizeof(*w->stratum_of));
+		if (!w->strata || !w->stratum_of)
+			goto nomem;
+	}
 	for (i = 0; !agg_view__get(view, i, &k, &v); i++) {
 		enum ls_wclass cls;
 		struct stratum_key sk;
@@ -173,9 +182,22 @@ static int walk_init(struct walk *w, const struct agg_view *view, const struct q
 		cls = wait_classes__of(w->classes, k, &v);
 		if (!key_wanted(q, k, cls))
 			continue;
+		w->class_of[i] = cls + 1;
+		w->wanted++;
+		if (k->stack > w->max_stack)
+			w->max_stack = k->stack;
+		if (!by_stack)
+			continue;
 		sk = stratum_of(k, cls);
-		if (!(s = htab__upsert_at(w->strata, &sk, &idx, NULL, NULL)))
+		if (last && !memcmp(&sk, &last_key, sizeof(sk))) {
+			idx = last - 1;
+			s = htab__at(w->strata, idx, NULL);
+		} else if ((s = htab__upsert_at(w->strata, &sk, &idx, NULL, NULL))) {
+			last_key = sk;
+			last = idx + 1;
+		} else {
 			goto nomem;
+		}
 		w->stratum_of[i] = idx + 1;
 		if (k->sampled && side_stack(k, side) != LS_STACK_NONE) {
 			s->s_count += v.st.count;
@@ -203,17 +225,14 @@ static int walk_each(const struct walk *w, walk_fn fn, bool (*want)(void *arg, s
 		uint32_t stack;
 		double fc = 1.0, fw = 1.0;
 
-		if ((want && !want(arg, i)) || (w->by_stack && !w->stratum_of[i]))
+		if (!w->class_of[i] || (want && !want(arg, i)))
 			continue;
 		agg_view__get(w->view, i, &k, &v);
 		stack = side_stack(k, w->side);
 
 		if (w->by_stack) {
-			const struct stratum *s;
+			const struct stratum *s = htab__at(w->strata, w->stratum_of[i] - 1, NULL);
 
-			if (!w->stratum_of[i])
-				continue;
-			s = htab__at(w->strata, w->stratum_of[i] - 1, NULL);
 			/*
 			 * A stack is known only for sampled waits. Scale each sampled key by
 			 * its stratum's (same thread, lock and type) exact figures over the
@@ -229,8 +248,6 @@ static int walk_each(const struct walk *w, walk_fn fn, bool (*want)(void *arg, s
 				fw = s->s_total_ns ? (double)s->total_ns / s->s_total_ns : fc;
 			}
 		} else {
-			if (!key_wanted(w->q, k, wait_classes__of(w->classes, k, &v)))
-				continue;
 			/*
 			 * By thread or lock the exact entries are the figures; the samples only
 			 * lend their stacks (owners', releasers') to the row
@@ -238,7 +255,7 @@ static int walk_each(const struct walk *w, walk_fn fn, bool (*want)(void *arg, s
 			if (k->sampled)
 				fc = fw = 0;
 		}
-		err = fn(arg, i, k, &v, stack, fc, fw);
+		err = fn(arg, i, k, &v, w->class_of[i] - 1, stack, fc, fw);
 	}
 	return err;
 }
@@ -246,76 +263,121 @@ static int walk_each(const struct walk *w, walk_fn fn, bool (*want)(void *arg, s
 struct public_walk {
 	query_wait_fn fn;
 	void *arg;
-	struct wait_classes *classes;
 };
 
-static int public_step(void *arg, size_t pos, const struct agg_key *k, const struct agg_val *v, uint32_t stack,
-		       double fc, double fw)
+static int public_step(void *arg, size_t pos, const struct agg_key *k, const struct agg_val *v,
+		       enum ls_wclass cls, uint32_t stack, double fc, double fw)
 {
 	struct public_walk *p = arg;
 
 	(void)pos;
-	return p->fn(p->arg, k, v, stack, fc, fw, wait_classes__of(p->classes, k, v));
+	return p->fn(p->arg, k, v, stack, fc, fw, cls);
 }
 
 int query__for_each_wait(const struct agg_view *view, const struct query *q, enum query_side side,
 			 bool by_stack, query_wait_fn fn, void *arg)
 {
-	struct public_walk p = { fn, arg, NULL };
+	struct public_walk p = { fn, arg };
 	struct walk w;
 	int err;
 
 	if ((err = walk_init(&w, view, q, side, by_stack)))
 		return err;
-	p.classes = w.classes;
 	err = walk_each(&w, public_step, NULL, &p);
 	walk_free(&w);
 	return err;
 }
 
-static void row_add(struct row *r, const struct agg_key *k, const struct agg_val *v, double fc, double fw,
-		    bool sampled)
+static void row_add(struct row *r, const struct agg_val *v, double fc, double fw)
 {
-	if (!r->rep) {
-		r->rep = k;
-		r->comm = v->comm;
-		r->min_ns = v->st.min_ns;
-	}
-	r->many_pids |= r->rep->pid != k->pid;
-	r->many_tids |= r->rep->tid != k->tid;
-	r->many_locks |= r->rep->lock != k->lock;
 	r->count += v->st.count * fc;
 	r->total_ns += v->st.total_ns * fw;
-	r->estimated |= fc && (fc != 1.0 || fw != 1.0);
 	if (v->st.max_ns > r->max_ns)
 		r->max_ns = v->st.max_ns;
 	if (v->st.min_ns < r->min_ns)
 		r->min_ns = v->st.min_ns;
-	if (sampled)
-		r->samples += v->st.count;
-	r->nonblocking += v->nonblocking;
 }
 
-static int fill_row(void *arg, size_t pos, const struct agg_key *k, const struct agg_val *v, uint32_t stack,
-		    double fc, double fw)
+/* What a shown row names: its first key, and whether the others differ from it. */
+static void detail_add(struct row_detail *d, const struct agg_key *k, const struct agg_val *v, double fc,
+		       double fw, bool sampled)
 {
-	struct row_set *rs = arg;
-	enum ls_wclass cls = wait_classes__of(rs->classes, k, v);
+	if (!d->rep) {
+		d->rep = k;
+		d->comm = v->comm;
+	}
+	d->many_pids |= d->rep->pid != k->pid;
+	d->many_tids |= d->rep->tid != k->tid;
+	d->many_locks |= d->rep->lock != k->lock;
+	d->estimated |= fc && (fc != 1.0 || fw != 1.0);
+	if (sampled)
+		d->samples += v->st.count;
+	d->nonblocking += v->nonblocking;
+}
+
+static int row_new(struct row_set *rs, uint32_t *idx)
+{
+	if (ls_vec_reserve(&rs->rows, &rs->cap, rs->nr, sizeof(*rs->rows)))
+		return -ENOMEM;
+	rs->rows[rs->nr] = (struct row){ .min_ns = UINT64_MAX };
+	*idx = rs->nr++;
+	return 0;
+}
+
+/*
+ * By caller, @k's row is its (type, stack, class). Stack ids are dense (stacks.h): the
+ * stack's first row is found by its id, the rare others (another type or class under the
+ * same stack) chained from it. Over 100 k keys, each of a stack of its own, hashing their
+ * row keys took half of `top`.
+ */
+static int caller_row(struct row_set *rs, const struct agg_key *k, enum ls_wclass cls, uint32_t *idx)
+{
+	uint32_t type = query__type_index(k->flags), prev = 0, i;
+
+	for (i = rs->row_of_stack[k->stack]; i; prev = i, i = rs->rows[i - 1].next_of_stack) {
+		if (rs->rows[i - 1].type == type && rs->rows[i - 1].cls == cls) {
+			*idx = i - 1;
+			return 0;
+		}
+	}
+	if (row_new(rs, idx))
+		return -ENOMEM;
+	rs->rows[*idx].type = type;
+	rs->rows[*idx].cls = cls;
+	if (prev)
+		rs->rows[prev - 1].next_of_stack = *idx + 1;
+	else
+		rs->row_of_stack[k->stack] = *idx + 1;
+	return 0;
+}
+
+static int keyed_row(struct row_set *rs, const struct agg_key *k, enum ls_wclass cls, uint32_t *idx)
+{
 	struct row_key rk = row_key_of(rs->q, k, cls);
 	int created;
 	uint32_t *ip = htab__upsert(rs->index, &rk, &created, NULL);
 
 	if (!ip)
 		return -ENOMEM;
-	if (created) {
-		if (ls_vec_reserve(&rs->rows, &rs->cap, rs->nr, sizeof(*rs->rows)))
-			return -ENOMEM;
-		memset(&rs->rows[rs->nr], 0, sizeof(struct row));
-		*ip = rs->nr++;
-	}
-	rs->row_of[pos] = *ip + 1;
-	row_add(&rs->rows[*ip], k, v, fc, fw, stack != LS_STACK_NONE);
-	rs->rows[*ip].class_ns[cls] += v->st.total_ns * fw;
+	if (created && row_new(rs, ip))
+		return -ENOMEM;
+	*idx = *ip;
+	return 0;
+}
+
+static int fill_row(void *arg, size_t pos, const struct agg_key *k, const struct agg_val *v,
+		    enum ls_wclass cls, uint32_t stack, double fc, double fw)
+{
+	struct row_set *rs = arg;
+	uint32_t idx;
+	int err;
+
+	(void)stack;	/* a shown row's samples are counted in its second pass */
+	err = rs->row_of_stack ? caller_row(rs, k, cls, &idx) : keyed_row(rs, k, cls, &idx);
+	if (err)
+		return err;
+	rs->row_of[pos] = idx + 1;
+	row_add(&rs->rows[idx], v, fc, fw);
 	return 0;
 }
 
@@ -354,14 +416,15 @@ static bool in_shown_row(void *arg, size_t pos)
 }
 
 /* The second pass: what the shown rows need of each of their keys. */
-static int fill_detail(void *arg, size_t pos, const struct agg_key *k, const struct agg_val *v, uint32_t stack,
-		       double fc, double fw)
+static int fill_detail(void *arg, size_t pos, const struct agg_key *k, const struct agg_val *v,
+		       enum ls_wclass cls, uint32_t stack, double fc, double fw)
 {
 	struct row_set *rs = arg;
 	int32_t di = rs->detail_of[rs->row_of[pos] - 1];
 	struct row_detail *d = &rs->details[di];
 
-	(void)stack;
+	detail_add(d, k, v, fc, fw, stack != LS_STACK_NONE);
+	d->class_ns[cls] += v->st.total_ns * fw;
 	if (rs->q->cgroups)
 		query__cgroup_mix(rs->q->cgroups, k->pid, &d->cgroups);
 	agg_hist_add(d->hist, v, fc);
@@ -567,8 +630,17 @@ int rows_fill(struct row_set *rs, const struct agg_view *view, const struct quer
 	/* a caller is known only for waits with a stack: those stand for the rest */
 	if ((err = walk_init(&w, view, q, QUERY_WAITER, q->group == LS_GROUP_CALLER)))
 		return err;
-	rs->classes = w.classes;
-	err = walk_each(&w, fill_row, NULL, rs);
+	/* every wanted key makes a row or adds to one: the rows never outgrow this */
+	if (w.wanted && !(rs->rows = malloc(w.wanted * sizeof(*rs->rows))))
+		err = -ENOMEM;
+	rs->cap = w.wanted;
+	if (!err && q->group == LS_GROUP_CALLER) {
+		rs->nr_stacks = w.max_stack + 1;
+		if (!(rs->row_of_stack = calloc(rs->nr_stacks, sizeof(*rs->row_of_stack))))
+			err = -ENOMEM;
+	}
+	if (!err)
+		err = walk_each(&w, fill_row, NULL, rs);
 	n = q->limit && (size_t)q->limit < rs->nr ? (size_t)q->limit : rs->nr;
 	if (!err)
 		err = select_rows(rs, n);
@@ -585,7 +657,6 @@ int rows_fill(struct row_set *rs, const struct agg_view *view, const struct quer
 			rs->detail_of[rs->shown[i]] = i;
 		err = walk_each(&w, fill_detail, in_shown_row, rs);
 	}
-	rs->classes = NULL;
 	walk_free(&w);
 	if (!err) {
 		pick_owners(rs);
@@ -600,6 +671,7 @@ void rows_free(struct row_set *rs)
 	htab__free(rs->owners);
 	free(rs->rows);
 	free(rs->row_of);
+	free(rs->row_of_stack);
 	free(rs->shown);
 	free(rs->detail_of);
 	free(rs->details);

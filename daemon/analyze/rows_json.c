@@ -175,12 +175,12 @@ static cJSON *holders_json(const struct query_ctx *ctx, const struct htab *holds
 }
 
 /* The class of most of a row's wait time (rows by thread or cgroup mix them). */
-static enum ls_wclass row_class(const struct row *r)
+static enum ls_wclass row_class(const struct row_detail *d)
 {
 	enum ls_wclass c, best = LS_WCLASS_LOCK;
 
 	for (c = LS_WCLASS_LOCK; c < LS_WCLASS_MAX; c++)
-		if (r->class_ns[c] > r->class_ns[best])
+		if (d->class_ns[c] > d->class_ns[best])
 			best = c;
 	return best;
 }
@@ -191,44 +191,44 @@ static cJSON *row_json(const struct query_ctx *ctx, const struct query *q, const
 	cJSON *o = cJSON_CreateObject();
 	uint64_t count = llround(r->count), total = llround(r->total_ns);
 	char caller[160];
-	int type = q->group == LS_GROUP_THREAD ? dominant_type(d) : query__type_index(r->rep->flags);
-	bool user = r->rep->flags & LS_KIND_USER;
+	int type = q->group == LS_GROUP_THREAD ? dominant_type(d) : query__type_index(d->rep->flags);
+	bool user = d->rep->flags & LS_KIND_USER;
 
 	cJSON_AddStringToObject(o, "kind", user ? "user" : "kernel");
 	cJSON_AddStringToObject(o, "type", ls_lock_types[type].name);
-	cJSON_AddStringToObject(o, "class", classify__name(row_class(r)));
+	cJSON_AddStringToObject(o, "class", classify__name(row_class(d)));
 	if (q->group == LS_GROUP_CALLER) {
-		query_caller_string(ctx, r->rep->stack, caller, sizeof(caller));
+		query_caller_string(ctx, d->rep->stack, caller, sizeof(caller));
 		cJSON_AddStringToObject(o, "caller", caller);
 	}
-	if (!r->many_locks) {
-		cJSON_AddItemToObject(o, "lock", query__lock_json(ctx, r->rep));
-		if (user && !r->rep->object)
-			query_add_hex(o, "uaddr", r->rep->lock);
+	if (!d->many_locks) {
+		cJSON_AddItemToObject(o, "lock", query__lock_json(ctx, d->rep));
+		if (user && !d->rep->object)
+			query_add_hex(o, "uaddr", d->rep->lock);
 	}
-	if (!r->many_pids) {
-		cJSON_AddNumberToObject(o, "pid", r->rep->pid);
-		if (!r->many_tids) {
-			cJSON_AddNumberToObject(o, "tid", r->rep->tid);
-			cJSON_AddStringToObject(o, "comm", r->comm);
+	if (!d->many_pids) {
+		cJSON_AddNumberToObject(o, "pid", d->rep->pid);
+		if (!d->many_tids) {
+			cJSON_AddNumberToObject(o, "tid", d->rep->tid);
+			cJSON_AddStringToObject(o, "comm", d->comm);
 		} else if (q->group == LS_GROUP_EDGE) {	/* the waiting process, by a thread's name */
-			cJSON_AddStringToObject(o, "comm", r->comm);
+			cJSON_AddStringToObject(o, "comm", d->comm);
 		}
 	}
 	if (ctx->cgroups)
-		query__add_cgroup(o, ctx, r->rep->pid, d->cgroups.many);
+		query__add_cgroup(o, ctx, d->rep->pid, d->cgroups.many);
 	cJSON_AddNumberToObject(o, "contended", count);
 	cJSON_AddNumberToObject(o, "total_wait_ns", total);
 	cJSON_AddNumberToObject(o, "max_wait_ns", r->max_ns);
 	cJSON_AddNumberToObject(o, "min_wait_ns", r->min_ns);
 	cJSON_AddNumberToObject(o, "avg_wait_ns", count ? total / count : 0);
 	cJSON_AddItemToObject(o, "hist", hist_json(d));
-	cJSON_AddBoolToObject(o, "estimated", r->estimated);
-	cJSON_AddNumberToObject(o, "stack_samples", r->samples);
+	cJSON_AddBoolToObject(o, "estimated", d->estimated);
+	cJSON_AddNumberToObject(o, "stack_samples", d->samples);
 	if (q->group == LS_GROUP_CALLER && q->stacks)
-		query__add_stack(o, ctx, r->rep->stack, q->max_stack, false);
+		query__add_stack(o, ctx, d->rep->stack, q->max_stack, false);
 	if (user)
-		cJSON_AddNumberToObject(o, "nonblocking", r->nonblocking);
+		cJSON_AddNumberToObject(o, "nonblocking", d->nonblocking);
 	if (q->owners)
 		cJSON_AddItemToObject(o, "owner", party_json(ctx, &d->owner, q->max_stack));
 	/* an edge's far end: the thread that woke the waits (null: none, an interrupt or a timer) */
@@ -246,13 +246,13 @@ static cJSON *row_json(const struct query_ctx *ctx, const struct query *q, const
 		cJSON_AddStringToObject(o, "releaser_caller", caller);
 	}
 	if (q->owners) {
-		if (!r->many_locks && holds)
-			cJSON_AddItemToObject(o, "holder_preempted", preempted_json(holds, r->rep));
+		if (!d->many_locks && holds)
+			cJSON_AddItemToObject(o, "holder_preempted", preempted_json(holds, d->rep));
 	}
-	if (q->holders && user && !r->many_locks && holds) {
+	if (q->holders && user && !d->many_locks && holds) {
 		uint64_t samples;
 
-		cJSON_AddItemToObject(o, "holder_stacks", holders_json(ctx, holds, r->rep, q->max_stack, &samples));
+		cJSON_AddItemToObject(o, "holder_stacks", holders_json(ctx, holds, d->rep, q->max_stack, &samples));
 		cJSON_AddNumberToObject(o, "holder_samples", samples);
 	}
 	return o;
