@@ -459,8 +459,8 @@ WINDOW_MERGE_S = 12
 def many_stacks(queries):
     """More than 100 k distinct user stacks and keys (stack_fanout: 2^17 waits, each under
     a call path of its own, a stack taken on every one), then the daemon's RSS, now and at
-    its peak, and `lockscope top -w 1m -E 50 -Y futex` latency over them (a window that holds
-    them all). The waits are timed futex waits that no thread ends (futex:condvar, idle):
+    its peak, and `lockscope top -w 1m -E 50 -Y futex -p PID` latency over them (a window that
+    holds them all). The waits are timed futex waits that no thread ends (futex:condvar, idle):
     `top` leaves those out unless -Y asks, and then it would time a filter over 100 k keys
     and nothing else (as it did from 7290a46 to c5622e3); with -Y futex every key makes a
     row, its caller's stack is symbolized for the first 50, and RSS is read after that.
@@ -470,13 +470,17 @@ def many_stacks(queries):
     with lockscoped(*ALL_ARGS, "--user-stack-bytes=0", "--user-stack-entries=524288", "--max-stack=32",
                     "--max-stacks=200000") as sock:
         d = Daemon(sock)
-        subprocess.run([os.path.join(BUILD, "workloads", "stack_fanout"), "--waits", "131072"],
-                       capture_output=True, check=True)
+        fanout = subprocess.Popen([os.path.join(BUILD, "workloads", "stack_fanout"), "--waits", "131072"],
+                                  stdout=subprocess.DEVNULL)
+        if fanout.wait():
+            raise RuntimeError(f"stack_fanout exited {fanout.returncode}")
         # until the 1 s slots that hold the waits have been merged into a coarser one: the
         # daemon holds both for a while then, and that peak is what a host must have
         time.sleep(WINDOW_MERGE_S)
         st = d.status()
-        query = [os.path.join(BUILD, "lockscope"), "--socket", sock, "top", "-w", "1m", "-E", "50", "-Y", "futex"]
+        # its keys only: the host's own idle waits are longer and would fill the table
+        query = [os.path.join(BUILD, "lockscope"), "--socket", sock, "top", "-w", "1m", "-E", "50", "-Y", "futex",
+                 "-p", str(fanout.pid)]
         rows = json.loads(subprocess.run([*query, "--json"], capture_output=True, check=True, text=True).stdout)["rows"]
         if len(rows) < 50:
             raise RuntimeError(f"top -Y futex showed {len(rows)} rows of stack_fanout's waits, not 50")
@@ -668,7 +672,7 @@ def markdown(res, args):
     L.append(f"| RSS with {d['stacks_100k']:,} stacks, {d['keys_100k']:,} keys: after the queries, and its peak "
              f"(VmHWM: the 1 s slots and the coarser one made of them, both held for a while) | "
              f"{d['rss_mb_100k_stacks']:.1f} MB, peak {d['rss_mb_100k_peak']:.1f} MB |")
-    L.append(f"| `lockscope top -w 1m -E 50 -Y futex` over those keys (each a row), p50 / p99 ({args.queries} queries, CLI start included) | "
+    L.append(f"| `lockscope top -w 1m -E 50 -Y futex -p PID` over those keys (each a row), p50 / p99 ({args.queries} queries, CLI start included) | "
              f"{res['query_ms']['p50']:.1f} / {res['query_ms']['p99']:.1f} ms |")
     L.append("\nReproduce: `sudo make bench` (builds the anchors once into build/bench, then about "
              f"{res['elapsed_s'] / 60:.0f} min on a quiet machine).")
