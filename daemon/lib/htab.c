@@ -40,25 +40,20 @@ uint64_t ls_hash_bytes(const void *data, size_t len)
 	return h;
 }
 
-/* Key equality: the tables' most common keys (a tid, an id) compared as one load, not a call. */
+/*
+ * Key equality without a call: a 4-byte key (a tid, an id) as one load, keys of whole
+ * words (8 bytes, the aggregator's, the queries') a word at a time; others by memcmp().
+ */
 static inline bool key_eq(const void *a, const void *b, size_t len)
 {
 	uint64_t x, y;
 	uint32_t u, v;
 
-	switch (len) {
-	case sizeof(u):
+	if (len == sizeof(u)) {
 		memcpy(&u, a, sizeof(u));
 		memcpy(&v, b, sizeof(v));
 		return u == v;
-	case sizeof(x):
-		memcpy(&x, a, sizeof(x));
-		memcpy(&y, b, sizeof(y));
-		return x == y;
-	default:
-		break;
 	}
-	/* the aggregator's and the queries' keys are whole words: compared inline, no call */
 	if (len % sizeof(x))
 		return !memcmp(a, b, len);
 	for (; len; a = (const char *)a + sizeof(x), b = (const char *)b + sizeof(x), len -= sizeof(x)) {
