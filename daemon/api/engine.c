@@ -88,6 +88,7 @@ void engine_opts__init(struct engine_opts *o)
 	};
 	diag_thresholds__init(&o->diag);
 	snprintf(o->debuginfod_cache, sizeof(o->debuginfod_cache), "%s", LS_DEF_DEBUGINFOD_CACHE);
+	o->symbols_idle_s = LS_DEF_SYMBOLS_IDLE_S;
 }
 
 cJSON *engine__error(const char *fmt, ...)
@@ -232,7 +233,8 @@ int engine__new(const struct engine_opts *opts, engine_reply_fn reply, void *rep
 		goto cleanup;
 	}
 	err = usyms__new(&(struct usyms_opts){ .max_procs = USYMS_MAX_PROCS,
-					       .debuginfod_dir = opts->debuginfod_cache }, &e->usyms);
+					       .debuginfod_dir = opts->debuginfod_cache,
+					       .idle_ns = opts->symbols_idle_s * NSEC_PER_SEC }, &e->usyms);
 	if (err)
 		goto cleanup;
 	err = prom_series__new(opts->metrics_max_series, &e->prom_series);

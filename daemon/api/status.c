@@ -154,6 +154,8 @@ static cJSON *self_json(const struct engine *e)
 	cJSON_AddNumberToObject(sym, "cache_hits", us.cache_hits);
 	cJSON_AddNumberToObject(sym, "unresolved", us.unresolved);
 	cJSON_AddNumberToObject(sym, "cached", us.cached);
+	cJSON_AddBoolToObject(sym, "symbolizer_loaded", us.loaded);
+	cJSON_AddNumberToObject(sym, "symbolizer_releases", us.releases);
 	if (usyms__debuginfod_urls(e->usyms))
 		cJSON_AddStringToObject(sym, "debuginfod", usyms__debuginfod_urls(e->usyms));
 	else

@@ -9,6 +9,7 @@
 #include <gelf.h>
 #include <libelf.h>
 #include <limits.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,10 +41,11 @@ void usyms_syms_free(struct htab *syms)
 
 /*
  * A symbolizer that searches the system's debug directories and, with debuginfod on, the
- * directory fetched files are linked into. Made anew when a fetch lands: blazesym keeps
- * what it found (and did not find) per file.
+ * directory fetched files are linked into. Made at a cache miss when there is none: at
+ * the first, after a fetched debug file landed (blazesym keeps what it found, and did not
+ * find, per file) and after an idle one was let go (symbolizer_idle()).
  */
-int usyms_symbolizer_new(struct usyms *u)
+static int symbolizer_new(struct usyms *u)
 {
 	const char *dirs[NR_SYSTEM_DEBUG_DIRS + 1];
 	struct blaze_symbolizer_opts sym_opts = {
@@ -61,9 +63,25 @@ int usyms_symbolizer_new(struct usyms *u)
 		sym_opts.debug_dirs = dirs;
 		sym_opts.debug_dirs_len = n;
 	}
-	blaze_symbolizer_free(u->symbolizer);
 	u->symbolizer = blaze_symbolizer_new_opts(&sym_opts);
+	u->symbolizer_used_ns = ls_now_ns();
 	return u->symbolizer ? 0 : -EINVAL;
+}
+
+/*
+ * Frees the symbolizer once it went idle_ns without a lookup, and gives the heap's free
+ * pages back to the system: most of what it held were small allocations (blazesym's parsed
+ * DWARF: ~14 MB after naming frames of glibc from its debug file), which free() keeps in
+ * the heap.
+ */
+static void symbolizer_idle(struct usyms *u, uint64_t now_ns)
+{
+	if (!u->symbolizer || !u->symbolizer_idle_ns || now_ns - u->symbolizer_used_ns < u->symbolizer_idle_ns)
+		return;
+	blaze_symbolizer_free(u->symbolizer);
+	u->symbolizer = NULL;
+	u->stats.releases++;
+	malloc_trim(0);
 }
 
 /* blazesym lists inlined calls outermost first; stacks read innermost first. */
@@ -90,6 +108,9 @@ static void symbolize(struct usyms *u, const struct umod *m, uint64_t file_off, 
 	};
 	const struct blaze_syms *syms;
 
+	if (!u->symbolizer && symbolizer_new(u))
+		return;
+	u->symbolizer_used_ns = ls_now_ns();
 	syms = blaze_symbolize_elf_file_offsets(u->symbolizer, &src, &file_off, 1);
 	if (!syms)
 		return;
@@ -136,14 +157,19 @@ static void on_fetched(void *ctx, const char *build_id, int err)
 		m->unnamed = 0;
 		landed = true;
 	}
-	if (landed && !usyms_symbolizer_new(u))
-		syms_forget(u);
+	if (!landed)
+		return;
+	/* the next frame to name makes a symbolizer that looks in the new file */
+	blaze_symbolizer_free(u->symbolizer);
+	u->symbolizer = NULL;
+	syms_forget(u);
 }
 
 void usyms__poll(struct usyms *u)
 {
 	if (u->debuginfo)
 		debuginfo__poll(u->debuginfo, on_fetched, u);
+	symbolizer_idle(u, ls_now_ns());
 }
 
 static const char *fetch_state(const struct usyms *u, const struct umod *m)

@@ -44,6 +44,7 @@ int usyms__new(const struct usyms_opts *opts, struct usyms **out)
 	if (!u)
 		return -ENOMEM;
 	u->max_procs = opts->max_procs;
+	u->symbolizer_idle_ns = opts->idle_ns;
 	u->procs = htab__new(sizeof(uint32_t), sizeof(struct uproc), opts->max_procs);
 	u->mod_index = htab__new(sizeof(struct mod_key), sizeof(uint32_t), MAX_MODULES);
 	u->syms = htab__new(sizeof(uint64_t), sizeof(struct sym_val), SYM_CACHE_MAX);
@@ -53,9 +54,7 @@ int usyms__new(const struct usyms_opts *opts, struct usyms **out)
 	err = debuginfo__new(&dopts, &u->debuginfo);
 	if (err && err != -ENOENT)
 		pr_warn("debuginfod off: %s\n", strerror(-err));
-	err = usyms_symbolizer_new(u);
-	if (err)
-		goto cleanup;
+	/* the symbolizer is made at the first frame to name (symbolize.c) */
 	elf_version(EV_CURRENT);
 	*out = u;
 	return 0;
@@ -394,5 +393,6 @@ void usyms__stats(const struct usyms *u, struct usyms_stats *out)
 {
 	*out = u->stats;
 	out->cached = htab__count(u->syms);
+	out->loaded = u->symbolizer != NULL;
 }
 

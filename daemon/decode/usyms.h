@@ -42,13 +42,20 @@ struct usyms_opts {
 	 * URLs: symbols come from the machine only (the ELF, /usr/lib/debug).
 	 */
 	const char *debuginfod_dir;
+	/*
+	 * The symbolizer is let go after this long without a frame to name (0: never), and
+	 * made anew at the next: names stay cached, what it holds (each file's parsed
+	 * symbols and DWARF) serves only frames not named yet.
+	 */
+	uint64_t idle_ns;
 };
 
 int usyms__new(const struct usyms_opts *opts, struct usyms **out);
 void usyms__free(struct usyms *u);
 /*
  * Takes the debug files fetched since the last call: frames of their modules are looked
- * up again, by name this time. Call from the event loop's timer.
+ * up again, by name this time; frees the symbolizer when it has been idle (names stay
+ * cached). Call from the event loop's timer.
  */
 void usyms__poll(struct usyms *u);
 /* Reads @pid's maps now unless cached: call while the process is surely alive. */
@@ -85,6 +92,8 @@ struct usyms_stats {
 	uint64_t cache_hits;	/* frames answered from the cache */
 	uint64_t unresolved;	/* frames no symbol was found for (or the cache was full) */
 	uint64_t cached;	/* frames in the cache */
+	uint64_t releases;	/* times the symbolizer was let go, idle (usyms_opts.idle_ns) */
+	bool loaded;		/* a symbolizer is held now */
 };
 void usyms__stats(const struct usyms *u, struct usyms_stats *out);
 

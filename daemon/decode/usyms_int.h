@@ -91,7 +91,9 @@ struct usyms {
 	struct umod *mods;
 	uint32_t nr_mods, cap_mods;
 	struct htab *syms;		/* frame code -> struct sym_val */
-	blaze_symbolizer *symbolizer;
+	blaze_symbolizer *symbolizer;	/* NULL: none now (made at the next cache miss) */
+	uint64_t symbolizer_used_ns;	/* its last lookup (ls_now_ns()) */
+	uint64_t symbolizer_idle_ns;	/* usyms_opts.idle_ns */
 	struct debuginfo *debuginfo;	/* NULL: no debuginfod servers */
 	struct usyms_stats stats;
 };
@@ -105,8 +107,6 @@ const struct uvma *usyms_lookup(struct usyms *u, uint32_t pid, uint64_t addr);
 void usyms_read_elf(struct usyms *u, struct umod *m);
 
 /* symbolize.c */
-/* A symbolizer for @u (made anew when a fetched debug file lands); -EINVAL if none */
-int usyms_symbolizer_new(struct usyms *u);
 /* Frees the names a module's symbol cache holds (the cache itself stays the caller's) */
 void usyms_syms_free(struct htab *syms);
 

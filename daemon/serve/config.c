@@ -62,6 +62,9 @@ const struct ls_setting ls_settings[] = {
 	    LS_SET_WINDOW, "sampling", "user stack copied per yield-site, spin-sample and burst dump (multiple of 8)"),
 	STR("debuginfod-cache", ENG(debuginfod_cache), LS_SET_EMPTY | LS_SET_ABSPATH, "sampling",
 	    "where debug files fetched from $DEBUGINFOD_URLS are kept; empty: never fetch"),
+	U32("symbols-idle", ENG(symbols_idle_s), 0, 86400, 0, "sampling",
+	    "seconds without a new user frame to name before the symbolizer's files are let go "
+	    "(names stay cached); 0: kept"),
 	U32("max-stack", ENG(collector.max_stack), 1, LS_MAX_STACK_DEPTH, 0, "sampling", "frames kept per stack"),
 
 	U32("max-threads", ENG(collector.max_threads), 64, 1U << 22, 0, "maps",

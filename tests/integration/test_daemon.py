@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 
 from conftest import (LOCKSCOPE, LOCKSCOPED, REQUEST, RESPONSE, Workload, for_other_users, require_bpf,
-                      run_cli, start_daemon, stop_daemon)
+                      run_cli, start_daemon, stop_daemon, wait_for)
 
 
 def test_bad_requests_keep_connection_and_daemon(daemon):
@@ -157,13 +157,16 @@ def test_schemas_reject_what_the_protocol_forbids(daemon):
 # that the waits outnumber the records whatever the machine's load makes the wait rate.
 STATUS_STACK_RATE = 10
 STATUS_WAITS = 5000
+# The status test's symbolizer is let go after this long without a frame to name.
+STATUS_SYMBOLS_IDLE_S = 1
 
 
 @pytest.fixture
 def sparse_daemon():
     require_bpf()
     d = start_daemon(["--stack-rate", str(STATUS_STACK_RATE), "--cpu-stack-rate", str(STATUS_STACK_RATE),
-                      "--user-dump-rate", str(STATUS_STACK_RATE), "--hold-freq", "0"])
+                      "--user-dump-rate", str(STATUS_STACK_RATE), "--hold-freq", "0",
+                      "--symbols-idle", str(STATUS_SYMBOLS_IDLE_S)])
     yield d
     rc, log = stop_daemon(d)
     assert rc == 0, log
@@ -192,5 +195,19 @@ def test_status_reports_the_daemon_itself(sparse_daemon):
     # the first query looks the frames up in the binaries, the second answers from the cache
     assert first["symbolized"] > 0 and again["symbolized"] == first["symbolized"]
     assert again["cache_hits"] > first["cache_hits"]
+    # idle, the symbolizer lets its files go; a frame not named yet makes a new one, which
+    # still reads the DWARF (inlined functions: the test_unwind.py case)
+    def let_go():
+        u = daemon.call({"cmd": "status"})["self"]["user_symbols"]
+        return u if u["symbolizer_releases"] > again["symbolizer_releases"] and not u["symbolizer_loaded"] else None
+    released = wait_for("the idle symbolizer let go", let_go)
+    w = Workload("inline_locks", "--seconds", "2")
+    w.go()
+    w.wait()
+    rows = daemon.cli_json("top", "--kind", "user", "-p", str(w.pid), "-w", "all", "--stacks")["rows"]
+    after = daemon.call({"cmd": "status"})["self"]["user_symbols"]
+    print(released, after, [r["caller"] for r in rows])
+    assert after["symbolized"] > released["symbolized"] and after["symbolizer_loaded"]
+    assert "take_lock (inlined in worker_main)" in [r["caller"] for r in rows if r["type"] == "futex:mutex"]
     text = daemon.cli("status").stdout
     assert "daemon: " in text and "% of a CPU" in text and "symbols: " in text and "config: " in text
