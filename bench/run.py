@@ -454,7 +454,7 @@ def idle(seconds):
 
 # the 1 s ring (10 slots) rolled over once, and a second for the last drain
 WINDOW_MERGE_S = 12
-SYMBOLS_IDLE_S = 10	# lockscoped's symbols-idle default
+CACHE_IDLE_S = 10	# lockscoped's cache-idle default
 
 
 def many_stacks(queries):
@@ -465,7 +465,8 @@ def many_stacks(queries):
     `top` leaves those out unless -Y asks, and then it would time a filter over 100 k keys
     and nothing else (as it did from 7290a46 to c5622e3); with -Y futex every key makes a
     row, its caller's stack is symbolized for the first 50, and RSS is read after that, and
-    again once the idle symbolizer let its files go (symbols-idle).
+    again once the idle symbolizer let its files go and the view's kept cells are given back
+    (cache-idle).
     Frame-pointer stacks (no dumps: 100 k of them would need a ring buffer of dumps); the
     BPF stack map is sized so that few of the stacks collide in it (its buckets are a hash
     of the stack), and kept to 32 frames."""
@@ -494,10 +495,15 @@ def many_stacks(queries):
         lat.sort()
         rss = rss_bytes(d.pid)
         released = d.status()["self"]["user_symbols"]["symbolizer_releases"]
-        deadline = time.monotonic() + SYMBOLS_IDLE_S + 5
-        while d.status()["self"]["user_symbols"]["symbolizer_releases"] == released:
+        deadline = time.monotonic() + CACHE_IDLE_S + 5
+
+        def given_back():
+            s = d.status()
+            return s["self"]["user_symbols"]["symbolizer_releases"] > released and \
+                not s["aggregator"]["view_cache_bytes"]
+        while not given_back():
             if time.monotonic() > deadline:
-                raise RuntimeError(f"the symbolizer was not let go {SYMBOLS_IDLE_S + 5} s after the queries")
+                raise RuntimeError(f"the query's caches were not given back {CACHE_IDLE_S + 5} s after the queries")
             time.sleep(0.5)
         return {"stacks": st["stacks"]["interned"], "keys": st["aggregator"]["keys"],
                 "rss": rss, "settled": rss_bytes(d.pid), "peak": rss_bytes(d.pid, "VmHWM"),

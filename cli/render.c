@@ -336,9 +336,11 @@ static void render_self(FILE *f, const cJSON *resp)
 		ls_json_num(self, "rss_bytes") / (1 << 20), ls_json_num(self, "heap_bytes") / (1 << 20),
 		ls_json_num(rates, "records"), ls_json_num(rates, "kernel_waits"),
 		ls_json_num(rates, "futex_waits"), ls_json_num(rates, "holder_samples"), ls_json_num(rates, "spin_samples"));
-	fprintf(f, "symbols: %.0f kernel; user frames %.0f symbolized, %.0f from cache, %.0f unresolved\n",
+	fprintf(f, "symbols: %.0f kernel; user frames %.0f symbolized, %.0f from cache, %.0f unresolved; symbolizer %s "
+		"(let go %.0f times, idle)\n",
 		ls_json_num(self, "kernel_symbols"), ls_json_num(syms, "symbolized"), ls_json_num(syms, "cache_hits"),
-		ls_json_num(syms, "unresolved"));
+		ls_json_num(syms, "unresolved"), cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(syms, "symbolizer_loaded")) ?
+		"held" : "not held", ls_json_num(syms, "symbolizer_releases"));
 	render_missing_symbols(f, syms);
 	cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(resp, "probes"))
 		if (!cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(p, "ok")))

@@ -88,7 +88,7 @@ void engine_opts__init(struct engine_opts *o)
 	};
 	diag_thresholds__init(&o->diag);
 	snprintf(o->debuginfod_cache, sizeof(o->debuginfod_cache), "%s", LS_DEF_DEBUGINFOD_CACHE);
-	o->symbols_idle_s = LS_DEF_SYMBOLS_IDLE_S;
+	o->cache_idle_s = LS_DEF_CACHE_IDLE_S;
 }
 
 cJSON *engine__error(const char *fmt, ...)
@@ -203,7 +203,8 @@ static struct sched_source sched_source(struct collector *c)
 int engine__new(const struct engine_opts *opts, engine_reply_fn reply, void *reply_ctx,
 		struct engine **out)
 {
-	struct agg_opts ao = { .windows = opts->windows, .max_keys = opts->max_keys };
+	struct agg_opts ao = { .windows = opts->windows, .max_keys = opts->max_keys,
+			       .view_cache_idle_ns = opts->cache_idle_s * NSEC_PER_SEC };
 	struct collector_opts co = opts->collector;
 	struct engine *e = calloc(1, sizeof(*e));
 	struct rlimit nofile;
@@ -234,7 +235,7 @@ int engine__new(const struct engine_opts *opts, engine_reply_fn reply, void *rep
 	}
 	err = usyms__new(&(struct usyms_opts){ .max_procs = USYMS_MAX_PROCS,
 					       .debuginfod_dir = opts->debuginfod_cache,
-					       .idle_ns = opts->symbols_idle_s * NSEC_PER_SEC }, &e->usyms);
+					       .idle_ns = opts->cache_idle_s * NSEC_PER_SEC }, &e->usyms);
 	if (err)
 		goto cleanup;
 	err = prom_series__new(opts->metrics_max_series, &e->prom_series);

@@ -44,7 +44,11 @@ struct engine_opts {
 	struct diag_thresholds diag;	/* when lock figures become report findings */
 	/* debug files fetched from $DEBUGINFOD_URLS go here; "": never fetched */
 	char debuginfod_cache[LS_OPT_PATH_MAX];
-	uint32_t symbols_idle_s;	/* the user symbolizer let go after this long idle; 0: never */
+	/*
+	 * what is kept for the next query (the symbolizer's parsed files, a window view's
+	 * cells) is given back after this long unused; 0: kept
+	 */
+	uint32_t cache_idle_s;
 	/* sees what the kernel side hands over, before it is decoded (the fuzzers' seeds) */
 	void (*tap)(void *ctx, enum engine_input kind, const void *data, size_t size);
 	void *tap_ctx;
@@ -119,7 +123,7 @@ cJSON *engine__error(const char *fmt, ...) __attribute__((format(printf, 1, 2)))
 #define ENGINE_TICK_MS 200
 /* systemd's StateDirectory=lockscope, where the unit keeps what outlives a restart */
 #define LS_DEF_DEBUGINFOD_CACHE "/var/lib/lockscope/debuginfod"
-#define LS_DEF_SYMBOLS_IDLE_S 10
+#define LS_DEF_CACHE_IDLE_S 10
 /* lock series in the metrics: a busy host has a few hundred (kind, type, thread name, unit) */
 #define LS_DEF_METRICS_MAX_SERIES 1000
 #define ENGINE_CMDS "status, top, waits, scan, threads, spin, report, export"

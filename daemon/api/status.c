@@ -386,6 +386,7 @@ cJSON *engine__status(struct engine *e)
 	agg = cJSON_AddObjectToObject(o, "aggregator");
 	cJSON_AddNumberToObject(agg, "keys", agg__keys(e->agg));
 	cJSON_AddNumberToObject(agg, "folded_keys", agg__folded(e->agg));
+	cJSON_AddNumberToObject(agg, "view_cache_bytes", agg__view_cache_bytes(e->agg));
 	cJSON_AddNumberToObject(agg, "mem_bytes", agg__mem_bytes(e->agg) + stacks__mem_bytes(e->stacks) +
 				usyms__mem_bytes(e->usyms) + (e->push_agg ? agg__mem_bytes(e->push_agg) : 0));
 	cJSON_AddNumberToObject(o, "rings", collector__nr_rings(e->coll));

@@ -62,9 +62,6 @@ const struct ls_setting ls_settings[] = {
 	    LS_SET_WINDOW, "sampling", "user stack copied per yield-site, spin-sample and burst dump (multiple of 8)"),
 	STR("debuginfod-cache", ENG(debuginfod_cache), LS_SET_EMPTY | LS_SET_ABSPATH, "sampling",
 	    "where debug files fetched from $DEBUGINFOD_URLS are kept; empty: never fetch"),
-	U32("symbols-idle", ENG(symbols_idle_s), 0, 86400, 0, "sampling",
-	    "seconds without a new user frame to name before the symbolizer's files are let go "
-	    "(names stay cached); 0: kept"),
 	U32("max-stack", ENG(collector.max_stack), 1, LS_MAX_STACK_DEPTH, 0, "sampling", "frames kept per stack"),
 
 	U32("max-threads", ENG(collector.max_threads), 64, 1U << 22, 0, "maps",
@@ -86,6 +83,9 @@ const struct ls_setting ls_settings[] = {
 	    "lock holders noted for sampling and the preemption check (user and kernel each, rounded down to a power of 2)"),
 	U32("max-keys", ENG(max_keys), 1024, 1U << 26, 0, "maps", "aggregation keys per time slot"),
 	U32("max-stacks", ENG(max_stacks), 1024, 1U << 26, 0, "maps", "distinct stacks the daemon keeps"),
+	U32("cache-idle", ENG(cache_idle_s), 0, 86400, 0, "maps",
+	    "seconds unused after which what is kept for the next query (the symbolizer's parsed "
+	    "debug files, a window view's cells) is given back; 0: kept"),
 
 	U32("yield-min", ENG(spin.yield_min), 1, UINT32_MAX, LS_SET_RELOAD, "thresholds",
 	    "yields (or EAGAIN futex waits) in a storm before it is a yield_spin finding"),

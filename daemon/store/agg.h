@@ -128,6 +128,8 @@ struct agg_opts {
 	 */
 	size_t max_keys;
 	uint64_t start_ns;	/* CLOCK_MONOTONIC of the first slot */
+	/* a view's cells, kept for the next view, are freed after this long unused; 0: kept */
+	uint64_t view_cache_idle_ns;
 };
 
 struct agg;
@@ -136,8 +138,10 @@ struct agg_view;
 struct agg *agg__new(const struct agg_opts *opts);
 void agg__free(struct agg *a);
 int agg__add(struct agg *a, const struct agg_event *ev);
-/* Seals every slot that ended at or before @now_ns. */
+/* Seals every slot that ended at or before @now_ns; frees the view cells kept if idle. */
 void agg__rotate(struct agg *a, uint64_t now_ns);
+/* Bytes of cells kept for the next window view (agg_opts.view_cache_idle_ns). */
+size_t agg__view_cache_bytes(const struct agg *a);
 /*
  * What window @w holds, read-only until the aggregator changes: all time is read in
  * place (no copy of 100 k keys per query), a rolling window is its slots merged by key.

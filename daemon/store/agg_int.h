@@ -71,7 +71,8 @@ struct agg {
 };
 
 /*
- * The cells and key list of a rolling window's view, kept between queries: a fresh block of
+ * The cells and key list of a rolling window's view, kept between queries (until they go
+ * unused for view_cache_idle_ns): a fresh block of
  * a cell per key is mapped and faulted in page by page on every query (a quarter of a
  * query's time at 100 k keys). A view gives it back with the cells it touched cleared.
  */
@@ -80,6 +81,7 @@ struct view_scratch {
 	uint32_t *ids;
 	size_t cap;
 	bool busy;		/* a view holds it; another one at the same time allocates its own */
+	uint64_t used_ns;	/* when the last view gave it back */
 };
 
 struct agg_view {

@@ -70,10 +70,34 @@ static void make_coarse(struct agg *a, int i)
 	push(a, i, &s);
 }
 
+/*
+ * The view cells kept for the next view, freed once no view has used them for
+ * view_cache_idle_ns: they serve a burst of queries (each would otherwise fault a fresh
+ * block in), and are mapped (above the mmap threshold), so free() gives them back.
+ */
+static void view_cache_idle(struct agg *a, uint64_t now_ns)
+{
+	struct view_scratch *sc = a->scratch;
+
+	if (!a->opts.view_cache_idle_ns || sc->busy || !sc->cap || now_ns - sc->used_ns < a->opts.view_cache_idle_ns)
+		return;
+	free(sc->cells);
+	free(sc->ids);
+	sc->cells = NULL;
+	sc->ids = NULL;
+	sc->cap = 0;
+}
+
+size_t agg__view_cache_bytes(const struct agg *a)
+{
+	return a->scratch->cap * (sizeof(*a->scratch->cells) + sizeof(*a->scratch->ids));
+}
+
 void agg__rotate(struct agg *a, uint64_t now_ns)
 {
 	if (!a->opts.windows)
 		return;
+	view_cache_idle(a, now_ns);
 	while (now_ns >= a->live.start + level_slot_ns[0]) {
 		uint64_t next = a->live.start + level_slot_ns[0];
 
@@ -216,6 +240,7 @@ void agg_view__free(struct agg_view *v)
 		for (i = 0; i < v->nr; i++)
 			v->own[v->ids[i]] = (struct cell){ 0 };
 		v->a->scratch->busy = false;
+		v->a->scratch->used_ns = ls_now_ns();
 	} else {
 		free(v->own);
 		free(v->ids);

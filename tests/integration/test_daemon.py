@@ -157,8 +157,8 @@ def test_schemas_reject_what_the_protocol_forbids(daemon):
 # that the waits outnumber the records whatever the machine's load makes the wait rate.
 STATUS_STACK_RATE = 10
 STATUS_WAITS = 5000
-# The status test's symbolizer is let go after this long without a frame to name.
-STATUS_SYMBOLS_IDLE_S = 1
+# The status test's daemon gives back what it keeps for the next query after this long unused.
+STATUS_CACHE_IDLE_S = 2
 
 
 @pytest.fixture
@@ -166,7 +166,7 @@ def sparse_daemon():
     require_bpf()
     d = start_daemon(["--stack-rate", str(STATUS_STACK_RATE), "--cpu-stack-rate", str(STATUS_STACK_RATE),
                       "--user-dump-rate", str(STATUS_STACK_RATE), "--hold-freq", "0",
-                      "--symbols-idle", str(STATUS_SYMBOLS_IDLE_S)])
+                      "--cache-idle", str(STATUS_CACHE_IDLE_S)])
     yield d
     rc, log = stop_daemon(d)
     assert rc == 0, log
@@ -195,12 +195,18 @@ def test_status_reports_the_daemon_itself(sparse_daemon):
     # the first query looks the frames up in the binaries, the second answers from the cache
     assert first["symbolized"] > 0 and again["symbolized"] == first["symbolized"]
     assert again["cache_hits"] > first["cache_hits"]
-    # idle, the symbolizer lets its files go; a frame not named yet makes a new one, which
-    # still reads the DWARF (inlined functions: the test_unwind.py case)
-    def let_go():
-        u = daemon.call({"cmd": "status"})["self"]["user_symbols"]
-        return u if u["symbolizer_releases"] > again["symbolizer_releases"] and not u["symbolizer_loaded"] else None
-    released = wait_for("the idle symbolizer let go", let_go)
+    # a rolling window's view keeps its cells for the next query
+    daemon.cli_json("top", "-w", "1m")
+    assert daemon.call({"cmd": "status"})["aggregator"]["view_cache_bytes"] > 0
+    # idle, the symbolizer lets its files go and the view's cells are given back; a frame
+    # not named yet makes a new symbolizer, which still reads the DWARF (inlined functions:
+    # the test_unwind.py case)
+    def given_back():
+        st = daemon.call({"cmd": "status"})
+        u = st["self"]["user_symbols"]
+        return u if u["symbolizer_releases"] > again["symbolizer_releases"] and not u["symbolizer_loaded"] and \
+            not st["aggregator"]["view_cache_bytes"] else None
+    released = wait_for("the idle caches given back", given_back)
     w = Workload("inline_locks", "--seconds", "2")
     w.go()
     w.wait()

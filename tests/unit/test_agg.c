@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <cmocka.h>
+#include "lib/clock.h"
 #include "lib/htab.h"
 #include "store/agg.h"
 #include "store/stacks.h"
@@ -102,6 +103,29 @@ static void test_windows_roll(void **state)
 	/* 6 minutes on, the 5 m window has let go too */
 	agg__rotate(a, T0 + 420 * SEC);
 	assert_int_equal(window_count(a, LS_WIN_5M, &start), 0);
+	agg__free(a);
+}
+
+/* A window view's cells are kept for the next view, and given back once unused for a while. */
+static void test_view_cells_given_back_when_idle(void **state)
+{
+	struct agg_opts o = { .windows = true, .max_keys = 1000, .start_ns = ls_now_ns(), .view_cache_idle_ns = SEC };
+	struct agg *a = agg__new(&o);
+	uint64_t start;
+
+	(void)state;
+	assert_non_null(a);
+	add(a, 10, 0xa, 100);
+	assert_int_equal(agg__view_cache_bytes(a), 0);
+	assert_int_equal(window_count(a, LS_WIN_1M, &start), 1);
+	assert_true(agg__view_cache_bytes(a) > 0);
+	agg__rotate(a, ls_now_ns());		/* used just now: kept */
+	assert_true(agg__view_cache_bytes(a) > 0);
+	agg__rotate(a, ls_now_ns() + SEC);	/* unused for a second: given back */
+	assert_int_equal(agg__view_cache_bytes(a), 0);
+	/* the next view makes them anew, and counts the same */
+	assert_int_equal(window_count(a, LS_WIN_1M, &start), 1);
+	assert_true(agg__view_cache_bytes(a) > 0);
 	agg__free(a);
 }
 
@@ -358,6 +382,7 @@ int main(void)
 		cmocka_unit_test(test_hist_buckets),
 		cmocka_unit_test(test_stat_add_and_merge),
 		cmocka_unit_test(test_windows_roll),
+		cmocka_unit_test(test_view_cells_given_back_when_idle),
 		cmocka_unit_test(test_histograms_one_wait_and_more),
 		cmocka_unit_test(test_keys_full_are_counted),
 		cmocka_unit_test(test_a_lost_table_entry_counts_its_waits),
