@@ -465,8 +465,8 @@ def many_stacks(queries):
     `top` leaves those out unless -Y asks, and then it would time a filter over 100 k keys
     and nothing else (as it did from 7290a46 to c5622e3); with -Y futex every key makes a
     row, its caller's stack is symbolized for the first 50, and RSS is read after that, and
-    again once the idle symbolizer let its files go and the view's kept cells are given back
-    (cache-idle).
+    again once the idle symbolizer let its files go and the view's cells and the query's
+    arrays kept for the next one are given back (cache-idle).
     Frame-pointer stacks (no dumps: 100 k of them would need a ring buffer of dumps); the
     BPF stack map is sized so that few of the stacks collide in it (its buckets are a hash
     of the stack), and kept to 32 frames."""
@@ -500,7 +500,7 @@ def many_stacks(queries):
         def given_back():
             s = d.status()
             return s["self"]["user_symbols"]["symbolizer_releases"] > released and \
-                not s["aggregator"]["view_cache_bytes"]
+                not s["aggregator"]["view_cache_bytes"] and not s["self"]["query_scratch_bytes"]
         while not given_back():
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the query's caches were not given back {CACHE_IDLE_S + 5} s after the queries")

@@ -18,6 +18,7 @@ struct agg_view;
 struct stacks;
 struct ksyms;
 struct usyms;
+struct scratch;
 
 /*
  * rows by caller, thread or lock, by where the process runs (unit, cgroup, pod), or by edge:
@@ -62,6 +63,7 @@ struct query_ctx {
 	struct usyms *usyms;		/* NULL: user frames as codes */
 	const struct cgroups *cgroups;	/* NULL: rows without their cgroup */
 	bool hide_kernel_addrs;		/* kernel frames and locks by name only (null addr) */
+	struct scratch *scratch;	/* buffers kept from one query to the next; NULL: none */
 };
 
 /* type_mask is a uint32_t: room for this many lock types */

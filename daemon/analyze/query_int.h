@@ -94,6 +94,7 @@ struct owner_val {
 
 struct row_set {
 	const struct query *q;
+	struct scratch *scratch;	/* where its arrays of a key or row each come from */
 	struct row *rows;
 	size_t nr, cap;
 	struct htab *index;	/* row_key -> row index */
@@ -111,8 +112,12 @@ struct row_set {
 /* rows.c */
 /* Not waits: what a lock's holder did (samples, preemptions), keyed like the lock's waits. */
 bool query_is_holder_event(const struct agg_key *k);
-/* Builds the rows of @view for @q and picks the shown ones; rows_free() after. */
-int rows_fill(struct row_set *rs, const struct agg_view *view, const struct query *q);
+/*
+ * Builds the rows of @view for @q and picks the shown ones; rows_free() after. Its arrays
+ * of a key or a row each come from @scratch (NULL: allocated for it).
+ */
+struct scratch;
+int rows_fill(struct row_set *rs, const struct agg_view *view, const struct query *q, struct scratch *scratch);
 void rows_free(struct row_set *rs);
 
 /* frames.c */

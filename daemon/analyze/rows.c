@@ -4,6 +4,7 @@
  * scaled by their sampled stacks), the top rows picked with a partial heap, and for the
  * shown rows alone their histograms, types, owners and releasers.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,7 +12,7 @@
 #include "analyze/query.h"
 #include "analyze/query_int.h"
 #include "lib/htab.h"
-#include "lib/vec.h"
+#include "lib/scratch.h"
 #include "store/stacks.h"
 
 static bool kind_wanted(const struct query *q, const struct agg_key *k)
@@ -124,7 +125,20 @@ static uint32_t side_stack(const struct agg_key *k, enum query_side side)
  * A pass over a view's wait keys, as query__for_each_wait() describes; each key's class and
  * whether the query wants it, and the strata, are found once and serve every pass.
  */
+/* The arrays of a key or a row each that rows_fill() borrows from the query's scratch. */
+enum rows_scratch {
+	RS_CLASS_OF,
+	RS_STRATUM_OF,
+	RS_ROWS,
+	RS_ROW_OF,
+	RS_ROW_OF_STACK,
+	RS_DETAIL_OF,
+	RS_MAX,
+};
+_Static_assert((int)RS_MAX <= (int)SCRATCH_SLOTS, "rows_fill's arrays fit the scratch");
+
 struct walk {
+	struct scratch *scratch;	/* where class_of and stratum_of come from; NULL: allocated */
 	const struct agg_view *view;
 	const struct query *q;
 	enum query_side side;
@@ -143,13 +157,13 @@ typedef int (*walk_fn)(void *arg, size_t pos, const struct agg_key *k, const str
 static void walk_free(struct walk *w)
 {
 	wait_classes__free(w->classes);
-	free(w->class_of);
+	scratch__put(w->scratch, RS_CLASS_OF, w->class_of);
 	htab__free(w->strata);
-	free(w->stratum_of);
+	scratch__put(w->scratch, RS_STRATUM_OF, w->stratum_of);
 }
 
 static int walk_init(struct walk *w, const struct agg_view *view, const struct query *q, enum query_side side,
-		     bool by_stack)
+		     bool by_stack, struct scratch *scratch)
 {
 	size_t i, nr = agg_view__count(view);
 	/* the last key's stratum: a thread's waits on one lock come in a run, one lookup */
@@ -159,17 +173,19 @@ static int walk_init(struct walk *w, const struct agg_view *view, const struct q
 	struct agg_val v;
 
 	memset(w, 0, sizeof(*w));
+	w->scratch = scratch;
 	w->view = view;
 	w->q = q;
 	w->side = side;
 	w->by_stack = by_stack;
 	w->classes = wait_classes__new(view);
-	w->class_of = calloc(nr ? nr : 1, sizeof(*w->class_of));
+	w->class_of = scratch__get(scratch, RS_CLASS_OF, nr * sizeof(*w->class_of), true);
 	if (!w->classes || !w->class_of)
 		goto nomem;
 	if (by_stack) {
 		w->strata = htab__new(sizeof(struct stratum_key), sizeof(struct stratum), SIZE_MAX);
-		w->stratum_of = calloc(nr ? nr : 1, sizeof(*w->stratum_of));
+		/* not cleared: read only where class_of says the key is wanted, set there */
+		w->stratum_of = scratch__get(scratch, RS_STRATUM_OF, nr * sizeof(*w->stratum_of), false);
 		if (!w->strata || !w->stratum_of)
 			goto nomem;
 	}
@@ -281,7 +297,7 @@ int query__for_each_wait(const struct agg_view *view, const struct query *q, enu
 	struct walk w;
 	int err;
 
-	if ((err = walk_init(&w, view, q, side, by_stack)))
+	if ((err = walk_init(&w, view, q, side, by_stack, NULL)))
 		return err;
 	err = walk_each(&w, public_step, NULL, &p);
 	walk_free(&w);
@@ -317,8 +333,8 @@ static void detail_add(struct row_detail *d, const struct agg_key *k, const stru
 
 static int row_new(struct row_set *rs, uint32_t *idx)
 {
-	if (ls_vec_reserve(&rs->rows, &rs->cap, rs->nr, sizeof(*rs->rows)))
-		return -ENOMEM;
+	if (rs->nr >= rs->cap)	/* reserved for every wanted key (rows_fill()) */
+		return -ENOSPC;
 	rs->rows[rs->nr] = (struct row){ .min_ns = UINT64_MAX };
 	*idx = rs->nr++;
 	return 0;
@@ -615,28 +631,30 @@ static int select_rows(struct row_set *rs, size_t n)
 }
 
 /* Rows for @q: every key grouped, the first q->limit (all: 0) chosen, then detailed. */
-int rows_fill(struct row_set *rs, const struct agg_view *view, const struct query *q)
+int rows_fill(struct row_set *rs, const struct agg_view *view, const struct query *q, struct scratch *scratch)
 {
 	size_t i, n, nr = agg_view__count(view);
 	struct walk w;
 	int err;
 
 	rs->q = q;
+	rs->scratch = scratch;
 	rs->index = htab__new(sizeof(struct row_key), sizeof(uint32_t), SIZE_MAX);
 	rs->owners = htab__new(sizeof(struct owner_key), sizeof(struct owner_val), SIZE_MAX);
-	rs->row_of = calloc(nr ? nr : 1, sizeof(*rs->row_of));
+	rs->row_of = scratch__get(scratch, RS_ROW_OF, nr * sizeof(*rs->row_of), true);
 	if (!rs->index || !rs->owners || !rs->row_of)
 		return -ENOMEM;
 	/* a caller is known only for waits with a stack: those stand for the rest */
-	if ((err = walk_init(&w, view, q, QUERY_WAITER, q->group == LS_GROUP_CALLER)))
+	if ((err = walk_init(&w, view, q, QUERY_WAITER, q->group == LS_GROUP_CALLER, scratch)))
 		return err;
 	/* every wanted key makes a row or adds to one: the rows never outgrow this */
-	if (w.wanted && !(rs->rows = malloc(w.wanted * sizeof(*rs->rows))))
+	if (w.wanted && !(rs->rows = scratch__get(scratch, RS_ROWS, w.wanted * sizeof(*rs->rows), false)))
 		err = -ENOMEM;
 	rs->cap = w.wanted;
 	if (!err && q->group == LS_GROUP_CALLER) {
 		rs->nr_stacks = w.max_stack + 1;
-		if (!(rs->row_of_stack = calloc(rs->nr_stacks, sizeof(*rs->row_of_stack))))
+		if (!(rs->row_of_stack = scratch__get(scratch, RS_ROW_OF_STACK,
+						      rs->nr_stacks * sizeof(*rs->row_of_stack), true)))
 			err = -ENOMEM;
 	}
 	if (!err)
@@ -645,7 +663,7 @@ int rows_fill(struct row_set *rs, const struct agg_view *view, const struct quer
 	if (!err)
 		err = select_rows(rs, n);
 	if (!err) {
-		rs->detail_of = malloc((rs->nr ? rs->nr : 1) * sizeof(*rs->detail_of));
+		rs->detail_of = scratch__get(scratch, RS_DETAIL_OF, rs->nr * sizeof(*rs->detail_of), false);
 		rs->details = calloc(n ? n : 1, sizeof(*rs->details));
 		if (!rs->detail_of || !rs->details)
 			err = -ENOMEM;
@@ -669,10 +687,10 @@ void rows_free(struct row_set *rs)
 {
 	htab__free(rs->index);
 	htab__free(rs->owners);
-	free(rs->rows);
-	free(rs->row_of);
-	free(rs->row_of_stack);
+	scratch__put(rs->scratch, RS_ROWS, rs->rows);
+	scratch__put(rs->scratch, RS_ROW_OF, rs->row_of);
+	scratch__put(rs->scratch, RS_ROW_OF_STACK, rs->row_of_stack);
 	free(rs->shown);
-	free(rs->detail_of);
+	scratch__put(rs->scratch, RS_DETAIL_OF, rs->detail_of);
 	free(rs->details);
 }

@@ -265,7 +265,7 @@ cJSON *query__rows(const struct agg_view *view, const struct query *q, const str
 	cJSON *arr = NULL;
 	size_t i;
 
-	if (rows_fill(&rs, view, q))
+	if (rows_fill(&rs, view, q, ctx->scratch))
 		goto cleanup;
 	if ((q->holders || q->owners) && !(holds = build_holds(view, q)))
 		goto cleanup;

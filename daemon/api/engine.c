@@ -25,6 +25,7 @@
 #include "decode/usyms.h"
 #include "lib/clock.h"
 #include "lib/log.h"
+#include "lib/scratch.h"
 #include "store/agg.h"
 #include "store/stacks.h"
 #include "klock.h"
@@ -225,11 +226,12 @@ int engine__new(const struct engine_opts *opts, engine_reply_fn reply, void *rep
 	ao.start_ns = e->start_ns;
 	e->stacks = stacks__new(opts->max_stacks);
 	e->agg = agg__new(&ao);
+	e->scratch = scratch__new(opts->cache_idle_s * NSEC_PER_SEC);
 	if (opts->push) {
 		e->push_agg = agg__new(&(struct agg_opts){ .max_keys = opts->max_keys, .start_ns = e->start_ns });
 		e->push_start_unix_ns = ls_clock_ns(CLOCK_REALTIME);
 	}
-	if (!e->stacks || !e->agg || (opts->push && !e->push_agg)) {
+	if (!e->stacks || !e->agg || !e->scratch || (opts->push && !e->push_agg)) {
 		err = -ENOMEM;
 		goto cleanup;
 	}
@@ -336,6 +338,7 @@ void engine__free(struct engine *e)
 	stacks__free(e->stacks);
 	ksyms__free(e->ksyms);
 	usyms__free(e->usyms);
+	scratch__free(e->scratch);
 	cgroups__free(e->cgroups);
 	prom_series__free(e->prom_series);
 	free(e);
@@ -464,7 +467,7 @@ void engine_query_init(const struct engine *e, struct query *q)
 struct query_ctx engine_query_ctx(const struct engine *e, bool kernel_addrs)
 {
 	return (struct query_ctx){ .stacks = e->stacks, .ksyms = e->ksyms, .usyms = e->usyms,
-				   .cgroups = e->cgroups, .hide_kernel_addrs = !kernel_addrs };
+				   .cgroups = e->cgroups, .hide_kernel_addrs = !kernel_addrs, .scratch = e->scratch };
 }
 
 void engine__set_status_extra(struct engine *e, engine_status_fn fn, void *ctx)
@@ -620,6 +623,7 @@ void engine__tick(struct engine *e)
 	now = ls_now_ns();
 	decoder__tick(e->dec, now);
 	usyms__poll(e->usyms);
+	scratch__idle(e->scratch, now);
 	agg__rotate(e->agg, now);
 	per_second(e, now);
 	if (now - e->last_gc_ns >= GC_INTERVAL_NS) {

@@ -72,6 +72,7 @@ struct engine {
 	struct ksyms *ksyms;
 	struct stacks *stacks;
 	struct agg *agg;
+	struct scratch *scratch;	/* the queries' arrays, kept from one to the next */
 	struct usyms *usyms;
 	struct cgroups *cgroups;	/* each process's cgroup, unit, container and pod */
 	struct prom_series *prom_series;	/* the lock series /metrics labels, for the daemon's life */

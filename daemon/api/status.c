@@ -14,6 +14,7 @@
 #include "decode/unwind.h"
 #include "decode/usyms.h"
 #include "lib/clock.h"
+#include "lib/scratch.h"
 #include "store/agg.h"
 #include "store/stacks.h"
 
@@ -147,6 +148,7 @@ static cJSON *self_json(const struct engine *e)
 	cJSON_AddNumberToObject(o, "cpu_ns", ls_clock_ns(CLOCK_PROCESS_CPUTIME_ID));
 	cJSON_AddNumberToObject(o, "rss_bytes", rss_bytes());
 	cJSON_AddNumberToObject(o, "heap_bytes", heap_bytes());
+	cJSON_AddNumberToObject(o, "query_scratch_bytes", scratch__bytes(e->scratch));
 	cJSON_AddNumberToObject(o, "records", e->records);
 	usyms__stats(e->usyms, &us);
 	sym = cJSON_AddObjectToObject(o, "user_symbols");

@@ -195,9 +195,10 @@ def test_status_reports_the_daemon_itself(sparse_daemon):
     # the first query looks the frames up in the binaries, the second answers from the cache
     assert first["symbolized"] > 0 and again["symbolized"] == first["symbolized"]
     assert again["cache_hits"] > first["cache_hits"]
-    # a rolling window's view keeps its cells for the next query
+    # a rolling window's view keeps its cells for the next query, the rows their arrays
     daemon.cli_json("top", "-w", "1m")
-    assert daemon.call({"cmd": "status"})["aggregator"]["view_cache_bytes"] > 0
+    st = daemon.call({"cmd": "status"})
+    assert st["aggregator"]["view_cache_bytes"] > 0 and st["self"]["query_scratch_bytes"] > 0
     # idle, the symbolizer lets its files go and the view's cells are given back; a frame
     # not named yet makes a new symbolizer, which still reads the DWARF (inlined functions:
     # the test_unwind.py case)
@@ -205,7 +206,7 @@ def test_status_reports_the_daemon_itself(sparse_daemon):
         st = daemon.call({"cmd": "status"})
         u = st["self"]["user_symbols"]
         return u if u["symbolizer_releases"] > again["symbolizer_releases"] and not u["symbolizer_loaded"] and \
-            not st["aggregator"]["view_cache_bytes"] else None
+            not st["aggregator"]["view_cache_bytes"] and not st["self"]["query_scratch_bytes"] else None
     released = wait_for("the idle caches given back", given_back)
     w = Workload("inline_locks", "--seconds", "2")
     w.go()

@@ -8,6 +8,7 @@
 #include <cmocka.h>
 #include "lib/clock.h"
 #include "lib/htab.h"
+#include "lib/scratch.h"
 #include "store/agg.h"
 #include "store/stacks.h"
 
@@ -127,6 +128,44 @@ static void test_view_cells_given_back_when_idle(void **state)
 	assert_int_equal(window_count(a, LS_WIN_1M, &start), 1);
 	assert_true(agg__view_cache_bytes(a) > 0);
 	agg__free(a);
+}
+
+/* A query's scratch: lent once at a time, reused cleared, freed only once idle. */
+static void test_scratch_lends_reuses_and_idles(void **state)
+{
+	struct scratch *s = scratch__new(SEC);
+	unsigned char *a, *b, *c;
+
+	(void)state;
+	assert_non_null(s);
+	a = scratch__get(s, 0, 4096, true);
+	assert_non_null(a);
+	memset(a, 0xab, 4096);
+	/* lent: a second user gets a block of its own, freed when it gives it back */
+	b = scratch__get(s, 0, 4096, true);
+	assert_non_null(b);
+	assert_ptr_not_equal(a, b);
+	assert_int_equal(b[4095], 0);
+	scratch__put(s, 0, b);
+	scratch__put(s, 0, a);
+	assert_int_equal(scratch__bytes(s), 4096);
+	/* given back: the same block again, cleared when asked, no larger than it needs */
+	c = scratch__get(s, 0, 2048, true);
+	assert_ptr_equal(c, a);
+	assert_int_equal(c[0], 0);
+	assert_int_equal(c[2047], 0);
+	scratch__idle(s, ls_now_ns() + 2 * SEC);	/* lent: kept, however idle */
+	assert_int_equal(scratch__bytes(s), 4096);
+	scratch__put(s, 0, c);
+	scratch__idle(s, ls_now_ns());			/* used just now: kept */
+	assert_int_equal(scratch__bytes(s), 4096);
+	scratch__idle(s, ls_now_ns() + SEC);		/* idle a second: freed */
+	assert_int_equal(scratch__bytes(s), 0);
+	/* NULL: plain allocations */
+	a = scratch__get(NULL, 0, 16, true);
+	assert_non_null(a);
+	scratch__put(NULL, 0, a);
+	scratch__free(s);
 }
 
 /* @v's histogram as agg_hist_add() gives it */
@@ -383,6 +422,7 @@ int main(void)
 		cmocka_unit_test(test_stat_add_and_merge),
 		cmocka_unit_test(test_windows_roll),
 		cmocka_unit_test(test_view_cells_given_back_when_idle),
+		cmocka_unit_test(test_scratch_lends_reuses_and_idles),
 		cmocka_unit_test(test_histograms_one_wait_and_more),
 		cmocka_unit_test(test_keys_full_are_counted),
 		cmocka_unit_test(test_a_lost_table_entry_counts_its_waits),
