@@ -46,7 +46,7 @@ struct engine_opts {
 	char debuginfod_cache[LS_OPT_PATH_MAX];
 	/*
 	 * what is kept for the next query (the symbolizer's parsed files, a window view's
-	 * cells) is given back after this long unused; 0: kept
+	 * cells, the rows' arrays) is given back after this long unused; 0: kept
 	 */
 	uint32_t cache_idle_s;
 	/* sees what the kernel side hands over, before it is decoded (the fuzzers' seeds) */
