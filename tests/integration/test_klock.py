@@ -371,6 +371,11 @@ def test_waits_drained_mid_storm_count_exactly(daemon):
 
 # the daemon frees the thread slots of exited threads this often (engine.c GC_INTERVAL_NS)
 GC_INTERVAL_S = 10
+# thread_churn's threads a run starts with, the kernel-lock waits it must make to count,
+# and the most threads it is given to make them
+CHURN_THREADS = 10000
+CHURN_MIN_WAITS = 5000
+CHURN_MAX_THREADS = 4 * CHURN_THREADS
 
 
 def test_churned_threads_kernel_waits_count_exactly(daemon, tmp_path):
@@ -386,14 +391,23 @@ def test_churned_threads_kernel_waits_count_exactly(daemon, tmp_path):
     require_tool("bpftool")
     tids_file = str(tmp_path / "tids")
     for run in range(2):
-        before = daemon.cli_json("status")
-        # perf records from before the process exists to after it is gone, as the daemon
-        # does: both count its whole life, with no boundary a wait could fall across
-        perf = PerfRecordAll()
-        w = Workload("thread_churn", "--threads", "10000", "--batch", "50", "--kernel", "--tids-file", tids_file)
-        w.go()
-        res = w.wait()
-        ref = perf.count(w.pid)
+        # a run counts once it made CHURN_MIN_WAITS waits (how many 10 000 threads make
+        # depends on the host): again with twice the threads until it has
+        threads = CHURN_THREADS
+        while True:
+            before = daemon.cli_json("status")
+            # perf records from before the process exists to after it is gone, as the daemon
+            # does: both count its whole life, with no boundary a wait could fall across
+            perf = PerfRecordAll()
+            w = Workload("thread_churn", "--threads", str(threads), "--batch", "50", "--kernel",
+                         "--tids-file", tids_file)
+            w.go()
+            res = w.wait()
+            ref = perf.count(w.pid)
+            if ref > CHURN_MIN_WAITS or threads >= CHURN_MAX_THREADS:
+                break
+            print(f"run {run}: {threads} threads made {ref} waits, fewer than {CHURN_MIN_WAITS}: again, twice as many")
+            threads *= 2
         time.sleep(0.5)  # one drain tick
         ours = kernel_waits(daemon, w.pid)
         after = daemon.cli_json("status")
@@ -405,13 +419,13 @@ def test_churned_threads_kernel_waits_count_exactly(daemon, tmp_path):
         print(f"run {run}: {res['threads']} threads, perf {ref}, lockscope {ours}, skipped {skipped}, {lost}, "
               f"samples lost {samples_lost}, "
               f"slots freed so far {freed}; every drop counter that moved: {moved}")
-        assert ref > 5000, "thread_churn made too little kernel-lock contention"
+        assert ref > CHURN_MIN_WAITS, "thread_churn made too little kernel-lock contention"
         assert 0 <= ref - ours <= skipped
         assert not any(lost.values()), lost
         if run == 0:
             with open(tids_file) as f:
                 churned = {int(line) for line in f}
-            assert len(churned) == 10000
+            assert len(churned) == threads
             # how many the threads left depends on how many waited (17 k to 53 k waits a
             # run): what the sweep must delete is what is there now
             def gone_in_maps():
