@@ -133,21 +133,27 @@ class PerfYields(PerfRecorder):
                          "-t", str(tid))
 
     def counts(self):
-        """Stops perf: {"yields": all sched_yield() calls, "switched": those that switched}."""
+        """Stops perf: {"yields": all sched_yield() calls, "switched": those that switched,
+        "to": {tid: the switched yields that ran it}}."""
         self.stop()
         out = subprocess.run(["perf", "script", "-i", self.data, "-F", "event,trace"], capture_output=True,
                              text=True, check=True, timeout=120).stdout
         yields = switched = 0
+        to = {}
         in_yield = False
         for line in out.splitlines():
             if "sys_enter_sched_yield" in line:
                 yields += 1
                 in_yield = True
             elif "sched_switch" in line and in_yield:
-                switched += re.search(r"prev_state=R(?!\+)", line) is not None
+                if re.search(r"prev_state=R(?!\+)", line):
+                    switched += 1
+                    nxt = re.search(r"next_pid=(\d+)", line)
+                    if nxt:
+                        to[int(nxt.group(1))] = to.get(int(nxt.group(1)), 0) + 1
                 in_yield = False
         assert yields, f"perf saw no sched_yield(): {out[:500]}"
-        return {"yields": yields, "switched": switched}
+        return {"yields": yields, "switched": switched, "to": to}
 
 
 class PerfStat:

@@ -66,6 +66,9 @@ def test_libuv_async_yield_spin(daemon):
     assert "libuv" in f["hint"] and "1.45" in f["hint"]
 
 
+YIELD_RING_ATTEMPTS = 4
+
+
 def test_yield_peers_beyond_the_spinners_own(daemon):
     """A yield storm with five peers on the yielder's CPU, which spin: a spinner counts its
     first peers in its own entry and any more in the peers map (struct sched_spin_thread).
@@ -73,18 +76,29 @@ def test_yield_peers_beyond_the_spinners_own(daemon):
     when yielded to, and they add up to the yields counted, which are every yield that
     switched as perf counts them."""
     require_tool("perf")
-    w = Workload("yield_ring", "--threads", "6", "--yields", "300")
-    perf = PerfYields(w.pid)	# the yielder is the main thread
-    w.go()
-    res = w.wait()
-    switched = perf.counts()["switched"]
-    fs = findings(daemon, w.pid, "yield_spin")
-    ev = next(f for f in fs if f["tid"] == res["yielder_tid"])["evidence"]
+    # a storm whose yields switched often enough makes a finding; on a quiet host fewer of
+    # the 300 may switch than it needs: a new storm then, a few times at most
+    for attempt in range(YIELD_RING_ATTEMPTS):
+        w = Workload("yield_ring", "--threads", "6", "--yields", "300")
+        perf = PerfYields(w.pid)	# the yielder is the main thread
+        w.go()
+        res = w.wait()
+        counts = perf.counts()
+        switched = counts["switched"]
+        fs = [f for f in findings(daemon, w.pid, "yield_spin") if f["tid"] == res["yielder_tid"]]
+        if fs and switched >= 100:
+            break
+        print(f"attempt {attempt}: {switched} yields switched, {len(fs)} finding: again")
+    assert fs, f"no yield_spin finding for the yielder ({switched} yields switched)"
+    ev = fs[0]["evidence"]
     peers = {p["tid"]: p["yields_to"] for p in ev["peers"]}
-    print(json.dumps(ev["peers"]), "workload:", res["yields"], "perf switched:", switched)
+    print(json.dumps(ev["peers"]), "workload:", res["yields"], "perf switched:", switched, "to:", counts["to"])
     assert res["yields"] == 300 and switched >= 100, "the yields must switch"
-    # each pair once; a yield may also run a kernel thread that woke on the CPU
-    assert len(ev["peers"]) == len(peers) and set(peers) >= set(res["peer_tids"])
+    # each pair once, the peers perf saw the yields run (the scheduler may pass one of the
+    # five over); a yield may also run a kernel thread that woke on the CPU
+    ran = {t for t in counts["to"] if t in res["peer_tids"]}
+    assert ran, counts["to"]
+    assert len(ev["peers"]) == len(peers) and set(peers) >= ran, (peers, counts["to"])
     assert all(p["preempted"] for p in ev["peers"] if p["tid"] in res["peer_tids"])
     assert sum(peers.values()) == ev["yields_total"]
     assert abs(ev["yields_total"] - switched) <= max(2, 0.01 * switched)
