@@ -179,13 +179,13 @@ static int walk_init(struct walk *w, const struct agg_view *view, const struct q
 	w->side = side;
 	w->by_stack = by_stack;
 	w->classes = wait_classes__new(view);
-	w->class_of = scratch__get(scratch, RS_CLASS_OF, nr * sizeof(*w->class_of), true);
+	w->class_of = scratch__get(scratch, RS_CLASS_OF, nr * sizeof(*w->class_of), SCRATCH_ZEROED);
 	if (!w->classes || !w->class_of)
 		goto nomem;
 	if (by_stack) {
 		w->strata = htab__new(sizeof(struct stratum_key), sizeof(struct stratum), SIZE_MAX);
 		/* not cleared: read only where class_of says the key is wanted, set there */
-		w->stratum_of = scratch__get(scratch, RS_STRATUM_OF, nr * sizeof(*w->stratum_of), false);
+		w->stratum_of = scratch__get(scratch, RS_STRATUM_OF, nr * sizeof(*w->stratum_of), SCRATCH_RAW);
 		if (!w->strata || !w->stratum_of)
 			goto nomem;
 	}
@@ -641,20 +641,20 @@ int rows_fill(struct row_set *rs, const struct agg_view *view, const struct quer
 	rs->scratch = scratch;
 	rs->index = htab__new(sizeof(struct row_key), sizeof(uint32_t), SIZE_MAX);
 	rs->owners = htab__new(sizeof(struct owner_key), sizeof(struct owner_val), SIZE_MAX);
-	rs->row_of = scratch__get(scratch, RS_ROW_OF, nr * sizeof(*rs->row_of), true);
+	rs->row_of = scratch__get(scratch, RS_ROW_OF, nr * sizeof(*rs->row_of), SCRATCH_ZEROED);
 	if (!rs->index || !rs->owners || !rs->row_of)
 		return -ENOMEM;
 	/* a caller is known only for waits with a stack: those stand for the rest */
 	if ((err = walk_init(&w, view, q, QUERY_WAITER, q->group == LS_GROUP_CALLER, scratch)))
 		return err;
 	/* every wanted key makes a row or adds to one: the rows never outgrow this */
-	if (w.wanted && !(rs->rows = scratch__get(scratch, RS_ROWS, w.wanted * sizeof(*rs->rows), false)))
+	if (w.wanted && !(rs->rows = scratch__get(scratch, RS_ROWS, w.wanted * sizeof(*rs->rows), SCRATCH_RAW)))
 		err = -ENOMEM;
 	rs->cap = w.wanted;
 	if (!err && q->group == LS_GROUP_CALLER) {
 		rs->nr_stacks = w.max_stack + 1;
 		if (!(rs->row_of_stack = scratch__get(scratch, RS_ROW_OF_STACK,
-						      rs->nr_stacks * sizeof(*rs->row_of_stack), true)))
+						      rs->nr_stacks * sizeof(*rs->row_of_stack), SCRATCH_ZEROED)))
 			err = -ENOMEM;
 	}
 	if (!err)
@@ -663,7 +663,7 @@ int rows_fill(struct row_set *rs, const struct agg_view *view, const struct quer
 	if (!err)
 		err = select_rows(rs, n);
 	if (!err) {
-		rs->detail_of = scratch__get(scratch, RS_DETAIL_OF, rs->nr * sizeof(*rs->detail_of), false);
+		rs->detail_of = scratch__get(scratch, RS_DETAIL_OF, rs->nr * sizeof(*rs->detail_of), SCRATCH_RAW);
 		rs->details = calloc(n ? n : 1, sizeof(*rs->details));
 		if (!rs->detail_of || !rs->details)
 			err = -ENOMEM;

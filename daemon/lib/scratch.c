@@ -44,27 +44,32 @@ void scratch__free(struct scratch *s)
 	free(s);
 }
 
-static void *alloc(size_t size, bool zero)
+static void *alloc(size_t size, enum scratch_init init)
 {
 	size = size ? size : 1;
-	return zero ? calloc(1, size) : malloc(size);
+	return init == SCRATCH_RAW ? malloc(size) : calloc(1, size);
 }
 
-void *scratch__get(struct scratch *s, unsigned int slot, size_t size, bool zero)
+void *scratch__get(struct scratch *s, unsigned int slot, size_t size, enum scratch_init init)
 {
 	struct scratch_buf *b;
+	size_t room;
 
 	if (!s || slot >= SCRATCH_SLOTS || s->b[slot].lent)
-		return alloc(size, zero);
+		return alloc(size, init);
 	b = &s->b[slot];
 	s->used_ns = ls_now_ns();
 	if (b->size < size || !b->p) {
-		/* a fresh block comes zeroed, and its pages untouched until used */
+		/*
+		 * a fresh block comes zeroed, its pages untouched until used; a little room
+		 * past @size, as what it is sized by (keys, rows) mostly grows
+		 */
+		room = size + size / 16;
 		drop(b);
-		if (!(b->p = alloc(size, zero)))
+		if (!(b->p = alloc(room, init)))
 			return NULL;
-		b->size = size ? size : 1;
-	} else if (zero) {
+		b->size = room ? room : 1;
+	} else if (init == SCRATCH_ZEROED) {
 		memset(b->p, 0, size);
 	}
 	b->lent = true;

@@ -9,6 +9,7 @@
 #include <string.h>
 #include "lib/clock.h"
 #include "lib/htab.h"
+#include "lib/scratch.h"
 #include "store/agg.h"
 #include "store/agg_int.h"
 
@@ -50,7 +51,7 @@ struct agg *agg__new(const struct agg_opts *opts)
 		agg__free(a);
 		return NULL;
 	}
-	a->scratch = calloc(1, sizeof(*a->scratch));
+	a->scratch = scratch__new(opts->view_cache_idle_ns);
 	if (!a->scratch) {
 		agg__free(a);
 		return NULL;
@@ -76,11 +77,7 @@ void agg__free(struct agg *a)
 	for (i = 0; i < LEVELS; i++)
 		for (j = 0; j < SLOTS_PER_LEVEL; j++)
 			agg_slot_free(&a->levels[i].ring[j]);
-	if (a->scratch) {
-		free(a->scratch->cells);
-		free(a->scratch->ids);
-		free(a->scratch);
-	}
+	scratch__free(a->scratch);
 	free(a);
 }
 

@@ -67,21 +67,19 @@ struct agg {
 	uint64_t dropped;
 	uint64_t folded;		/* idle keys folded into their process's (fold_key()) */
 	uint64_t compact_at;		/* no compaction before this slot start: none could fold more */
-	struct view_scratch *scratch;	/* a window view's cells, kept for the next one */
+	struct scratch *scratch;	/* a window view's cells and key list, kept for the next one */
 };
 
 /*
- * The cells and key list of a rolling window's view, kept between queries (until they go
- * unused for view_cache_idle_ns): a fresh block of
- * a cell per key is mapped and faulted in page by page on every query (a quarter of a
- * query's time at 100 k keys). A view gives it back with the cells it touched cleared.
+ * The cells and key list of a rolling window's view come from the aggregator's scratch
+ * (lib/scratch.h), kept between queries until they go unused for view_cache_idle_ns: a
+ * fresh block of a cell per key is mapped and faulted in page by page on every query (a
+ * quarter of a query's time at 100 k keys). A view gives the cells back with those it
+ * touched cleared (SCRATCH_KEPT_ZEROED).
  */
-struct view_scratch {
-	struct cell *cells;
-	uint32_t *ids;
-	size_t cap;
-	bool busy;		/* a view holds it; another one at the same time allocates its own */
-	uint64_t used_ns;	/* when the last view gave it back */
+enum view_scratch {
+	VIEW_CELLS,
+	VIEW_IDS,
 };
 
 struct agg_view {

@@ -9,6 +9,7 @@
 #include <string.h>
 #include "lib/clock.h"
 #include "lib/htab.h"
+#include "lib/scratch.h"
 #include "store/agg.h"
 #include "store/agg_int.h"
 
@@ -70,34 +71,16 @@ static void make_coarse(struct agg *a, int i)
 	push(a, i, &s);
 }
 
-/*
- * The view cells kept for the next view, freed once no view has used them for
- * view_cache_idle_ns: they serve a burst of queries (each would otherwise fault a fresh
- * block in), and are mapped (above the mmap threshold), so free() gives them back.
- */
-static void view_cache_idle(struct agg *a, uint64_t now_ns)
-{
-	struct view_scratch *sc = a->scratch;
-
-	if (!a->opts.view_cache_idle_ns || sc->busy || !sc->cap || now_ns - sc->used_ns < a->opts.view_cache_idle_ns)
-		return;
-	free(sc->cells);
-	free(sc->ids);
-	sc->cells = NULL;
-	sc->ids = NULL;
-	sc->cap = 0;
-}
-
 size_t agg__view_cache_bytes(const struct agg *a)
 {
-	return a->scratch->cap * (sizeof(*a->scratch->cells) + sizeof(*a->scratch->ids));
+	return scratch__bytes(a->scratch);
 }
 
 void agg__rotate(struct agg *a, uint64_t now_ns)
 {
 	if (!a->opts.windows)
 		return;
-	view_cache_idle(a, now_ns);
+	scratch__idle(a->scratch, now_ns);
 	while (now_ns >= a->live.start + level_slot_ns[0]) {
 		uint64_t next = a->live.start + level_slot_ns[0];
 
@@ -169,38 +152,9 @@ static void view_add_slot(void *arg, const struct slot *s)
 /* Cells and an id list for @n keys: the aggregator's scratch when it is free, else new. */
 static int view_cells(struct agg_view *v, size_t n)
 {
-	struct view_scratch *sc = v->a->scratch;
-
-	if (sc->busy) {
-		v->own = calloc(n, sizeof(*v->own));
-		v->ids = malloc(n * sizeof(*v->ids));
-		return v->own && v->ids ? 0 : -ENOMEM;
-	}
-	if (sc->cap < n) {
-		size_t cap = n + n / 16;	/* keys only grow: a little room for the next ones */
-		/*
-		 * between views every cell is clear: a fresh zeroed block instead of a copy,
-		 * whose pages (mapped: above the mmap threshold) stay untouched until a key of
-		 * a window lands on them
-		 */
-		struct cell *cells = calloc(cap, sizeof(*cells));
-		uint32_t *ids = malloc(cap * sizeof(*ids));
-
-		if (!cells || !ids) {
-			free(cells);
-			free(ids);
-			return -ENOMEM;
-		}
-		free(sc->cells);
-		free(sc->ids);
-		sc->cells = cells;
-		sc->ids = ids;
-		sc->cap = cap;
-	}
-	sc->busy = true;
-	v->own = sc->cells;
-	v->ids = sc->ids;
-	return 0;
+	v->own = scratch__get(v->a->scratch, VIEW_CELLS, n * sizeof(*v->own), SCRATCH_KEPT_ZEROED);
+	v->ids = scratch__get(v->a->scratch, VIEW_IDS, n * sizeof(*v->ids), SCRATCH_RAW);
+	return v->own && v->ids ? 0 : -ENOMEM;
 }
 
 struct agg_view *agg__view(const struct agg *a, enum ls_window w, uint64_t *start_ns)
@@ -234,17 +188,15 @@ void agg_view__free(struct agg_view *v)
 {
 	if (!v)
 		return;
-	if (v->own && v->own == v->a->scratch->cells) {
+	if (v->own) {
 		size_t i;
 
+		/* the cells go back as they came: clear (SCRATCH_KEPT_ZEROED) */
 		for (i = 0; i < v->nr; i++)
 			v->own[v->ids[i]] = (struct cell){ 0 };
-		v->a->scratch->busy = false;
-		v->a->scratch->used_ns = ls_now_ns();
-	} else {
-		free(v->own);
-		free(v->ids);
 	}
+	scratch__put(v->a->scratch, VIEW_CELLS, v->own);
+	scratch__put(v->a->scratch, VIEW_IDS, v->ids);
 	agg_pool_free(&v->own_hists);
 	free(v);
 }
