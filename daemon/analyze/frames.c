@@ -48,11 +48,14 @@ static bool is_user_lock_frame(struct usyms *u, uint64_t code)
 	struct uframe f;
 	size_t i;
 
-	if (!usyms__frame(u, code, &f))
+	/* the C library is machinery whatever its function: no name needed, none looked up */
+	if (!usyms__frame_module(u, code, &f))
 		return false;
 	for (i = 0; f.module && i < sizeof(libs) / sizeof(libs[0]); i++)
 		if (strstr(f.module, libs[i]))
 			return true;
+	if (!usyms__frame(u, code, &f))
+		return false;
 	for (i = 0; f.sym && i < sizeof(syms) / sizeof(syms[0]); i++)
 		if (strstr(f.sym, syms[i]))
 			return true;

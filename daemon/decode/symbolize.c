@@ -208,28 +208,50 @@ const char *usyms__debuginfod_urls(const struct usyms *u)
 	return u->debuginfo ? debuginfo__urls(u->debuginfo) : NULL;
 }
 
-bool usyms__frame(struct usyms *u, uint64_t code, struct uframe *f)
+/* @code's module and address in it into @f; the module, NULL where it has none. */
+static struct umod *frame_module(struct usyms *u, uint64_t code, struct uframe *f)
 {
 	uint32_t mod = code >> USYMS_MOD_SHIFT;
-	struct sym_val *sv;
 	struct umod *m;
-	int created = 0;
 
 	memset(f, 0, sizeof(*f));
-	if (!usyms__is_user(code))
-		return false;
 	if (code & USYMS_RAW) {
 		f->addr = code & ~USYMS_RAW;
-		return true;
+		return NULL;
 	}
 	if (!mod || mod > u->nr_mods)
-		return true;
+		return NULL;
 	m = &u->mods[mod - 1];
 	usyms_read_elf(u, m);
 	f->addr = code & ((1ULL << USYMS_MOD_SHIFT) - 1);
 	f->module = m->name;
 	f->path = m->path;
 	f->build_id = m->build_id;
+	return m;
+}
+
+bool usyms__frame_module(struct usyms *u, uint64_t code, struct uframe *f)
+{
+	if (!usyms__is_user(code)) {
+		memset(f, 0, sizeof(*f));
+		return false;
+	}
+	frame_module(u, code, f);
+	return true;
+}
+
+bool usyms__frame(struct usyms *u, uint64_t code, struct uframe *f)
+{
+	struct sym_val *sv;
+	struct umod *m;
+	int created = 0;
+
+	if (!usyms__is_user(code)) {
+		memset(f, 0, sizeof(*f));
+		return false;
+	}
+	if (!(m = frame_module(u, code, f)))
+		return true;
 	sv = htab__upsert(u->syms, &code, &created, NULL);
 	if (sv && created) {
 		symbolize(u, m, f->addr, sv);

@@ -86,6 +86,11 @@ int usyms__modules(struct usyms *u, uint32_t pid, usyms_module_fn fn, void *ctx)
 uint64_t usyms__maps_time(struct usyms *u, uint32_t pid);
 /* Resolves frame code @code (a user frame); false for kernel frames. */
 bool usyms__frame(struct usyms *u, uint64_t code, struct uframe *f);
+/*
+ * As usyms__frame() but only the module and the address in it, no symbol: a lookup
+ * that opens no debug information (naming one frame of glibc parses ~15 MB of its DWARF).
+ */
+bool usyms__frame_module(struct usyms *u, uint64_t code, struct uframe *f);
 size_t usyms__mem_bytes(const struct usyms *u);
 struct usyms_stats {
 	uint64_t symbolized;	/* frames looked up in the binaries (blazesym): cache misses */
