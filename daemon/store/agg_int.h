@@ -28,7 +28,6 @@ static const uint64_t level_slot_ns[LEVELS] = { 1 * NSEC_PER_SEC, 6 * NSEC_PER_S
 struct cell {
 	uint64_t count, total_ns, max_ns, min_ns, nonblocking;
 	uint32_t hist;		/* index + 1 in the table's pool; 0: none */
-	uint32_t seen;		/* views: the key is in the view's list */
 };
 
 struct hist_pool {
@@ -71,24 +70,42 @@ struct agg {
 };
 
 /*
- * The cells and key list of a rolling window's view come from the aggregator's scratch
- * (lib/scratch.h), kept between queries until they go unused for view_cache_idle_ns: a
- * fresh block of a cell per key is mapped and faulted in page by page on every query (a
- * quarter of a query's time at 100 k keys). A view gives the cells back with those it
- * touched cleared (SCRATCH_KEPT_ZEROED).
+ * A rolling window's view refers to the cells of the slots it covers: a key that waited in
+ * one of them only (most keys of a burst, or of sampled stacks) is read in place there,
+ * and only a key found in a second slot gets a cell of the view's own, the merge of its
+ * slots' cells. The references (one per key id), the key list and the merged cells come
+ * from the aggregator's scratch (lib/scratch.h), kept between queries until they go unused
+ * for view_cache_idle_ns: a fresh block is mapped and faulted in page by page on every query
+ * (a quarter of a query's time at 100 k keys). A view gives the references back with those
+ * it set cleared (SCRATCH_KEPT_ZEROED); the merged cells are written before they are read.
  */
 enum view_scratch {
-	VIEW_CELLS,
+	VIEW_REFS,
 	VIEW_IDS,
+	VIEW_CELLS,
 };
+
+/* Where a view reads a key's cell. */
+struct view_ref {
+	uint32_t src;		/* 0: not in the view; VIEW_OWN; else slots[src - 1] */
+	uint32_t idx;		/* the cell's entry in that slot's table, or in own */
+};
+
+#define VIEW_OWN UINT32_MAX
+/* The slots a window reads: level 0's live slot, and at most a ring and one more per level. */
+#define VIEW_MAX_SLOTS (1 + LEVELS * (SLOTS_PER_LEVEL + 1))
 
 struct agg_view {
 	const struct agg *a;
-	const struct cell *cells;	/* by key id */
+	const struct cell *cells;	/* all time: by key id; NULL: refs */
 	const struct hist_pool *hists;
+	struct view_ref *refs;		/* by key id */
+	const struct slot *slots[VIEW_MAX_SLOTS];
+	uint32_t nr_slots;
 	uint32_t *ids;			/* the keys in the view; NULL: every key */
 	size_t nr;
-	struct cell *own;		/* a rolling window's merged cells */
+	struct cell *own;		/* keys in more than one slot: their cells merged */
+	size_t nr_own;
 	struct hist_pool own_hists;
 };
 

@@ -2,7 +2,7 @@
 /*
  * The aggregator's rolling windows: slots of 1 s, 6 s and 30 s in three rings, sealed
  * and merged into the coarser level as time passes, and a window's view made of the slots
- * it covers (merged into cells kept between queries).
+ * it covers (read in place, or merged where a key waited in more than one).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -130,31 +130,65 @@ uint64_t agg__window_start(const struct agg *a, enum ls_window w)
 	return for_each_slot(a, w, NULL, NULL);
 }
 
+/* The cell @r refers to, and the pool its histogram is in. */
+static const struct cell *ref_cell(const struct agg_view *v, struct view_ref r, const struct hist_pool **pool)
+{
+	const struct slot *s;
+
+	if (r.src == VIEW_OWN) {
+		*pool = &v->own_hists;
+		return &v->own[r.idx];
+	}
+	s = v->slots[r.src - 1];
+	*pool = &s->hists;
+	return htab__at(s->cells, r.idx, NULL);
+}
+
+/*
+ * A key's first slot is referred to; at its second, its cell becomes one of the view's own
+ * (the first slot's merged in), and every later slot is merged into that.
+ */
 static void view_add_slot(void *arg, const struct slot *s)
 {
 	struct agg_view *v = arg;
+	uint32_t src = ++v->nr_slots;
 	const void *kp;
 	size_t iter = 0;
 	void *vp;
 
+	v->slots[src - 1] = s;
 	while (s->cells && !htab__next(s->cells, &iter, &kp, &vp)) {
 		uint32_t id = *(const uint32_t *)kp;
-		struct cell *d = &v->own[id];
+		struct view_ref *r = &v->refs[id];
+		const struct hist_pool *first_pool;
+		const struct cell *first;
 
-		if (!d->seen) {
-			d->seen = 1;
+		if (!r->src) {
+			*r = (struct view_ref){ src, iter - 1 };
 			v->ids[v->nr++] = id;
+			continue;
 		}
-		agg_cell_merge(d, &v->own_hists, vp, &s->hists);
+		if (r->src != VIEW_OWN) {
+			first = ref_cell(v, *r, &first_pool);
+			v->own[v->nr_own] = (struct cell){ 0 };
+			agg_cell_merge(&v->own[v->nr_own], &v->own_hists, first, first_pool);
+			*r = (struct view_ref){ VIEW_OWN, v->nr_own++ };
+		}
+		agg_cell_merge(&v->own[r->idx], &v->own_hists, vp, &s->hists);
 	}
 }
 
-/* Cells and an id list for @n keys: the aggregator's scratch when it is free, else new. */
-static int view_cells(struct agg_view *v, size_t n)
+/*
+ * References and an id list for @n keys, and room for as many merged cells: the
+ * aggregator's scratch when it is free, else new. The cells' block is written only as
+ * far as keys are merged: the pages past that are never touched, never resident.
+ */
+static int view_refs(struct agg_view *v, size_t n)
 {
-	v->own = scratch__get(v->a->scratch, VIEW_CELLS, n * sizeof(*v->own), SCRATCH_KEPT_ZEROED);
+	v->refs = scratch__get(v->a->scratch, VIEW_REFS, n * sizeof(*v->refs), SCRATCH_KEPT_ZEROED);
 	v->ids = scratch__get(v->a->scratch, VIEW_IDS, n * sizeof(*v->ids), SCRATCH_RAW);
-	return v->own && v->ids ? 0 : -ENOMEM;
+	v->own = scratch__get(v->a->scratch, VIEW_CELLS, n * sizeof(*v->own), SCRATCH_RAW);
+	return v->refs && v->ids && v->own ? 0 : -ENOMEM;
 }
 
 struct agg_view *agg__view(const struct agg *a, enum ls_window w, uint64_t *start_ns)
@@ -173,14 +207,12 @@ struct agg_view *agg__view(const struct agg *a, enum ls_window w, uint64_t *star
 		v->nr = keys;
 		return v;
 	}
-	/* a cell per key id, merged slot by slot */
-	if (view_cells(v, keys ? keys : 1)) {
+	if (view_refs(v, keys ? keys : 1)) {
 		agg_view__free(v);
 		return NULL;
 	}
+	_Static_assert(VIEW_MAX_SLOTS < VIEW_OWN, "a slot's number is not VIEW_OWN");
 	for_each_slot(a, w, view_add_slot, v);
-	v->cells = v->own;
-	v->hists = &v->own_hists;
 	return v;
 }
 
@@ -188,15 +220,16 @@ void agg_view__free(struct agg_view *v)
 {
 	if (!v)
 		return;
-	if (v->own) {
+	if (v->refs) {
 		size_t i;
 
-		/* the cells go back as they came: clear (SCRATCH_KEPT_ZEROED) */
+		/* the references go back as they came: clear (SCRATCH_KEPT_ZEROED) */
 		for (i = 0; i < v->nr; i++)
-			v->own[v->ids[i]] = (struct cell){ 0 };
+			v->refs[v->ids[i]] = (struct view_ref){ 0 };
 	}
-	scratch__put(v->a->scratch, VIEW_CELLS, v->own);
+	scratch__put(v->a->scratch, VIEW_REFS, v->refs);
 	scratch__put(v->a->scratch, VIEW_IDS, v->ids);
+	scratch__put(v->a->scratch, VIEW_CELLS, v->own);
 	agg_pool_free(&v->own_hists);
 	free(v);
 }
@@ -218,6 +251,7 @@ const struct agg_key *agg_view__key(const struct agg_view *v, size_t i)
 
 int agg_view__get(const struct agg_view *v, size_t i, const struct agg_key **key, struct agg_val *val)
 {
+	const struct hist_pool *pool;
 	const struct key_names *n;
 	const struct cell *c;
 	const void *kp = NULL;
@@ -227,14 +261,19 @@ int agg_view__get(const struct agg_view *v, size_t i, const struct agg_key **key
 		return -ENOENT;
 	id = v->ids ? v->ids[i] : (uint32_t)i;
 	n = htab__at(v->a->keys, id, &kp);
-	c = &v->cells[id];
+	if (v->cells) {
+		c = &v->cells[id];
+		pool = v->hists;
+	} else {
+		c = ref_cell(v, v->refs[id], &pool);
+	}
 	*key = kp;
 	val->st.count = c->count;
 	val->st.total_ns = c->total_ns;
 	val->st.max_ns = c->max_ns;
 	val->st.min_ns = c->min_ns;
 	val->nonblocking = c->nonblocking;
-	val->hist = agg_pool_hist(v->hists, c->hist);
+	val->hist = agg_pool_hist(pool, c->hist);
 	val->comm = agg_comm_str(v->a, n->comm);
 	val->owner_comm = agg_comm_str(v->a, n->owner_comm);
 	val->releaser_comm = agg_comm_str(v->a, n->releaser_comm);

@@ -245,6 +245,69 @@ static void test_histograms_one_wait_and_more(void **state)
 	agg__free(a);
 }
 
+/* Thread @tid's key in view @v (its only lock): its figures in *val. */
+static void key_of(struct agg_view *v, uint32_t tid, struct agg_val *val)
+{
+	const struct agg_key *k;
+	size_t i;
+
+	for (i = 0; !agg_view__get(v, i, &k, val); i++)
+		if (k->tid == tid)
+			return;
+	fail_msg("thread %u is not in the view", tid);
+}
+
+/*
+ * A window view reads a key that waited in one slot in that slot (its histogram from the
+ * slot's pool), and merges one that waited in two; a second view of the same window,
+ * made from the references and cells the first gave back, reads the same.
+ */
+static void test_view_reads_one_slot_in_place_and_merges_more(void **state)
+{
+	struct agg_opts o = { .windows = true, .max_keys = 100, .start_ns = T0 };
+	struct agg *a = agg__new(&o);
+	struct agg_view *v;
+	struct agg_val val;
+	uint64_t start;
+	double h[LS_HIST_BUCKETS];
+	int round;
+
+	(void)state;
+	assert_non_null(a);
+	add(a, 1, 0xa, 100);		/* second 0: thread 1 twice, thread 2 once */
+	add(a, 1, 0xa, 3000);
+	add(a, 2, 0xa, 50);
+	agg__rotate(a, T0 + SEC);
+	add(a, 2, 0xa, 70);		/* second 1: thread 2 again, thread 3 once */
+	add(a, 3, 0xa, 5000);
+	for (round = 0; round < 2; round++) {
+		v = agg__view(a, LS_WIN_10S, &start);
+		assert_non_null(v);
+		assert_int_equal(agg_view__count(v), 3);
+		key_of(v, 1, &val);		/* one slot, two waits: its histogram there */
+		assert_int_equal(val.st.count, 2);
+		assert_int_equal(val.st.total_ns, 3100);
+		assert_int_equal(val.st.min_ns, 100);
+		assert_int_equal(val.st.max_ns, 3000);
+		assert_non_null(val.hist);
+		hist_of(&val, h);
+		assert_true(h[6] == 1.0 && h[11] == 1.0);
+		key_of(v, 2, &val);		/* two slots: merged */
+		assert_int_equal(val.st.count, 2);
+		assert_int_equal(val.st.total_ns, 120);
+		assert_int_equal(val.st.min_ns, 50);
+		assert_int_equal(val.st.max_ns, 70);
+		hist_of(&val, h);
+		assert_true(h[5] == 1.0 && h[6] == 1.0);
+		key_of(v, 3, &val);		/* one slot, one wait: no histogram needed */
+		assert_int_equal(val.st.count, 1);
+		assert_int_equal(val.st.total_ns, 5000);
+		assert_null(val.hist);
+		agg_view__free(v);
+	}
+	agg__free(a);
+}
+
 static void test_keys_full_are_counted(void **state)
 {
 	struct agg_opts o = { .windows = false, .max_keys = 2, .start_ns = T0 };
@@ -422,6 +485,7 @@ int main(void)
 		cmocka_unit_test(test_stat_add_and_merge),
 		cmocka_unit_test(test_windows_roll),
 		cmocka_unit_test(test_view_cells_given_back_when_idle),
+		cmocka_unit_test(test_view_reads_one_slot_in_place_and_merges_more),
 		cmocka_unit_test(test_scratch_lends_reuses_and_idles),
 		cmocka_unit_test(test_histograms_one_wait_and_more),
 		cmocka_unit_test(test_keys_full_are_counted),
