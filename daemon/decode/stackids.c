@@ -4,14 +4,24 @@
 #include "decode/ksyms.h"
 #include "decode/stackids.h"
 #include "decode/usyms.h"
+#include "lib/clock.h"
 #include "store/stacks.h"
 #include "lockscope.h"
 
+/*
+ * What the daemon knows of a map id, in one place: a record's lookup touches one line.
+ * The map may be sized far past the stacks it holds (524 k ids for 100 k stacks, spread by
+ * their hash), so the entry is kept small: seconds are fine enough to tell 300 s of idleness.
+ */
+struct id_entry {
+	uint32_t sid;		/* the interned stack; 0: not read yet */
+	uint32_t pid;		/* the process a user stack was normalized for */
+	uint32_t seen_s;	/* when a record last named the id, in seconds */
+};
+
 struct stack_ids {
 	struct stack_ids_opts opts;
-	uint32_t *sid;		/* by map id: the interned stack; 0: not read yet */
-	uint32_t *pid;		/* the process a user stack was normalized for */
-	uint64_t *seen;		/* when a record last named the id */
+	struct id_entry *ids;	/* by map id */
 	uint64_t freed;
 };
 
@@ -22,10 +32,8 @@ int stack_ids__new(const struct stack_ids_opts *opts, struct stack_ids **out)
 	if (!s)
 		return -ENOMEM;
 	s->opts = *opts;
-	s->sid = calloc(opts->entries, sizeof(*s->sid));
-	s->pid = calloc(opts->entries, sizeof(*s->pid));
-	s->seen = calloc(opts->entries, sizeof(*s->seen));
-	if (!s->sid || !s->pid || !s->seen) {
+	s->ids = calloc(opts->entries, sizeof(*s->ids));
+	if (!s->ids) {
 		stack_ids__free(s);
 		return -ENOMEM;
 	}
@@ -37,9 +45,7 @@ void stack_ids__free(struct stack_ids *s)
 {
 	if (!s)
 		return;
-	free(s->sid);
-	free(s->pid);
-	free(s->seen);
+	free(s->ids);
 	free(s);
 }
 
@@ -49,11 +55,14 @@ uint32_t stack_ids__intern(struct stack_ids *s, int32_t id, uint32_t pid, uint64
 	uint32_t sid;
 	int n, skip = 0;
 
+	struct id_entry *e;
+
 	if (id < 0 || (uint32_t)id >= s->opts.entries)
 		return LS_STACK_MISSING;
-	s->seen[id] = now;
-	if (s->sid[id] && s->pid[id] == pid)
-		return s->sid[id];
+	e = &s->ids[id];
+	e->seen_s = now / NSEC_PER_SEC;
+	if (e->sid && e->pid == pid)
+		return e->sid;
 	n = collector__stack(s->opts.coll, s->opts.kind, id, ips, LS_MAX_STACK_DEPTH);
 	if (s->opts.kind == COLL_USTACK && n > 0)
 		usyms__normalize(s->opts.usyms, pid, ips, n, ips);
@@ -64,21 +73,24 @@ uint32_t stack_ids__intern(struct stack_ids *s, int32_t id, uint32_t pid, uint64
 		(*failed)++;
 		return LS_STACK_MISSING;
 	}
-	s->sid[id] = sid;
-	s->pid[id] = pid;
+	e->sid = sid;
+	e->pid = pid;
 	return sid;
 }
 
 void stack_ids__gc(struct stack_ids *s, uint64_t now)
 {
+	uint64_t now_s = now / NSEC_PER_SEC;
 	uint32_t id;
 
 	for (id = 0; id < s->opts.entries; id++) {
-		if (!s->sid[id] || now - s->seen[id] < STACK_IDS_IDLE_NS)
+		struct id_entry *e = &s->ids[id];
+
+		if (!e->sid || now_s - e->seen_s < STACK_IDS_IDLE_NS / NSEC_PER_SEC)
 			continue;
 		if (!collector__stack_free(s->opts.coll, s->opts.kind, id))
 			s->freed++;
-		s->sid[id] = 0;
+		e->sid = 0;
 	}
 }
 
