@@ -94,7 +94,7 @@ uint64_t *agg_pool_hist(const struct hist_pool *p, uint32_t ref)
 static uint32_t pool_take(struct hist_pool *p)
 {
 	if (p->nr == p->cap) {
-		uint32_t cap = p->cap ? p->cap * 2 : 64;
+		uint32_t cap = p->cap ? p->cap * 2 : 4;	/* most slots take a few: 64 were 21 KB each */
 		void *n = realloc(p->h, (size_t)cap * sizeof(*p->h));
 
 		if (!n)
