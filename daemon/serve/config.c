@@ -85,7 +85,8 @@ const struct ls_setting ls_settings[] = {
 	U32("max-stacks", ENG(max_stacks), 1024, 1U << 26, 0, "maps", "distinct stacks the daemon keeps"),
 	U32("cache-idle", ENG(cache_idle_s), 0, 86400, 0, "maps",
 	    "seconds unused after which what is kept for the next query (the symbolizer's parsed "
-	    "debug files, a window view's cells, the rows' arrays) is given back; 0: kept"),
+	    "debug files, a window view's references and merged cells, the rows' arrays) is "
+	    "given back; 0: kept"),
 
 	U32("yield-min", ENG(spin.yield_min), 1, UINT32_MAX, LS_SET_RELOAD, "thresholds",
 	    "yields (or EAGAIN futex waits) in a storm before it is a yield_spin finding"),
