@@ -48,7 +48,6 @@ struct agg_key {
 	uint32_t pid;
 	uint32_t tid;
 	uint32_t flags;		/* see LS_KIND_USER above */
-	uint32_t name;		/* enum ls_lock_name */
 	uint32_t stack;		/* interned waiter stack, enum ls_stack_id for none/missing */
 	uint32_t owner_stack;
 	uint32_t owner_pid;
@@ -63,9 +62,11 @@ struct agg_key {
 	 * entry of its thread and lock (stack none). Queries take figures from exact entries
 	 * and split them among callers by the samples.
 	 */
-	uint32_t sampled;
-	uint32_t pad;		/* keys are compared as bytes: no implicit padding */
+	uint16_t sampled;
+	uint16_t name;		/* enum ls_lock_name */
+	/* 64 bytes, no padding: keys are compared as bytes, and there is one per key id */
 };
+_Static_assert(sizeof(struct agg_key) == 64, "struct agg_key has no padding");
 
 /* A whole wait table entry, as the kernel aggregated it: what is added, not what is kept. */
 struct agg_stat {
