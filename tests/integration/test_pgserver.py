@@ -17,6 +17,10 @@ from test_waits import daemon  # noqa: F401 (the fixture: lockscoped with block-
 
 CLIENTS = 32
 SAMPLE_S = 12
+# the lock queues form in the first seconds: a wait still open at the first snapshot counts
+# whole at the second, and while the queues grow those are longer than the ones left open
+# at the end
+WARMUP_S = 6
 HOT_ROWS = """\\set aid random(1, 2)
 BEGIN;
 UPDATE pgbench_accounts SET abalance = abalance + 1 WHERE aid = :aid;
@@ -51,34 +55,34 @@ def server():
 
 
 def backend_waits(d, pids):
-    """{pid: [rows]} of every wait of each backend, as of the daemon's last drain: taken
-    right after one (a backend's figures change), all on one connection, within ~0.1 s."""
+    """{pid: (end_ns, [rows])}: every wait of each backend, and when the daemon drained the
+    tables for that answer (each request drains them first; window.end_ns is that moment,
+    on the daemon's clock). Each backend's own moment, not one for all: 32 requests to a
+    sanitizer build on a busy host take seconds, and a span taken by the test's clock
+    around them would be off by what the two snapshots' requests took apart."""
     conn = d.connect()
     try:
-        def rows(pid):
-            return d.call({"cmd": "waits", "pid": pid, "window": "all", "limit": 100000}, conn=conn)["rows"]
-
-        first = sum(r["total_wait_ns"] for r in rows(pids[0]))
-        deadline = time.time() + 5
-        while sum(r["total_wait_ns"] for r in rows(pids[0])) == first and time.time() < deadline:
-            time.sleep(0.02)
-        t = time.monotonic()
-        return t, {pid: rows(pid) for pid in pids}
+        out = {}
+        for pid in pids:
+            r = d.call({"cmd": "waits", "pid": pid, "window": "all", "limit": 100000}, conn=conn)
+            out[pid] = (r["window"]["end_ns"], r["rows"])
+        return out
     finally:
         conn.close()
 
 
-def shares(d, pids, before, after):
-    """lockscope's share of the backends' wall time in each category between two snapshots."""
-    (t0, s0), (t1, s1) = before, after
-    total = {}
+def shares(pids, before, after):
+    """lockscope's share of the backends' wall time in each category between two snapshots,
+    each backend over its own span between them."""
+    total, wall = {}, 0
     for pid in pids:
-        for sign, snap in ((-1, s0), (1, s1)):
-            for r in snap[pid]:
+        (t0, rows0), (t1, rows1) = before[pid], after[pid]
+        wall += t1 - t0
+        for sign, rows in ((-1, rows0), (1, rows1)):
+            for r in rows:
                 c = category(r)
                 if c:
                     total[c] = total.get(c, 0) + sign * r["total_wait_ns"]
-    wall = (t1 - t0) * 1e9 * len(pids)
     return {c: 100 * v / wall for c, v in total.items()}
 
 
@@ -86,7 +90,7 @@ def test_shares_agree_with_pg_stat_activity(daemon, server):  # noqa: F811
     require_bpf()
     server.pgbench("-i", "-s", "1", "-q").wait()
     script = server.script("hot.sql", HOT_ROWS)
-    bench = server.pgbench("-n", "-c", str(CLIENTS), "-j", "2", "-T", str(SAMPLE_S + 15), "-f", script)
+    bench = server.pgbench("-n", "-c", str(CLIENTS), "-j", "2", "-T", str(WARMUP_S + SAMPLE_S + 13), "-f", script)
     try:
         deadline = time.time() + 30
         while len(pids := [int(r[0]) for r in server.psql(
@@ -94,7 +98,7 @@ def test_shares_agree_with_pg_stat_activity(daemon, server):  # noqa: F811
                 "AND pid <> pg_backend_pid()")]) < CLIENTS and time.time() < deadline:
             time.sleep(0.2)
         assert len(pids) == CLIENTS, pids
-        time.sleep(2)  # past the connections' start
+        time.sleep(WARMUP_S)  # past the connections' start and the queues they form
         before = backend_waits(daemon, pids)
         samples = server.psql(SAMPLER.format(n=int(SAMPLE_S / 0.011), period=0.01))
         after = backend_waits(daemon, pids)
@@ -109,7 +113,7 @@ def test_shares_agree_with_pg_stat_activity(daemon, server):  # noqa: F811
         pg[wtype] = pg.get(wtype, 0) + int(n)
     n = sum(pg.values())
     pg = {k: 100 * v / n for k, v in pg.items()}
-    ls = shares(daemon, pids, before, after)
+    ls = shares(pids, before, after)
     print("pg_stat_activity:", {k: round(v, 1) for k, v in pg.items()})
     print("lockscope:", {k: round(v, 1) for k, v in ls.items()})
     assert pg.get("Lock", 0) >= 20 and pg.get("LWLock", 0) >= 5, f"no contention to compare: {pg}"
