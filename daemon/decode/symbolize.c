@@ -215,6 +215,8 @@ static struct umod *frame_module(struct usyms *u, uint64_t code, struct uframe *
 	struct umod *m;
 
 	memset(f, 0, sizeof(*f));
+	if (!usyms__is_user(code))
+		return NULL;
 	if (code & USYMS_RAW) {
 		f->addr = code & ~USYMS_RAW;
 		return NULL;
@@ -232,26 +234,18 @@ static struct umod *frame_module(struct usyms *u, uint64_t code, struct uframe *
 
 bool usyms__frame_module(struct usyms *u, uint64_t code, struct uframe *f)
 {
-	if (!usyms__is_user(code)) {
-		memset(f, 0, sizeof(*f));
-		return false;
-	}
 	frame_module(u, code, f);
-	return true;
+	return usyms__is_user(code);
 }
 
 bool usyms__frame(struct usyms *u, uint64_t code, struct uframe *f)
 {
+	struct umod *m = frame_module(u, code, f);
 	struct sym_val *sv;
-	struct umod *m;
 	int created = 0;
 
-	if (!usyms__is_user(code)) {
-		memset(f, 0, sizeof(*f));
-		return false;
-	}
-	if (!(m = frame_module(u, code, f)))
-		return true;
+	if (!m)
+		return usyms__is_user(code);
 	sv = htab__upsert(u->syms, &code, &created, NULL);
 	if (sv && created) {
 		symbolize(u, m, f->addr, sv);
