@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * Thread churn: --threads N short-lived threads, --batch B alive at a time, each taking one
- * shared mutex --rounds R times and exiting; every thread id is new, so whatever a tracer
- * keeps per thread must be freed again. With --kernel each round also maps and unmaps a
- * page: a write of the process's mmap_lock, a kernel sleeping lock the batch contends.
+ * shared mutex --rounds R times and exiting; every thread id is new (until the ids pass
+ * pid_max and wrap), so whatever a tracer keeps per thread must be freed again. With
+ * --kernel each round also maps and unmaps a page: a write of the process's mmap_lock, a
+ * kernel sleeping lock the batch contends.
  * Each thread adds its own switch counts (getrusage(RUSAGE_THREAD), as it ends) to a
  * total. Prints a JSON line: threads created, its pid, the threads' switches. --tids-file
  * PATH also writes every churned thread's id there, one a line (a test looks for what a
