@@ -31,17 +31,25 @@ POINTS = 5
 
 
 def category(row):
-    """pg_stat_activity's wait_event_type of a lockscope row of a backend: what the caller
-    above the waiting machinery is, the way the server itself names the wait."""
-    caller = (row.get("caller") or "").split("+")[0]
-    if row["type"] == "wait:poll" and caller == "ProcSleep":
-        return "Lock"  # a heavyweight lock: a row's transaction, a tuple
-    if row["type"] == "futex:condvar" and caller.startswith("LWLock"):
-        return "LWLock"
-    if row["type"] == "wait:poll" and caller in ("secure_read", "pq_recvbuf", "pq_getbyte"):
-        return "Client"
+    """pg_stat_activity's wait_event_type of a lockscope row of a backend, by mechanism and
+    class: a poll-family wait a peer backend ended is a heavyweight lock (ProcSleep's latch),
+    one its client ended is the client; a semaphore a peer posted is an LWLock."""
     if row["class"] == "io":
         return "IO"
+    if row["type"] == "wait:poll":
+        return "Lock" if row["class"] == "lock" else "Client"
+    if row["type"] == "futex:condvar" and row["class"] == "lock":
+        return "LWLock"
+    return None
+
+
+def caller_category(row):
+    """The same, by the caller above the waiting machinery, the way the server names it."""
+    caller = (row.get("caller") or "").split("+")[0]
+    if row["type"] == "wait:poll" and caller == "ProcSleep":
+        return "Lock"
+    if row["type"] == "futex:condvar" and caller.startswith("LWLock"):
+        return "LWLock"
     return None
 
 
@@ -54,8 +62,9 @@ def server():
     pg.stop()
 
 
-def backend_waits(d, pids):
-    """{pid: (end_ns, [rows])}: every wait of each backend, and when the daemon drained the
+def backend_waits(d, pids, group="mechanism", window="all"):
+    """{pid: (end_ns, [rows])}: each backend's waits (by default by mechanism and class since
+    the daemon started: exact figures, which only grow), and when the daemon drained the
     tables for that answer (each request drains them first; window.end_ns is that moment,
     on the daemon's clock). Each backend's own moment, not one for all: 32 requests to a
     sanitizer build on a busy host take seconds, and a span taken by the test's clock
@@ -64,7 +73,8 @@ def backend_waits(d, pids):
     try:
         out = {}
         for pid in pids:
-            r = d.call({"cmd": "waits", "pid": pid, "window": "all", "limit": 100000}, conn=conn)
+            r = d.call({"cmd": "waits", "pid": pid, "group": group, "window": window, "limit": 100000},
+                       conn=conn)
             out[pid] = (r["window"]["end_ns"], r["rows"])
         return out
     finally:
@@ -73,17 +83,36 @@ def backend_waits(d, pids):
 
 def shares(pids, before, after):
     """lockscope's share of the backends' wall time in each category between two snapshots,
-    each backend over its own span between them."""
+    each backend over its own span between them. Only exact rows make an exact difference:
+    a caller's row is an estimate from sampled stacks (usage.md) that moves as samples come
+    (a thread's "[not sampled]" row hands its whole total to a caller once it has one), so
+    the snapshots are by mechanism and class."""
     total, wall = {}, 0
     for pid in pids:
         (t0, rows0), (t1, rows1) = before[pid], after[pid]
         wall += t1 - t0
         for sign, rows in ((-1, rows0), (1, rows1)):
             for r in rows:
+                assert not r["estimated"], r
                 c = category(r)
                 if c:
                     total[c] = total.get(c, 0) + sign * r["total_wait_ns"]
     return {c: 100 * v / wall for c, v in total.items()}
+
+
+def caller_shares(rows):
+    """Of each category's time in @rows (by caller) whose caller is known, the share whose
+    caller is the one the server names: the row lock's ProcSleep, the LWLock's acquisition
+    above the semaphore. A thread's waits with no sampled stack in the window make a row
+    "[not sampled]" (usage.md), which names no caller, right or wrong."""
+    ours, of = {}, {}
+    for r in rows:
+        c = category(r)
+        if c in ("Lock", "LWLock") and not r["caller"].startswith("["):
+            of[c] = of.get(c, 0) + r["total_wait_ns"]
+            if caller_category(r) == c:
+                ours[c] = ours.get(c, 0) + r["total_wait_ns"]
+    return {c: 100 * ours.get(c, 0) / of[c] for c in of}
 
 
 def test_shares_agree_with_pg_stat_activity(daemon, server):  # noqa: F811
@@ -102,6 +131,7 @@ def test_shares_agree_with_pg_stat_activity(daemon, server):  # noqa: F811
         before = backend_waits(daemon, pids)
         samples = server.psql(SAMPLER.format(n=int(SAMPLE_S / 0.011), period=0.01))
         after = backend_waits(daemon, pids)
+        by_caller = backend_waits(daemon, pids, group="caller", window="10s")
         edges = daemon.call({"cmd": "waits", "group": "edge", "window": "1m", "limit": 100000})["rows"]
         top = daemon.cli_json("top", "-w", "1m", "-E", "10")["rows"]
         report = daemon.cli_json("report", "-w", "1m")
@@ -116,9 +146,16 @@ def test_shares_agree_with_pg_stat_activity(daemon, server):  # noqa: F811
     ls = shares(pids, before, after)
     print("pg_stat_activity:", {k: round(v, 1) for k, v in pg.items()})
     print("lockscope:", {k: round(v, 1) for k, v in ls.items()})
-    assert pg.get("Lock", 0) >= 20 and pg.get("LWLock", 0) >= 5, f"no contention to compare: {pg}"
+    # both kinds of contention present (the LWLocks' share falls to 3 % when other work takes
+    # the CPUs: the backends then queue longer on the rows, 91 % of their time)
+    assert pg.get("Lock", 0) >= 20 and pg.get("LWLock", 0) >= 2, f"no contention to compare: {pg}"
     for c in ("Lock", "LWLock", "IO", "Client"):
         assert abs(ls.get(c, 0) - pg.get(c, 0)) <= POINTS, (c, ls, pg)
+    # and by caller: the waits a peer ended are the row locks' ProcSleep and the LWLocks'
+    # acquisition, named above the latch and the semaphore
+    named = caller_shares([r for _, rows in by_caller.values() for r in rows])
+    print("named by the caller the server names, % of each:", {k: round(v, 1) for k, v in named.items()})
+    assert named.get("Lock", 0) >= 100 - POINTS and named.get("LWLock", 0) >= 100 - POINTS, named
 
     # the edges: a backend's row-lock waits are ended by other backends (SetLatch's kill)
     backends = set(pids)
