@@ -17,9 +17,8 @@ from test_waits import daemon  # noqa: F401 (the fixture: lockscoped with block-
 
 CLIENTS = 32
 SAMPLE_S = 12
-# the lock queues form in the first seconds: a wait still open at the first snapshot counts
-# whole at the second, and while the queues grow those are longer than the ones left open
-# at the end
+# the shares compared are the steady state's, past the clients' connecting and the lock
+# queues' forming in the first seconds
 WARMUP_S = 6
 HOT_ROWS = """\\set aid random(1, 2)
 BEGIN;
