@@ -15,6 +15,9 @@
  * without here (without kprobes or fentry, nothing else sees a futex wait end but the
  * syscall tracepoints, which put every syscall on the slow path).
  *
+ * floor --waking: the default hooks and the empty sched_waking program: what the hook the
+ * waker of each wait needs (block-waits, fast futex waits) costs a load by being attached.
+ *
  * floor --lock-begin, --lock-end: only the empty contention_begin or contention_end
  * program. The end runs inside the critical section it ends and the begin before the
  * waiter spins, so a lock storm's throughput answers to each differently: apart, they say
@@ -204,7 +207,7 @@ int main(int argc, char **argv)
 	static struct sampler spin, hold;
 	int nr_cpus = libbpf_num_possible_cpus(), err = 0;
 	const char *mode = argc > 1 ? argv[1] : "";
-	bool all = !strcmp(mode, "--all");
+	bool all = !strcmp(mode, "--all"), waking = !strcmp(mode, "--waking");
 	struct sigaction sa = { .sa_handler = on_signal };
 	struct bpf_program *prog, *only;
 	struct floor_bpf *skel;
@@ -221,8 +224,9 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	only = single_program(skel, mode);
-	if (argc > 2 || (*mode && !all && !only)) {
-		fprintf(stderr, "usage: floor [--all | --switch | --lock-begin | --lock-end | --bound | --helpers]\n");
+	if (argc > 2 || (*mode && !all && !waking && !only)) {
+		fprintf(stderr, "usage: floor [--all | --waking | --switch | --lock-begin | --lock-end | --bound | "
+				"--helpers]\n");
 		floor_bpf__destroy(skel);
 		return 2;
 	}
@@ -230,7 +234,7 @@ int main(int argc, char **argv)
 		bpf_object__for_each_program(prog, skel->obj)
 			bpf_program__set_autoload(prog, prog == only);
 	} else if (!all) {
-		bpf_program__set_autoload(skel->progs.scheduler_waking, false);
+		bpf_program__set_autoload(skel->progs.scheduler_waking, waking);
 		bpf_program__set_autoload(skel->progs.scheduler_hold_sample, false);
 	}
 	if (floor_bpf__load(skel)) {

@@ -27,6 +27,8 @@ Configurations (each against `none`, nothing traced):
                      (except on a lock storm, where a tracer that holds every waiter back
                      at contention_begin, as perf's stack walk there does, can gain)
 With --only, also:
+  floor_waking       floor and the empty sched_waking program: what the waker's hook
+                     (block-waits, fast futex waits) costs a load by being attached
   floor_lock_begin,  the empty contention_begin or contention_end program alone (kernel-lock
   floor_lock_end     workloads): which of the two hooks a lock storm's loss comes from
 
@@ -229,7 +231,7 @@ def first_line(p):
 # --switch: on sched_switch alone; --lock-begin, --lock-end: on one lock tracepoint alone),
 # or the least exact work on them (--bound)
 FLOOR_MODES = {"floor": [], "floor_all": ["--all"], "floor_switch": ["--switch"], "bound": ["--bound"],
-               "floor_lock_begin": ["--lock-begin"], "floor_lock_end": ["--lock-end"]}
+               "floor_waking": ["--waking"], "floor_lock_begin": ["--lock-begin"], "floor_lock_end": ["--lock-end"]}
 
 
 @contextlib.contextmanager
@@ -774,7 +776,7 @@ def main():
     ap.add_argument("--configs", metavar="C,C", default=",".join(TRACED),
                     help="with --only: these configurations (lockscope_default, lockscope_all, "
                     "lockscope_block_waits, perf_lock_bpf, bpftrace, floor, floor_all, floor_switch, bound, untraced, "
-                    "floor_lock_begin, floor_lock_end, and those --define names)")
+                    "floor_waking, floor_lock_begin, floor_lock_end, and those --define names)")
     ap.add_argument("--define", metavar="NAME[@PATH]=ARGS", action="append", default=[],
                     help="with --only: a lockscoped configuration named NAME, with options ARGS "
                     "(one argument, shell words), of the daemon at PATH if given (another build)")
