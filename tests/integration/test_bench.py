@@ -6,7 +6,8 @@ test never asserts a speed).
 - the bound (bench/bound.bpf.c) does the work it stands for: it times the waits that an
   independent count says happened, or its cost would say less than it claims
 - the single-hook floors (floor --lock-begin, --lock-end) attach their one empty program
-  and nothing else, and it runs at every event perf counts on that tracepoint
+  and nothing else, and it runs at every event perf counts on that tracepoint; floor
+  --waking adds the empty sched_waking program to the default floor's, running likewise
 - a configuration of one's own (run.py --only --define) runs the daemon it names with its
   options, and one whose daemon cannot start stops the bench with the daemon's words
   rather than measure an untraced machine as traced
@@ -99,6 +100,45 @@ def test_single_hook_floor_runs_alone_on_its_hook(mode, tracepoint):
     # the floor's window holds perf's and a little of the host's locking beside it; an event
     # that fires while the program runs on its CPU (an interrupt's) is skipped, and counted
     assert events > 10000 and events <= runs + skipped <= events + events // 100 and skipped <= events // 1000
+
+
+def floor_hooks(mode):
+    """The hooks a floor of @mode stands on."""
+    floor = subprocess.Popen([os.path.join(BUILD, "bench", "floor"), *mode], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert floor.stdout.readline().strip() == "ready"
+        return sorted(p["hook"] for p in floor_ask(floor, "stats"))
+    finally:
+        floor.stdin.close()
+        floor.wait(timeout=30)
+
+
+def test_waking_floor_adds_the_empty_waking_program():
+    """floor --waking (bench/run.py's floor_waking): the default floor's hooks and sched_waking's
+    empty program, which runs at every sched_waking event perf counts."""
+    subprocess.run(["make", "-s", f"OUTPUT={BUILD}", os.path.join(BUILD, "bench", "floor")], cwd=ROOT, check=True)
+    default = floor_hooks([])
+    assert "tp_btf/sched_waking" not in default
+    floor = subprocess.Popen([os.path.join(BUILD, "bench", "floor"), "--waking"], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        with bpf_stats():
+            assert floor.stdout.readline().strip() == "ready"
+            before = {p["hook"]: p for p in floor_ask(floor, "stats")}
+            perf = subprocess.run(["perf", "stat", "-a", "-x,", "-e", "sched:sched_waking", "--",
+                                   os.path.join(WORKLOADS, "pingpong"), "--rounds", "20000"],
+                                  capture_output=True, text=True, timeout=120, check=True)
+            events = int(re.search(r"^(\d+),", perf.stderr, re.M).group(1))
+            after = {p["hook"]: p for p in floor_ask(floor, "stats")}
+    finally:
+        floor.stdin.close()
+        floor.wait(timeout=30)
+    assert sorted(after) == sorted(default + ["tp_btf/sched_waking"])
+    runs = after["tp_btf/sched_waking"]["run_cnt"] - before["tp_btf/sched_waking"]["run_cnt"]
+    print(f"floor --waking: {runs} sched_waking runs, perf: {events} events")
+    # the floor's window holds perf's and a little of the host's wakeups beside it
+    assert events > 10000 and events <= runs <= events + events // 50
 
 
 def test_bpf_lines_maps_a_programs_machine_code_to_its_source(daemon):
