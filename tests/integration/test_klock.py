@@ -372,10 +372,17 @@ def test_waits_drained_mid_storm_count_exactly(daemon):
 # the daemon frees the thread slots of exited threads this often (engine.c GC_INTERVAL_NS)
 GC_INTERVAL_S = 10
 # thread_churn's threads a run starts with, the kernel-lock waits it must make to count,
-# and the most threads it is given to make them
+# and the most threads it is given to make them: never so many that thread ids come round
+# again (pid_max is 32768 on a small host), for then a thread created after the run may
+# take the id of one that churned, and an entry of its own would pass for the churned one's
 CHURN_THREADS = 10000
 CHURN_MIN_WAITS = 5000
-CHURN_MAX_THREADS = 4 * CHURN_THREADS
+PID_HEADROOM = 4096	# ids left between a run's last thread and its first, for the host's
+
+
+def churn_max_threads():
+    with open("/proc/sys/kernel/pid_max") as f:
+        return min(4 * CHURN_THREADS, int(f.read()) - PID_HEADROOM)
 
 
 def test_churned_threads_kernel_waits_count_exactly(daemon, tmp_path):
@@ -390,6 +397,7 @@ def test_churned_threads_kernel_waits_count_exactly(daemon, tmp_path):
     require_tool("perf")
     require_tool("bpftool")
     tids_file = str(tmp_path / "tids")
+    max_threads = churn_max_threads()
     for run in range(2):
         # a run counts once it made CHURN_MIN_WAITS waits (how many 10 000 threads make
         # depends on the host): again with twice the threads until it has
@@ -404,10 +412,14 @@ def test_churned_threads_kernel_waits_count_exactly(daemon, tmp_path):
             w.go()
             res = w.wait()
             ref = perf.count(w.pid)
-            if ref > CHURN_MIN_WAITS or threads >= CHURN_MAX_THREADS:
+            if ref > CHURN_MIN_WAITS or threads >= max_threads:
                 break
-            print(f"run {run}: {threads} threads made {ref} waits, fewer than {CHURN_MIN_WAITS}: again, twice as many")
-            threads *= 2
+            print(f"run {run}: {threads} threads made {ref} waits, fewer than {CHURN_MIN_WAITS}: again, with "
+                  f"{min(2 * threads, max_threads)}")
+            threads = min(2 * threads, max_threads)
+            # the slots this attempt's threads left are freed at the next sweep: a run
+            # starts with the table as the first attempt found it
+            time.sleep(GC_INTERVAL_S + 1)
         time.sleep(0.5)  # one drain tick
         ours = kernel_waits(daemon, w.pid)
         after = daemon.cli_json("status")
@@ -424,11 +436,8 @@ def test_churned_threads_kernel_waits_count_exactly(daemon, tmp_path):
         assert not any(lost.values()), lost
         if run == 0:
             with open(tids_file) as f:
-                ran = [int(line) for line in f]
-            # past pid_max (32768 on a small host) the kernel hands out ids again: every
-            # thread wrote one, and the distinct ones are what the maps may have kept
-            assert len(ran) == threads
-            churned = set(ran)
+                churned = {int(line) for line in f}
+            assert len(churned) == threads
             # how many the threads left depends on how many waited (17 k to 53 k waits a
             # run): what the sweep must delete is what is there now
             def gone_in_maps():
