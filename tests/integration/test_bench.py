@@ -12,6 +12,7 @@ test never asserts a speed).
   options, and one whose daemon cannot start stops the bench with the daemon's words
   rather than measure an untraced machine as traced
 """
+import contextlib
 import json
 import os
 import re
@@ -41,28 +42,39 @@ def floor_ask(floor, what):
     return json.loads(floor.stdout.readline())
 
 
-@pytest.mark.quiet_host
-def test_bound_times_the_waits_that_happened():
+@contextlib.contextmanager
+def running_floor(*mode):
+    """bench/floor in @mode, built, attached (its "ready" read) until the block ends."""
     subprocess.run(["make", "-s", f"OUTPUT={BUILD}", os.path.join(BUILD, "bench", "floor")], cwd=ROOT, check=True)
-    floor = subprocess.Popen([os.path.join(BUILD, "bench", "floor"), "--bound"], stdin=subprocess.PIPE,
+    floor = subprocess.Popen([os.path.join(BUILD, "bench", "floor"), *mode], stdin=subprocess.PIPE,
                              stdout=subprocess.PIPE, text=True)
     try:
         assert floor.stdout.readline().strip() == "ready"
+        yield floor
+    finally:
+        floor.stdin.close()
+        floor.wait(timeout=30)
+
+
+def perf_count(event, argv):
+    """perf's count of @event on every CPU while workload @argv (tests/workloads) runs."""
+    perf = subprocess.run(["perf", "stat", "-a", "-x,", "-e", event, "--", os.path.join(WORKLOADS, argv[0]),
+                           *argv[1:]], capture_output=True, text=True, timeout=120, check=True)
+    return int(re.search(r"^(\d+),", perf.stderr, re.M).group(1))
+
+
+@pytest.mark.quiet_host
+def test_bound_times_the_waits_that_happened():
+    with running_floor("--bound") as floor:
         before = floor_ask(floor, "totals")
         # kernel locks: perf counts every contention_end on the host while pipe_storm runs
-        perf = subprocess.run(["perf", "stat", "-a", "-x,", "-e", "lock:contention_end", "--",
-                               os.path.join(WORKLOADS, "pipe_storm"), "--threads", "4", "--messages", "200000"],
-                              capture_output=True, text=True, timeout=120, check=True)
-        ends = int(re.search(r"^(\d+),", perf.stderr, re.M).group(1))
+        ends = perf_count("lock:contention_end", ["pipe_storm", "--threads", "4", "--messages", "200000"])
         middle = floor_ask(floor, "totals")
         # futex waits: mutex_server counts its own futex sleeps (getrusage around the lock)
         ms = subprocess.run([os.path.join(WORKLOADS, "mutex_server"), "--workers", "8", "--until", "2000"],
                             capture_output=True, text=True, timeout=120, check=True)
         sleeps = json.loads(ms.stdout)["sleeps"]
         after = floor_ask(floor, "totals")
-    finally:
-        floor.stdin.close()
-        floor.wait(timeout=30)
     klock = middle["klock"][0] - before["klock"][0]
     futex = after["futex"][0] - middle["futex"][0]
     print(f"bound: {klock} kernel-lock waits (perf: {ends} ends), {futex} futex waits (mutex_server: {sleeps} sleeps)")
@@ -78,21 +90,10 @@ def test_bound_times_the_waits_that_happened():
 
 @pytest.mark.parametrize("mode,tracepoint", [("--lock-begin", "contention_begin"), ("--lock-end", "contention_end")])
 def test_single_hook_floor_runs_alone_on_its_hook(mode, tracepoint):
-    subprocess.run(["make", "-s", f"OUTPUT={BUILD}", os.path.join(BUILD, "bench", "floor")], cwd=ROOT, check=True)
-    floor = subprocess.Popen([os.path.join(BUILD, "bench", "floor"), mode], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True)
-    try:
-        with bpf_stats():
-            assert floor.stdout.readline().strip() == "ready"
-            before = floor_ask(floor, "stats")
-            perf = subprocess.run(["perf", "stat", "-a", "-x,", "-e", f"lock:{tracepoint}", "--",
-                                   os.path.join(WORKLOADS, "pipe_storm"), "--threads", "4", "--messages", "200000"],
-                                  capture_output=True, text=True, timeout=120, check=True)
-            events = int(re.search(r"^(\d+),", perf.stderr, re.M).group(1))
-            after = floor_ask(floor, "stats")
-    finally:
-        floor.stdin.close()
-        floor.wait(timeout=30)
+    with running_floor(mode) as floor, bpf_stats():
+        before = floor_ask(floor, "stats")
+        events = perf_count(f"lock:{tracepoint}", ["pipe_storm", "--threads", "4", "--messages", "200000"])
+        after = floor_ask(floor, "stats")
     assert [p["hook"] for p in after] == [f"tp_btf/{tracepoint}"]
     runs = after[0]["run_cnt"] - before[0]["run_cnt"]
     skipped = after[0]["recursion_misses"] - before[0]["recursion_misses"]
@@ -102,38 +103,16 @@ def test_single_hook_floor_runs_alone_on_its_hook(mode, tracepoint):
     assert events > 10000 and events <= runs + skipped <= events + events // 100 and skipped <= events // 1000
 
 
-def floor_hooks(mode):
-    """The hooks a floor of @mode stands on."""
-    floor = subprocess.Popen([os.path.join(BUILD, "bench", "floor"), *mode], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True)
-    try:
-        assert floor.stdout.readline().strip() == "ready"
-        return sorted(p["hook"] for p in floor_ask(floor, "stats"))
-    finally:
-        floor.stdin.close()
-        floor.wait(timeout=30)
-
-
 def test_waking_floor_adds_the_empty_waking_program():
     """floor --waking (bench/run.py's floor_waking): the default floor's hooks and sched_waking's
     empty program, which runs at every sched_waking event perf counts."""
-    subprocess.run(["make", "-s", f"OUTPUT={BUILD}", os.path.join(BUILD, "bench", "floor")], cwd=ROOT, check=True)
-    default = floor_hooks([])
+    with running_floor() as floor:
+        default = sorted(p["hook"] for p in floor_ask(floor, "stats"))
     assert "tp_btf/sched_waking" not in default
-    floor = subprocess.Popen([os.path.join(BUILD, "bench", "floor"), "--waking"], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True)
-    try:
-        with bpf_stats():
-            assert floor.stdout.readline().strip() == "ready"
-            before = {p["hook"]: p for p in floor_ask(floor, "stats")}
-            perf = subprocess.run(["perf", "stat", "-a", "-x,", "-e", "sched:sched_waking", "--",
-                                   os.path.join(WORKLOADS, "pingpong"), "--rounds", "20000"],
-                                  capture_output=True, text=True, timeout=120, check=True)
-            events = int(re.search(r"^(\d+),", perf.stderr, re.M).group(1))
-            after = {p["hook"]: p for p in floor_ask(floor, "stats")}
-    finally:
-        floor.stdin.close()
-        floor.wait(timeout=30)
+    with running_floor("--waking") as floor, bpf_stats():
+        before = {p["hook"]: p for p in floor_ask(floor, "stats")}
+        events = perf_count("sched:sched_waking", ["pingpong", "--rounds", "20000"])
+        after = {p["hook"]: p for p in floor_ask(floor, "stats")}
     assert sorted(after) == sorted(default + ["tp_btf/sched_waking"])
     runs = after["tp_btf/sched_waking"]["run_cnt"] - before["tp_btf/sched_waking"]["run_cnt"]
     print(f"floor --waking: {runs} sched_waking runs, perf: {events} events")
