@@ -15,6 +15,13 @@
 #define DEFAULT_REPORT_WINDOW "1m"
 /* How often a scan's progress line is redrawn. */
 #define PROGRESS_MS 1000
+/*
+ * How long a request waits for the daemon's answer (a scan: past its duration), unless
+ * $LOCKSCOPE_TIMEOUT says otherwise: a daemon that is stuck makes the client say so
+ * rather than hang a script or a monitoring check. Answers take milliseconds; the first
+ * query that symbolizes a large process, seconds.
+ */
+#define DEFAULT_TIMEOUT_S 60
 
 struct cli {
 	const char *socket;
@@ -28,6 +35,7 @@ struct cli {
 	uint64_t duration_ms;
 	bool precise;
 	bool quiet;		/* no progress line */
+	int timeout_ms;		/* for an answer; 0: no limit */
 };
 
 /* args.c: the command line into @c and its request; 0, or an exit code after saying why */

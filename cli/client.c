@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 #include <errno.h>
 #include <poll.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -45,17 +47,49 @@ static int send_all(int fd, const char *buf, size_t len)
 	return 0;
 }
 
-static char *read_line(int fd, int *err, void (*idle)(void *ctx), void *ctx, int idle_ms)
+static int64_t now_ms(void)
 {
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * One line from @fd, waiting @timeout_ms at most (0: no limit) and calling @idle(@ctx)
+ * every @idle_ms meanwhile (when set).
+ */
+static char *read_line(int fd, int timeout_ms, int *err, void (*idle)(void *ctx), void *ctx, int idle_ms)
+{
+	int64_t deadline = timeout_ms ? now_ms() + timeout_ms : 0;
 	size_t len = 0, cap = 65536;
 	char *buf = malloc(cap), *nl;
 
 	while (buf) {
 		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		int wait_ms = idle ? idle_ms : -1, ready;
 		ssize_t n;
 
-		if (idle && !poll(&pfd, 1, idle_ms)) {
-			idle(ctx);
+		if (deadline) {
+			int64_t left = deadline - now_ms();
+
+			if (left <= 0) {
+				*err = -ETIMEDOUT;
+				free(buf);
+				return NULL;
+			}
+			if (wait_ms < 0 || left < wait_ms)
+				wait_ms = (int)left;
+		}
+		ready = poll(&pfd, 1, wait_ms);
+		if (ready < 0 && errno != EINTR) {
+			*err = -errno;
+			free(buf);
+			return NULL;
+		}
+		if (ready <= 0) {
+			if (idle && ready == 0)
+				idle(ctx);
 			continue;
 		}
 		if (len + 1 >= cap) {
@@ -86,12 +120,13 @@ static char *read_line(int fd, int *err, void (*idle)(void *ctx), void *ctx, int
 	return NULL;
 }
 
-cJSON *client_call(int fd, const cJSON *req, int *err)
+cJSON *client_call(int fd, const cJSON *req, int timeout_ms, int *err)
 {
-	return client_call_idle(fd, req, err, NULL, NULL, 0);
+	return client_call_idle(fd, req, timeout_ms, err, NULL, NULL, 0);
 }
 
-cJSON *client_call_idle(int fd, const cJSON *req, int *err, void (*idle)(void *ctx), void *ctx, int idle_ms)
+cJSON *client_call_idle(int fd, const cJSON *req, int timeout_ms, int *err, void (*idle)(void *ctx), void *ctx,
+			int idle_ms)
 {
 	char *text = cJSON_PrintUnformatted(req), *line;
 	cJSON *resp;
@@ -108,7 +143,7 @@ cJSON *client_call_idle(int fd, const cJSON *req, int *err, void (*idle)(void *c
 	/* a daemon that refuses a client answers and closes before reading: read its reason */
 	if (*err && *err != -EPIPE)
 		return NULL;
-	line = read_line(fd, err, idle, ctx, idle_ms);
+	line = read_line(fd, timeout_ms, err, idle, ctx, idle_ms);
 	if (!line)
 		return NULL;
 	resp = cJSON_Parse(line);

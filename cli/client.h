@@ -7,9 +7,13 @@
 
 /* Returns a connected fd or -errno (-ENOENT/-ECONNREFUSED: no daemon there). */
 int client_connect(const char *path);
-/* Sends @req and waits for the response; returns it or NULL with *err set. */
-cJSON *client_call(int fd, const cJSON *req, int *err);
+/*
+ * Sends @req and waits for the response, @timeout_ms at most (0: as long as it takes);
+ * returns it or NULL with *err set (-ETIMEDOUT: no answer in time).
+ */
+cJSON *client_call(int fd, const cJSON *req, int timeout_ms, int *err);
 /* The same, calling @idle(@ctx) every @idle_ms while the response has not come. */
-cJSON *client_call_idle(int fd, const cJSON *req, int *err, void (*idle)(void *ctx), void *ctx, int idle_ms);
+cJSON *client_call_idle(int fd, const cJSON *req, int timeout_ms, int *err, void (*idle)(void *ctx), void *ctx,
+			int idle_ms);
 
 #endif

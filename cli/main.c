@@ -2,6 +2,7 @@
 /* lockscope: the command-line client of lockscoped. */
 #include <errno.h>
 #include <grp.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,12 +20,13 @@
 struct scan_watch {
 	struct progress *progress;
 	const char *socket;
+	int timeout_ms;
 	uint32_t pid;
 	int64_t base;		/* the process's waits the daemon held when the scan began */
 };
 
 /* The waits of @pid the daemon holds (top's rows over its all window), -1 if unknown. */
-static int64_t daemon_waits(const char *socket, uint32_t pid)
+static int64_t daemon_waits(const char *socket, int timeout_ms, uint32_t pid)
 {
 	cJSON *req = cJSON_CreateObject(), *resp = NULL, *row;
 	int fd = client_connect(socket), err;
@@ -35,7 +37,7 @@ static int64_t daemon_waits(const char *socket, uint32_t pid)
 		cJSON_AddNumberToObject(req, "pid", pid);
 		cJSON_AddStringToObject(req, "window", "all");
 		cJSON_AddStringToObject(req, "group", "thread");
-		resp = client_call(fd, req, &err);
+		resp = client_call(fd, req, timeout_ms, &err);
 	}
 	if (cJSON_IsArray(cJSON_GetObjectItem(resp, "rows"))) {
 		n = 0;
@@ -52,7 +54,7 @@ static int64_t daemon_waits(const char *socket, uint32_t pid)
 static void scan_idle(void *ctx)
 {
 	struct scan_watch *w = ctx;
-	int64_t n = daemon_waits(w->socket, w->pid);
+	int64_t n = daemon_waits(w->socket, w->timeout_ms, w->pid);
 
 	progress__update(w->progress, n >= 0 && w->base >= 0 ? n - w->base : -1);
 }
@@ -85,6 +87,27 @@ static cJSON *read_response(FILE *f)
 	return resp;
 }
 
+/* $LOCKSCOPE_TIMEOUT (seconds, 0: no limit) into @c; 0, or an exit code after saying why */
+static int read_timeout(struct cli *c)
+{
+	const char *env = getenv("LOCKSCOPE_TIMEOUT");
+	char *end;
+	long s;
+
+	c->timeout_ms = DEFAULT_TIMEOUT_S * 1000;
+	if (!env || !*env)
+		return 0;
+	errno = 0;
+	s = strtol(env, &end, 10);
+	if (errno || *end || s < 0 || s > INT_MAX / 1000) {
+		fprintf(stderr, "lockscope: LOCKSCOPE_TIMEOUT=%s: give whole seconds to wait for lockscoped's "
+			"answer (0: no limit)\n", env);
+		return EXIT_USAGE;
+	}
+	c->timeout_ms = (int)s * 1000;
+	return 0;
+}
+
 static int no_daemon(const struct cli *c, int err)
 {
 	struct stat st;
@@ -109,7 +132,7 @@ int main(int argc, char **argv)
 {
 	struct cli c = { .duration_ms = DEFAULT_SCAN_MS };
 	cJSON *resp;
-	int fd, err, ret;
+	int fd, err, ret, timeout_ms;
 
 	c.socket = getenv("LOCKSCOPE_SOCKET") ? getenv("LOCKSCOPE_SOCKET") : LS_DEFAULT_SOCKET;
 	c.req = cJSON_CreateObject();
@@ -130,7 +153,7 @@ int main(int argc, char **argv)
 		cJSON_Delete(c.req);
 		return ret;
 	}
-	if (cli_parse_args(argc, argv, &c)) {
+	if (cli_parse_args(argc, argv, &c) || read_timeout(&c)) {
 		cJSON_Delete(c.req);
 		return EXIT_USAGE;
 	}
@@ -144,21 +167,32 @@ int main(int argc, char **argv)
 		cJSON_Delete(c.req);
 		return ret;
 	}
+	timeout_ms = c.timeout_ms;
 	if (!strcmp(cJSON_GetStringValue(cJSON_GetObjectItem(c.req, "cmd")), "scan")) {
-		struct scan_watch w = { .socket = c.socket };
+		struct scan_watch w = { .socket = c.socket, .timeout_ms = c.timeout_ms };
 		char what[64];
+
+		/* the daemon answers when the scan is over */
+		if (timeout_ms)
+			timeout_ms = c.duration_ms < (uint64_t)(INT_MAX - timeout_ms) ? timeout_ms + (int)c.duration_ms : 0;
 
 		w.pid = (uint32_t)cJSON_GetObjectItem(c.req, "pid")->valuedouble;
 		snprintf(what, sizeof(what), "scan of pid %u", w.pid);
 		w.progress = progress__new(what, c.duration_ms, c.quiet);
-		w.base = w.progress ? daemon_waits(c.socket, w.pid) : -1;
-		resp = client_call_idle(fd, c.req, &err, w.progress ? scan_idle : NULL, &w, PROGRESS_MS);
+		w.base = w.progress ? daemon_waits(c.socket, c.timeout_ms, w.pid) : -1;
+		resp = client_call_idle(fd, c.req, timeout_ms, &err, w.progress ? scan_idle : NULL, &w, PROGRESS_MS);
 		progress__free(w.progress);
 	} else {
-		resp = client_call(fd, c.req, &err);
+		resp = client_call(fd, c.req, timeout_ms, &err);
 	}
 	close(fd);
 	cJSON_Delete(c.req);
+	if (!resp && err == -ETIMEDOUT) {
+		fprintf(stderr, "lockscope: lockscoped at %s did not answer in %d s: it may be stuck (see its log: "
+			"'journalctl -u lockscoped'); LOCKSCOPE_TIMEOUT=SECONDS waits longer, 0 without a limit\n",
+			c.socket, timeout_ms / 1000);
+		return 1;
+	}
 	if (!resp) {
 		fprintf(stderr, "lockscope: no response from lockscoped at %s: %s\n", c.socket, strerror(-err));
 		return 1;

@@ -128,6 +128,27 @@ def test_cli_without_daemon_says_how_to_start_it(tmp_path):
     assert "sudo lockscope scan" in p.stderr, p.stderr
 
 
+def test_cli_gives_up_on_a_daemon_that_does_not_answer(tmp_path):
+    """A daemon that accepts and never answers (stuck): the client says so and exits 1
+    after $LOCKSCOPE_TIMEOUT (a scan: past its duration), instead of hanging its caller."""
+    sock = str(tmp_path / "stuck.sock")
+    stuck = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stuck.bind(sock)
+    stuck.listen(8)     # connections queue; nothing is ever read or answered
+    try:
+        env = dict(os.environ, LOCKSCOPE_TIMEOUT="1")
+        p = run_cli("status", "--socket", sock, check=False, env=env)
+        assert p.returncode == 1, (p.returncode, p.stderr)
+        assert "did not answer in 1 s" in p.stderr and "LOCKSCOPE_TIMEOUT" in p.stderr, p.stderr
+        assert p.stderr.count("\n") == 1, p.stderr
+        p = run_cli("scan", "-p", "1", "-d", "1s", "--socket", sock, check=False, env=env)
+        assert p.returncode == 1 and "did not answer in 2 s" in p.stderr, (p.returncode, p.stderr)
+        p = run_cli("status", "--socket", sock, check=False, env=dict(os.environ, LOCKSCOPE_TIMEOUT="soon"))
+        assert p.returncode == 2 and "LOCKSCOPE_TIMEOUT=soon" in p.stderr and p.stderr.count("\n") == 1, p.stderr
+    finally:
+        stuck.close()
+
+
 def test_non_member_is_refused(daemon):
     """Socket 0660 keeps others out; the SO_PEERCRED check refuses them even if it were not."""
     os.chmod(daemon.sock, 0o666)
