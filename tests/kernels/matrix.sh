@@ -55,7 +55,9 @@ build_initramfs() {
 	local dir=$WORK/initramfs bin lib
 	rm -rf "$dir" && mkdir -p "$dir"/{bin,sbin,proc,sys,dev,run,tmp,lib64,usr/lib}
 	cp /bin/busybox "$dir/bin/busybox"
-	for bin in sh mount mkdir sleep cat poweroff echo grep ls; do ln -s busybox "$dir/bin/$bin"; done
+	for bin in sh mount mkdir sleep cat poweroff echo grep ls tr kill; do
+		ln -s busybox "$dir/bin/$bin"
+	done
 	for bin in "$OUTPUT/lockscoped" "$OUTPUT/lockscope" "$OUTPUT/workloads/mmap_storm" \
 		   "$OUTPUT/workloads/pipe_storm"; do
 		cp "$bin" "$dir/bin/"
@@ -70,30 +72,60 @@ mount -t proc proc /proc
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
 mount -t tracefs nodev /sys/kernel/tracing
+# A step that has not finished in STEP_S seconds prints what every task is doing (its
+# state, where it sleeps, its kernel stack), then every CPU's and every blocked task's
+# backtrace, and ends the boot: a hang names itself rather than running out the host's
+# timeout in silence. If even this does not print, the guest's kernel itself is stuck.
+STEP_S=240
+watch_step() {
+	(sleep $STEP_S
+	 echo "LOCKSCOPE-HANG $1"
+	 for t in /proc/[0-9]*/task/[0-9]*; do
+		echo "task $t $(cat $t/comm) $(grep State: $t/status | tr -s '\t ' ' ') wchan=$(cat $t/wchan)"
+		cat $t/stack
+	 done
+	 echo 8 >/proc/sys/kernel/printk
+	 echo l >/proc/sysrq-trigger
+	 echo w >/proc/sysrq-trigger
+	 poweroff -f) &
+	WATCHDOG=$!
+}
+step_done() { kill $WATCHDOG; }
+# no client call waits on a stuck daemon for long: it says so and exits
+export LOCKSCOPE_TIMEOUT=20
+status() { /bin/lockscope status --socket "$@"; }
+watch_step check
 echo "LOCKSCOPE-CHECK $(/bin/lockscoped --check | tr '\n' '|')"
 /bin/lockscoped --strict --socket /run/strict.sock 2>/tmp/strict.log
 echo "LOCKSCOPE-STRICT $? $(tr '\n' '|' </tmp/strict.log)"
+step_done
+watch_step block-waits
 # block-waits: the largest variant of sched_switch (126 k instructions verified on 6.18)
 /bin/lockscoped --block-waits 1 --socket /run/bw.sock 2>/tmp/bw.log &
+BW=$!
 i=0
-while ! /bin/lockscope status --socket /run/bw.sock >/dev/null 2>&1; do
+while ! status /run/bw.sock >/dev/null 2>&1; do
 	i=$((i + 1)); [ $i -gt 300 ] && break; sleep 0.2
 done
-echo "LOCKSCOPE-BLOCKWAITS $(/bin/lockscope status --socket /run/bw.sock --json | tr -d '\n\t')"
-kill %1; wait
+echo "LOCKSCOPE-BLOCKWAITS $(status /run/bw.sock --json | tr -d '\n\t')"
+kill $BW; wait $BW
+echo "LOCKSCOPE-BWLOG $(tr '\n' '|' </tmp/bw.log)"
+step_done
+watch_step default
 # emulated CPUs drain slowly: a larger ring than the default keeps every record
 /bin/lockscoped --socket /run/ls.sock --ringbuf-kb=2048 2>/tmp/daemon.log &
 i=0
-while ! /bin/lockscope status --socket /run/ls.sock >/dev/null 2>&1; do
+while ! status /run/ls.sock >/dev/null 2>&1; do
 	i=$((i + 1)); [ $i -gt 300 ] && break; sleep 0.2
 done
 /bin/mmap_storm --iterations 1500 >/dev/null
 /bin/pipe_storm --threads 2 --messages 20000 >/dev/null
 sleep 0.5
-echo "LOCKSCOPE-STATUS $(/bin/lockscope status --socket /run/ls.sock --json | tr -d '\n\t')"
+echo "LOCKSCOPE-STATUS $(status /run/ls.sock --json | tr -d '\n\t')"
 echo "LOCKSCOPE-TOP $(/bin/lockscope top --socket /run/ls.sock -l -o -w all --json | tr -d '\n\t')"
 echo "LOCKSCOPE-MUTEX $(/bin/lockscope top --socket /run/ls.sock -l -o -w all -Y mutex,rt-mutex --json | tr -d '\n\t')"
 echo "LOCKSCOPE-LOG $(cat /tmp/daemon.log | tr '\n' ' ')"
+step_done
 poweroff -f
 INIT
 	chmod +x "$dir/init"

@@ -3,6 +3,7 @@
 import json
 import sys
 
+HANG_REPORT_CHARS = 30000	# every task's stack on a small guest, with the CPUs' backtraces
 
 def main():
     kernel, log = sys.argv[1], sys.argv[2]
@@ -40,7 +41,15 @@ def main():
                      and all(p["attached"] or p["on_demand"] for p in st["programs"]))
     except (KeyError, ValueError) as e:
         res["error"] = f"{type(e).__name__}: {e}"
-        res["log"] = lines.get("LOCKSCOPE-LOG", open(log, errors="replace").read()[-3000:])
+        text = open(log, errors="replace").read()
+        if "LOCKSCOPE-HANG" in lines:
+            # the guest's watchdog: the step that hung, then every task's state and stack
+            res["hang"] = lines["LOCKSCOPE-HANG"]
+            res["log"] = text[text.find("LOCKSCOPE-HANG"):][:HANG_REPORT_CHARS]
+        else:
+            res["log"] = lines.get("LOCKSCOPE-LOG", text[-3000:])
+        if "LOCKSCOPE-BWLOG" in lines:
+            res["block_waits_log"] = lines["LOCKSCOPE-BWLOG"]
     print(json.dumps(res))
     return 0 if res["ok"] else 1
 
