@@ -55,10 +55,11 @@ def rules(report):
 # (workload that triggers the rule, its fixed variant): seed 004's table
 CASES = {
     # the seed's IPC server, snprintf inside the critical section, with twice its 8 workers.
-    # With 8, the waits' average sits at the rule's 100 us on this 2-CPU host: its own count
-    # gave 8-13 k sleeps/s of 490-750 us once, 64-74 k/s of 95-105 us since (CI: 96.2 us
-    # measured, not fired). 16 workers queue twice as deep: 75-78 k sleeps/s of 189-198 us
-    # measured on a quiet machine; fixed, 52-85 sleeps/s
+    # With 8, its own count gave 8-13 k sleeps/s of 490-750 us once, 25-49 k/s of 140-273 us
+    # on a quiet machine since, and 64-74 k/s of 95-105 us with a second tracer on every
+    # switch (a measurement daemon left running beside CI, which then saw 96.2 us against
+    # the rule's 100 us and coarse_lock instead). 16 workers queue twice as deep: 332-481 us
+    # quiet, 189-373 us beside that tracer; fixed, 52-85 sleeps/s
     "redesign": (("mutex_server", "--log-lines", "8", "--workers", "16"),
                  ("mutex_server", "--log-lines", "8", "--workers", "16", "--fixed")),
     # two workers, short critical section: tens of thousands of short waits a second
