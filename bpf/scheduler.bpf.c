@@ -193,10 +193,23 @@ struct {
  * preemption, a stop). A switch-in and a wakeup look the thread's slot up only when its
  * bucket counts something: an array load instead of a hash lookup on every switch.
  * Opening and closing are paired; a pair the kernel cut short (a program it skipped)
- * leaves a count behind, which costs lookups, never a missed wait.
+ * leaves a count behind, which costs lookups, never a missed wait. A close is taken off
+ * whichever of the bucket's two counts has one (own, then open): their sum never falls
+ * below what is open.
  */
 struct pending_bucket {
+	/* what is open for the threads that do not own the bucket: atomic adds */
 	__u32 open;
+	/*
+	 * The bucket's owner, the first thread that opened something in it (its tid above
+	 * PB_OWN_SHIFT, 0: none; released at its exit), and what is open for it (below). Only
+	 * the owner's own switches write it once it is claimed, and a thread's switches run
+	 * one after another (a switch-in waits for the switch-out to finish on its CPU), so
+	 * plain stores do: the atomic adds on open they spare cost wake_storm's switch
+	 * program ~23 ns of its ~150 an event (docs/performance.md). Next to open: every
+	 * switch reads both with one load (bucket_open()).
+	 */
+	__u32 own;
 	/*
 	 * enum pending_marks: a thread of the bucket is in a map the samplers read. The
 	 * samplers run in interrupts, where a map is cold in the cache and the TLB: this array
@@ -205,12 +218,17 @@ struct pending_bucket {
 	__u32 marks;
 	/* the last switch out of a thread of the bucket was a preemption (yield peers) */
 	__u32 preempted;
-	__u32 pad;
 };
 
 enum pending_marks {
 	PB_HOLDER	= 1 << 0,	/* noted in holders */
 	PB_SPINNER	= 1 << 1,	/* has an entry in spinners */
+};
+
+/* pending_bucket.own: tid << PB_OWN_SHIFT | count; tids are below 2^22 (PID_MAX_LIMIT) */
+enum pending_own {
+	PB_OWN_SHIFT	= 8,
+	PB_OWN_COUNT	= (1 << PB_OWN_SHIFT) - 1,
 };
 
 struct {
@@ -445,27 +463,73 @@ static __always_inline struct pending_bucket *pending_bucket(__u32 tid)
 	return bpf_map_lookup_elem(&pending, &key);
 }
 
+/* Whether @b's owner (@own: its own word) is @tid. */
+static __always_inline bool pending_owned(__u32 own, __u32 tid)
+{
+	return own >> PB_OWN_SHIFT == tid;
+}
+
 static __always_inline void pending_open(__u32 tid)
 {
 	struct pending_bucket *b = pending_bucket(tid);
+	__u32 own;
 
-	if (b)
-		__sync_fetch_and_add(&b->open, 1);
+	if (!b)
+		return;
+	own = b->own;
+	if (pending_owned(own, tid) && (own & PB_OWN_COUNT) < PB_OWN_COUNT) {
+		b->own = own + 1;
+		return;
+	}
+	if (!own && __sync_val_compare_and_swap(&b->own, 0, tid << PB_OWN_SHIFT | 1) == 0)
+		return;
+	__sync_fetch_and_add(&b->open, 1);
 }
 
 static __always_inline void pending_close(__u32 tid)
 {
 	struct pending_bucket *b = pending_bucket(tid);
+	__u32 own;
 
-	if (b && b->open)
+	if (!b)
+		return;
+	own = b->own;
+	if (pending_owned(own, tid) && (own & PB_OWN_COUNT)) {
+		b->own = own - 1;
+		return;
+	}
+	if (b->open)
 		__sync_fetch_and_add(&b->open, -1);
+}
+
+/* Exiting thread @tid gives its bucket up; what it left open was closed at this switch. */
+static __always_inline void pending_release(__u32 tid)
+{
+	struct pending_bucket *b = pending_bucket(tid);
+	__u32 own;
+
+	if (b && pending_owned(own = b->own, tid))
+		__sync_val_compare_and_swap(&b->own, own, 0);
+}
+
+/* Whether anything is open in @b: open and own's count, in one load of the two */
+static __always_inline bool bucket_open(const struct pending_bucket *b)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	const __u64 mask = 0xffffffffULL | (__u64)PB_OWN_COUNT << 32;
+#else
+	const __u64 mask = 0xffffffffULL << 32 | PB_OWN_COUNT;
+#endif
+	_Static_assert(__builtin_offsetof(struct pending_bucket, own) == __builtin_offsetof(struct pending_bucket, open) + 4,
+		       "open and own are one word");
+	return *(const __u64 *)&b->open & mask;
 }
 
 static __always_inline bool pending_any(__u32 tid)
 {
 	struct pending_bucket *b = pending_bucket(tid);
 
-	return b && b->open;
+	return b && bucket_open(b);
 }
 
 static __always_inline void pending_mark(__u32 tid, __u32 mark)
@@ -589,6 +653,7 @@ static __always_inline void thread_exited(struct task_struct *p)
 	__u32 tid = p->pid, idx;
 
 	slot_release(tid);
+	pending_release(tid);
 	if (!spin_source)
 		return;
 	spinner_release(tid);
@@ -652,7 +717,7 @@ static __always_inline void switched_out(void *ctx, bool preempt, struct task_st
 
 	if (!b)
 		return;
-	if (b->open && (e = thread_slot(prev->pid, false))) {
+	if (bucket_open(b) && (e = thread_slot(prev->pid, false))) {
 		/* it ran again, yet no switch named it as next: end its wait now */
 		if (e->state == SLOT_BLOCKED)
 			wait_close_unseen(e, prev, true);
