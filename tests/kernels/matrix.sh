@@ -94,6 +94,13 @@ step_done() { kill $WATCHDOG; }
 # no client call waits on a stuck daemon for long: it says so and exits
 export LOCKSCOPE_TIMEOUT=20
 status() { /bin/lockscope status --socket "$@"; }
+# until the daemon on socket $1 answers (60 s at most: the verifier is slow under emulation)
+wait_ready() {
+	i=0
+	while ! status "$1" >/dev/null 2>&1; do
+		i=$((i + 1)); [ $i -gt 300 ] && break; sleep 0.2
+	done
+}
 watch_step check
 echo "LOCKSCOPE-CHECK $(/bin/lockscoped --check | tr '\n' '|')"
 /bin/lockscoped --strict --socket /run/strict.sock 2>/tmp/strict.log
@@ -103,10 +110,7 @@ watch_step block-waits
 # block-waits: the largest variant of sched_switch (126 k instructions verified on 6.18)
 /bin/lockscoped --block-waits 1 --socket /run/bw.sock 2>/tmp/bw.log &
 BW=$!
-i=0
-while ! status /run/bw.sock >/dev/null 2>&1; do
-	i=$((i + 1)); [ $i -gt 300 ] && break; sleep 0.2
-done
+wait_ready /run/bw.sock
 echo "LOCKSCOPE-BLOCKWAITS $(status /run/bw.sock --json | tr -d '\n\t')"
 kill $BW; wait $BW
 echo "LOCKSCOPE-BWLOG $(tr '\n' '|' </tmp/bw.log)"
@@ -114,10 +118,7 @@ step_done
 watch_step default
 # emulated CPUs drain slowly: a larger ring than the default keeps every record
 /bin/lockscoped --socket /run/ls.sock --ringbuf-kb=2048 2>/tmp/daemon.log &
-i=0
-while ! status /run/ls.sock >/dev/null 2>&1; do
-	i=$((i + 1)); [ $i -gt 300 ] && break; sleep 0.2
-done
+wait_ready /run/ls.sock
 /bin/mmap_storm --iterations 1500 >/dev/null
 /bin/pipe_storm --threads 2 --messages 20000 >/dev/null
 sleep 0.5
