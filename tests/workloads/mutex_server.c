@@ -3,7 +3,9 @@
  * mutex_server: the IPC server of seed report 004. Workers share one pthread mutex that
  * guards a message deque; in the default (bad) mode each worker formats a log line with
  * snprintf inside the critical section, with --fixed it formats outside. --log-lines sets
- * how many lines a request formats, and so how long the critical section is.
+ * how many lines a request formats, and so how long the critical section is. --think-us
+ * makes each worker sleep that long between requests (a server waiting for its next one):
+ * fewer threads are runnable, so the waits are the lock's queue rather than the CPUs'.
  *
  * The workload counts its own contention independently of any tracer: an acquisition is
  * contended when trylock fails, and getrusage(RUSAGE_THREAD)'s voluntary context switches
@@ -19,15 +21,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 #include "workload.h"
 
-enum { MAX_WORKERS = 64, QUEUE_LEN = 1024, LOG_LEN = 256, MAX_LOG_LINES = 1024 };
+enum { MAX_WORKERS = 64, QUEUE_LEN = 1024, LOG_LEN = 256, MAX_LOG_LINES = 1024,
+       MAX_THINK_US = 1000000 };
 
 static struct {
 	int workers;
 	struct workload_span span;	/* --until counts futex sleeps */
 	int fixed;
 	int log_lines;
+	int think_us;
 	int wait_go;
 } opts = { .workers = 8, .span.seconds = 3, .log_lines = 4 };
 
@@ -111,6 +116,8 @@ static void *worker_main(void *arg)
 		pthread_mutex_unlock(&mu);
 		if (opts.fixed)
 			format_log(w->buf, w->id, seq, (now_ns() - t) / 1e9);
+		if (opts.think_us)
+			usleep(opts.think_us);
 		w->handled++;
 	}
 	return NULL;
@@ -136,6 +143,7 @@ int main(int argc, char **argv)
 		{ "fixed", no_argument, NULL, 'f' },
 		{ "wait", no_argument, NULL, 'W' },
 		{ "log-lines", required_argument, NULL, 'l' },
+		{ "think-us", required_argument, NULL, 't' },
 		WORKLOAD_SPAN_OPTIONS,
 		{},
 	};
@@ -144,7 +152,7 @@ int main(int argc, char **argv)
 	double start, elapsed;
 	int c, i, rc;
 
-	while ((c = getopt_long(argc, argv, "w:s:fWl:", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "w:s:fWl:t:", longopts, NULL)) != -1) {
 		if (workload_span_opt(&opts.span, c, optarg))
 			continue;
 		switch (c) {
@@ -153,16 +161,18 @@ int main(int argc, char **argv)
 		case 'f': opts.fixed = 1; break;
 		case 'W': opts.wait_go = 1; break;
 		case 'l': opts.log_lines = atoi(optarg); break;
+		case 't': opts.think_us = atoi(optarg); break;
 		default:
-			fprintf(stderr, "usage: mutex_server [--workers N] [--seconds S] %s [--fixed] [--log-lines N] [--wait]\n",
+			fprintf(stderr, "usage: mutex_server [--workers N] [--seconds S] %s [--fixed] [--log-lines N] [--think-us N] [--wait]\n",
 				WORKLOAD_SPAN_USAGE);
 			return 2;
 		}
 	}
 	if (opts.workers < 1 || opts.workers > MAX_WORKERS || opts.span.seconds <= 0 ||
-	    opts.log_lines < 1 || opts.log_lines > MAX_LOG_LINES) {
-		fprintf(stderr, "mutex_server: --workers must be 1..%d, --log-lines 1..%d and --seconds > 0\n",
-			MAX_WORKERS, MAX_LOG_LINES);
+	    opts.log_lines < 1 || opts.log_lines > MAX_LOG_LINES || opts.think_us < 0 ||
+	    opts.think_us > MAX_THINK_US) {
+		fprintf(stderr, "mutex_server: --workers must be 1..%d, --log-lines 1..%d, --think-us 0..%d "
+			"and --seconds > 0\n", MAX_WORKERS, MAX_LOG_LINES, MAX_THINK_US);
 		return 2;
 	}
 	if (opts.wait_go && workload_wait_for_go())
