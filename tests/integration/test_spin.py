@@ -66,34 +66,45 @@ def test_libuv_async_yield_spin(daemon):
     assert "libuv" in f["hint"] and "1.45" in f["hint"]
 
 
-YIELD_RING_ATTEMPTS = 4
+# The yield storm's rate depends on how long each peer runs before the scheduler preempts
+# it (its slice): measured 50-150 switched yields/s here, around the daemon's default
+# yield-min-rate of 100/s, so a finding at defaults came in 1 of 2-4 storms and CI once saw
+# none in 4. This test is about the peers' accounting, not the thresholds (test_libuv's
+# storm checks those at defaults): its daemon takes any storm of 10 yields/s.
+YIELD_RING_MIN_RATE = "10"
 
 
-def test_yield_peers_beyond_the_spinners_own(daemon):
+@pytest.fixture
+def storm_daemon():
+    require_bpf()
+    d = start_daemon(["--yield-min-rate", YIELD_RING_MIN_RATE])
+    yield d
+    rc, log = stop_daemon(d)
+    assert rc == 0, f"lockscoped exited {rc} on SIGTERM: {log}"
+
+
+def test_yield_peers_beyond_the_spinners_own(storm_daemon):
     """A yield storm with five peers on the yielder's CPU, which spin: a spinner counts its
     first peers in its own entry and any more in the peers map (struct sched_spin_thread).
     The peers listed are the five (and any kernel thread a yield ran), each once, preempted
     when yielded to, and they add up to the yields counted, which are every yield that
     switched as perf counts them."""
     require_tool("perf")
-    # a storm whose yields switched often enough makes a finding; on a quiet host fewer of
-    # the 300 may switch than it needs: a new storm then, a few times at most
-    for attempt in range(YIELD_RING_ATTEMPTS):
-        w = Workload("yield_ring", "--threads", "6", "--yields", "300")
-        perf = PerfYields(w.pid)	# the yielder is the main thread
-        w.go()
-        res = w.wait()
-        counts = perf.counts()
-        switched = counts["switched"]
-        fs = [f for f in findings(daemon, w.pid, "yield_spin") if f["tid"] == res["yielder_tid"]]
-        if fs and switched >= 100:
-            break
-        print(f"attempt {attempt}: {switched} yields switched, {len(fs)} finding: again")
+    daemon = storm_daemon
+    w = Workload("yield_ring", "--threads", "6", "--yields", "300")
+    perf = PerfYields(w.pid)	# the yielder is the main thread
+    w.go()
+    res = w.wait()
+    counts = perf.counts()
+    switched = counts["switched"]
+    fs = [f for f in findings(daemon, w.pid, "yield_spin") if f["tid"] == res["yielder_tid"]]
     assert fs, f"no yield_spin finding for the yielder ({switched} yields switched)"
     ev = fs[0]["evidence"]
     peers = {p["tid"]: p["yields_to"] for p in ev["peers"]}
-    print(json.dumps(ev["peers"]), "workload:", res["yields"], "perf switched:", switched, "to:", counts["to"])
-    assert res["yields"] == 300 and switched >= 100, "the yields must switch"
+    print(json.dumps(ev["peers"]), "workload:", res["yields"], "perf switched:", switched, "to:", counts["to"],
+          "rate:", fs[0]["rate_per_s"])
+    # 132-201 of the 300 switched in 12 storms here; the rest found the peers not yet due
+    assert res["yields"] == 300 and switched >= 30, "the yields must switch"
     # each pair once, the peers perf saw the yields run (the scheduler may pass one of the
     # five over); a yield may also run a kernel thread that woke on the CPU
     ran = {t for t in counts["to"] if t in res["peer_tids"]}
