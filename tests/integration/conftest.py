@@ -335,13 +335,18 @@ def stop_daemon(d):
     return d.proc.returncode, d.log.read()
 
 
-@pytest.fixture
-def daemon():
+def running_daemon(*args):
+    """lockscoped with @args, for a fixture to yield from: it must stop cleanly on SIGTERM."""
     require_bpf()
-    d = start_daemon()
+    d = start_daemon(list(args))
     yield d
     rc, log = stop_daemon(d)
     assert rc == 0, f"lockscoped exited {rc} on SIGTERM: {log}"
+
+
+@pytest.fixture
+def daemon():
+    yield from running_daemon()
 
 
 class Workload:
@@ -372,8 +377,4 @@ class Workload:
 def fast_sampler():
     """The spin sampler at 907 Hz, as `perf record -F 907` would: ~2000 samples per thread
     in the run, so the share's sampling error (~0.01) is well inside the tolerance."""
-    require_bpf()
-    d = start_daemon(["--spin-freq", "907"])
-    yield d
-    rc, log = stop_daemon(d)
-    assert rc == 0, log
+    yield from running_daemon("--spin-freq", "907")

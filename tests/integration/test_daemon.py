@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 
 from conftest import (LOCKSCOPE, LOCKSCOPED, REQUEST, RESPONSE, Workload, for_other_users, require_bpf,
-                      run_cli, start_daemon, stop_daemon, wait_for)
+                      run_cli, running_daemon, start_daemon, stop_daemon, wait_for)
 
 
 def test_bad_requests_keep_connection_and_daemon(daemon):
@@ -184,13 +184,9 @@ STATUS_CACHE_IDLE_S = 2
 
 @pytest.fixture
 def sparse_daemon():
-    require_bpf()
-    d = start_daemon(["--stack-rate", str(STATUS_STACK_RATE), "--cpu-stack-rate", str(STATUS_STACK_RATE),
-                      "--user-dump-rate", str(STATUS_STACK_RATE), "--hold-freq", "0",
-                      "--cache-idle", str(STATUS_CACHE_IDLE_S)])
-    yield d
-    rc, log = stop_daemon(d)
-    assert rc == 0, log
+    yield from running_daemon("--stack-rate", str(STATUS_STACK_RATE), "--cpu-stack-rate", str(STATUS_STACK_RATE),
+                              "--user-dump-rate", str(STATUS_STACK_RATE), "--hold-freq", "0",
+                              "--cache-idle", str(STATUS_CACHE_IDLE_S))
 
 
 def test_status_reports_the_daemon_itself(sparse_daemon):

@@ -10,8 +10,7 @@ import time
 
 import pytest
 
-from conftest import (ROOT, WORKLOADS, Workload, require_tool, start_daemon, stop_daemon,
-                      require_bpf)
+from conftest import ROOT, WORKLOADS, Workload, require_tool, running_daemon
 from perfref import PerfPreemptedIn, PerfYields
 
 
@@ -76,11 +75,7 @@ YIELD_RING_MIN_RATE = "10"
 
 @pytest.fixture
 def storm_daemon():
-    require_bpf()
-    d = start_daemon(["--yield-min-rate", YIELD_RING_MIN_RATE])
-    yield d
-    rc, log = stop_daemon(d)
-    assert rc == 0, f"lockscoped exited {rc} on SIGTERM: {log}"
+    yield from running_daemon("--yield-min-rate", YIELD_RING_MIN_RATE)
 
 
 def test_yield_peers_beyond_the_spinners_own(storm_daemon):

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import BUILD, Workload, require_bpf, start_daemon, stop_daemon
+from conftest import BUILD, Workload, require_bpf, running_daemon
 
 MIN_SLEEPS = 3000
 # lockscope's wait runs from the sched_switch that takes the thread off its CPU to the one
@@ -44,11 +44,7 @@ def time_agrees(got_ns, tally, steal):
 def block_waits_daemon(*args):
     """lockscoped with the other blocking syscalls on (block-waits: off by default) and
     @args, for a fixture to yield from; it must stop cleanly."""
-    require_bpf()
-    d = start_daemon(["--block-waits", "1", *args])
-    yield d
-    rc, log = stop_daemon(d)
-    assert rc == 0, f"lockscoped exited {rc} on SIGTERM: {log}"
+    yield from running_daemon("--block-waits", "1", *args)
 
 
 @pytest.fixture
