@@ -502,14 +502,17 @@ static __always_inline void pending_close(__u32 tid)
 		__sync_fetch_and_add(&b->open, -1);
 }
 
-/* Exiting thread @tid gives its bucket up; what it left open was closed at this switch. */
+/*
+ * Exiting thread @tid gives its bucket up; what it left open was closed at this switch. A
+ * plain store, as the owner's other writes: no other thread writes an owned word (they
+ * claim only one that is 0).
+ */
 static __always_inline void pending_release(__u32 tid)
 {
 	struct pending_bucket *b = pending_bucket(tid);
-	__u32 own;
 
-	if (b && pending_owned(own = b->own, tid))
-		__sync_val_compare_and_swap(&b->own, own, 0);
+	if (b && pending_owned(b->own, tid))
+		b->own = 0;
 }
 
 /* Whether anything is open in @b: open and own's count, in one load of the two */
