@@ -89,6 +89,11 @@ enum ls_wait_flags {
 	LS_WF_SHARED	= 1U << 2,	/* a futex without FUTEX_PRIVATE_FLAG: maybe cross-process */
 	LS_WF_PRECISE	= 1U << 3,	/* timed from the syscall's entry to its exit (precise mode) */
 	/*
+	 * A user wait that ended with sched_waking detached (waker-min-rate, waker-max-rate):
+	 * no releaser, because none was watched for, not because no thread woke it
+	 */
+	LS_WF_UNWATCHED	= 1U << 4,
+	/*
 	 * Above these: a chain. The waker had itself been waiting during this wait, and bits
 	 * LS_WF_CHAIN_SHIFT.. hold the tgid of the thread that woke it (a pid is below
 	 * PID_MAX_LIMIT, 2^22): A waited for B while B waited for C.

@@ -348,6 +348,8 @@ static __always_inline void wait_end(struct sched_slot *e, __u32 tgid, __u32 tid
 	bool nonblocking = (e->rec_flags & ULOCK_RF_PRECISE) && !(e->rec_flags & ULOCK_RF_BLOCKED);
 	__u32 owner = futex_owner(e, tgid, tid);
 	bool blockcall = e->rec_flags & ULOCK_RF_BLOCKCALL;
+	/* no releaser because none was looked for: the daemon tells it from no thread's wake */
+	bool unwatched = !e->releaser_tid && !waker_on;
 	struct ls_wait_key key = {
 		.lock = e->uaddr,
 		.pid = tgid,
@@ -356,6 +358,7 @@ static __always_inline void wait_end(struct sched_slot *e, __u32 tgid, __u32 tid
 		.type = blockcall ? e->op : ls_futex_type(e->op, e->val),
 		.flags = (e->rec_flags & ULOCK_RF_SHARED ? LS_WF_SHARED : 0) |
 			 (e->rec_flags & ULOCK_RF_PRECISE ? LS_WF_PRECISE : 0) |
+			 (unwatched ? LS_WF_UNWATCHED : 0) |
 			 (e->chain_pid << LS_WF_CHAIN_SHIFT),
 		.owner_pid = owner ? tgid : 0,	/* the daemon checks the owner is a thread of tgid */
 		.owner_tid = owner,
@@ -380,6 +383,8 @@ static __always_inline void wait_end(struct sched_slot *e, __u32 tgid, __u32 tid
 		ls_count(LS_CNT_UNONBLOCK);
 	if (!(e->rec_flags & ULOCK_RF_SAMPLED))
 		return;
+	if (unwatched)
+		e->rec_flags |= ULOCK_RF_UNWATCHED;
 	ls_count(LS_CNT_USAMPLED);
 	if (!nonblocking && (e->rec_flags & (ULOCK_RF_STACK | ULOCK_RF_DUMP)))
 		ls_count(LS_CNT_USTACKED);

@@ -132,6 +132,7 @@ enum ulock_rec_flags {
 	ULOCK_RF_DUMP		= 1U << 9,	/* stack_dump names a dump to unwind (ustack.h) */
 	ULOCK_RF_RELEASER_DUMP	= 1U << 10,	/* releaser_dump names a dump to unwind */
 	ULOCK_RF_BLOCKCALL	= 1U << 11,	/* not a futex: op is enum ls_btype, uaddr fd + 1 (LS_WAIT_BLOCK) */
+	ULOCK_RF_UNWATCHED	= 1U << 12,	/* ended with sched_waking detached (LS_WF_UNWATCHED) */
 };
 
 /* What a waking thread was doing, as far as ending other threads' waits goes. */
@@ -552,6 +553,12 @@ enum ulock_defaults {
 	 * lock makes thousands, an idle thread pool's timed waits a few
 	 */
 	ULOCK_DEF_WAKER_MIN_RATE = 100,
+	/*
+	 * user waits per second past which sched_waking is attached part-time: it costs every
+	 * wakeup of the host and each named wait ~140 ns (wake_storm, docs/performance.md), so
+	 * 20 000 named waits a second are ~0.3 % of a CPU
+	 */
+	ULOCK_DEF_WAKER_MAX_RATE = 20000,
 };
 
 #endif /* __SCHEDULER_H */

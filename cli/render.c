@@ -121,7 +121,10 @@ static const char *edge_text(const cJSON *row, char *buf, size_t len)
 
 	end_text(row, "comm", "pid", "caller", waiter, sizeof(waiter));
 	if (!cJSON_IsObject(w)) {
-		snprintf(buf, len, "%s -> - (no thread: an interrupt, a timer, a signal)", waiter);
+		if (cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(row, "waker_watched")))
+			snprintf(buf, len, "%s -> ? (waker not watched: sched_waking was off)", waiter);
+		else
+			snprintf(buf, len, "%s -> - (no thread: an interrupt, a timer, a signal)", waiter);
 		return buf;
 	}
 	end_text(w, "comm", "pid", NULL, waker, sizeof(waker));

@@ -47,6 +47,21 @@ struct edge {
 	uint32_t from, to;
 };
 
+/*
+ * What a process waits on, as one object: a futex word (a shared one by its mapping) or a
+ * descriptor, of one type. Its waits that ended while sched_waking was detached have no
+ * releaser to class them by; they take the class its watched waits were given.
+ */
+struct object_key {
+	uint64_t lock;
+	uint32_t pid, type, object, zero;	/* compared as bytes: no padding */
+};
+
+static struct object_key object_of(const struct agg_key *k)
+{
+	return (struct object_key){ .lock = k->lock, .pid = k->pid, .type = k->flags, .object = k->object };
+}
+
 struct graph;
 
 struct wait_classes {
@@ -70,6 +85,7 @@ struct graph {
 	uint32_t *first, *adj;	/* CSR: node i's successors are adj[first[i] .. first[i + 1]) */
 	uint32_t *comp;		/* by node: its component */
 	bool *minor;		/* by node: too few waits to be one of its cycle's peers */
+	struct htab *lock_objects;	/* struct object_key -> uint8_t: a watched wait on it was a lock's */
 };
 
 /* Peers take turns on one thing: threads of one process, or processes of one program. */
@@ -222,6 +238,7 @@ out:
 static void graph_free(struct graph *g)
 {
 	htab__free(g->nodes);
+	htab__free(g->lock_objects);
 	free(g->edges);
 	free(g->first);
 	free(g->adj);
@@ -278,13 +295,44 @@ static enum ls_wclass class_of(const struct graph *g, const struct agg_key *k, c
 
 	if (!classify__by_evidence(k->flags))
 		return LS_WCLASS_LOCK;
-	if (!k->releaser_tid)	/* a device, a timer, an interrupt */
+	if (k->unwatched && g) {
+		struct object_key ok = object_of(k);
+
+		if (htab__find(g->lock_objects, &ok))
+			return LS_WCLASS_LOCK;
+	}
+	if (!k->releaser_tid)	/* a device, a timer, an interrupt (or not watched: as its object's) */
 		return is_block(k->flags, LS_BTYPE_SYNC) || is_block(k->flags, LS_BTYPE_KERNEL) ? LS_WCLASS_IO
 											: LS_WCLASS_IDLE;
 	if (g && is_peer_wake(k, v) && htab__index(g->nodes, &from, &a) && htab__index(g->nodes, &to, &b) &&
 	    !g->minor[a] && !g->minor[b] && g->comp[a] == g->comp[b])
 		return LS_WCLASS_LOCK;
 	return LS_WCLASS_IDLE;
+}
+
+/*
+ * The objects some watched wait of the view was a lock's wait on (class_of() with the graph
+ * complete): the evidence for the waits on them no releaser was watched for.
+ */
+static int mark_lock_objects(struct graph *g, const struct agg_view *view)
+{
+	const struct agg_key *k;
+	struct agg_val v;
+	size_t i;
+	int err = 0;
+
+	if (!(g->lock_objects = htab__new(sizeof(struct object_key), sizeof(uint8_t), SIZE_MAX)))
+		return -ENOMEM;
+	for (i = 0; (k = agg_view__key(view, i)); i++) {
+		struct object_key ok;
+
+		if (!has_waker(k) || agg_view__get(view, i, &k, &v) || class_of(g, k, &v) != LS_WCLASS_LOCK)
+			continue;
+		ok = object_of(k);
+		if (!htab__upsert(g->lock_objects, &ok, NULL, &err))
+			return err ? err : -ENOMEM;
+	}
+	return 0;
 }
 
 static struct graph *graph_new(const struct agg_view *view)
@@ -294,7 +342,7 @@ static struct graph *graph_new(const struct agg_view *view)
 	if (!g)
 		return NULL;
 	if (!(g->nodes = htab__new(sizeof(struct node_key), sizeof(uint64_t), SIZE_MAX)) || add_edges(g, view) ||
-	    make_csr(g) || components(g) || drop_minor_nodes(g)) {
+	    make_csr(g) || components(g) || drop_minor_nodes(g) || mark_lock_objects(g, view)) {
 		graph_free(g);
 		free(g);
 		return NULL;
@@ -326,7 +374,7 @@ enum ls_wclass wait_classes__of(struct wait_classes *wc, const struct agg_key *k
 {
 	if (!wc || !classify__by_evidence(k->flags))
 		return LS_WCLASS_LOCK;
-	if (!is_peer_wake(k, v))	/* no graph needed: not a peer's wake */
+	if (!is_peer_wake(k, v) && !k->unwatched)	/* no graph needed: not a peer's wake */
 		return class_of(NULL, k, v);
 	if (!wc->graph && !wc->failed && !(wc->graph = graph_new(wc->view)))
 		wc->failed = true;

@@ -94,10 +94,11 @@ static struct row_key row_key_of(const struct query *q, const struct agg_key *k,
 		rk.cls = 0;
 		rk.a = cgroup_group(q, k, CGROUP_BY_POD);
 		break;
-	case LS_GROUP_EDGE:	/* waiter process -> waker process (0: no thread woke it) */
+	case LS_GROUP_EDGE:	/* waiter process -> waker process (0: no thread woke it, or none watched) */
 		rk.a = query__type_index(k->flags);
 		rk.b = k->pid;
 		rk.c = k->releaser_pid;
+		rk.d = k->unwatched;
 		break;
 	case LS_GROUP_LOCK:
 	default:

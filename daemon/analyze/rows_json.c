@@ -244,6 +244,7 @@ static cJSON *row_json(const struct query_ctx *ctx, const struct query *q, const
 		cJSON_AddStringToObject(o, "caller", caller);
 		query_caller_string(ctx, d->releaser.tid ? d->releaser.stack : LS_STACK_NONE, caller, sizeof(caller));
 		cJSON_AddStringToObject(o, "releaser_caller", caller);
+		cJSON_AddBoolToObject(o, "waker_watched", !d->rep->unwatched);
 	}
 	if (q->owners) {
 		if (!d->many_locks && holds)

@@ -4,6 +4,7 @@
  * analyze), ticked by the caller's loop, and the requests dispatched to their handlers.
  */
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +39,11 @@
 #define HOLD_QUIET_NS (5 * NSEC_PER_SEC)
 /* sched_waking stays attached this long after futex waits fell below waker-min-rate */
 #define WAKER_QUIET_NS (10 * NSEC_PER_SEC)
+/*
+ * Past waker-max-rate, sched_waking is on one second in as many as name that rate, and at
+ * least one in this many: a 10 s window keeps one second of wakers, a minute six.
+ */
+#define WAKER_MAX_PERIOD 10
 /* processes whose mappings are kept for symbolization */
 #define USYMS_MAX_PROCS 4096
 /* processes whose cgroup is remembered (a few MB at most), and distinct cgroups */
@@ -72,6 +78,7 @@ void engine_opts__init(struct engine_opts *o)
 	o->collector.max_holders = ULOCK_DEF_MAX_HOLDERS;
 	o->collector.hold_freq = ULOCK_DEF_HOLD_FREQ;
 	o->collector.waker_min_rate = ULOCK_DEF_WAKER_MIN_RATE;
+	o->collector.waker_max_rate = ULOCK_DEF_WAKER_MAX_RATE;
 	o->collector.ustack_bytes = LS_USTACK_DEF_BYTES;
 	o->collector.udump_rate = LS_USTACK_DEF_RATE;
 	o->collector.sched_threads = SCHED_DEF_MAX_THREADS;
@@ -148,13 +155,18 @@ static void resume(void *ctx, const struct sched_resume_rec *r, uint32_t stack)
 	spin__resume(e->spin, r, stack, base_events, base_ns);
 }
 
-/* ...and a request for sched_waking is granted at once. */
+/*
+ * ...and a request for sched_waking is granted at once, unless it is off for the seconds
+ * between two of a part-time duty (the request comes once a second then: the waits did
+ * not stop).
+ */
 static void waker_wanted(void *ctx)
 {
 	struct engine *e = ctx;
 
 	e->releasers.busy_ns = ls_now_ns();
-	collector__name_releasers(e->coll, true);
+	if (!e->waker.off)
+		collector__name_releasers(e->coll, true);
 }
 
 /* The fuzzers' seeds see every record and entry before it is decoded. */
@@ -214,6 +226,7 @@ int engine__new(const struct engine_opts *opts, engine_reply_fn reply, void *rep
 	if (!e)
 		return -ENOMEM;
 	e->epfd = -1;
+	e->waker.period = 1;
 	/* the symbolizer holds a descriptor per binary mapped anywhere: allow what may be allowed */
 	if (!getrlimit(RLIMIT_NOFILE, &nofile) && nofile.rlim_cur < nofile.rlim_max) {
 		nofile.rlim_cur = nofile.rlim_max;
@@ -555,6 +568,29 @@ static bool on_demand_tick(struct on_demand *d, uint64_t count, uint32_t min_per
 	return d->busy_ns && now - d->busy_ns < quiet_ns;
 }
 
+/*
+ * Whether sched_waking is on for the next second, given @n waits over the last @elapsed_ns:
+ * always at @max_per_s or less (0: no limit); past it, one second in @d->period, the
+ * fewest that name no more than @max_per_s a second on average (WAKER_MAX_PERIOD at
+ * most). The second that found the rate past the limit was an on one: the off ones follow.
+ */
+static bool waker_duty_tick(struct waker_duty *d, uint64_t n, uint64_t elapsed_ns, uint32_t max_per_s)
+{
+	double per_s = (double)n * NSEC_PER_SEC / elapsed_ns;
+
+	if (!max_per_s || per_s <= max_per_s) {
+		d->period = 1;
+		d->off = 0;
+		return true;
+	}
+	d->period = per_s >= (double)max_per_s * WAKER_MAX_PERIOD ? WAKER_MAX_PERIOD
+								   : (uint32_t)ceil(per_s / max_per_s);
+	if (++d->off < d->period)
+		return false;
+	d->off = 0;
+	return true;
+}
+
 /* Brings the aggregator up to date with the wait tables: every wait ended by now is in it. */
 void engine_drain_waits(struct engine *e)
 {
@@ -567,8 +603,9 @@ void engine_drain_waits(struct engine *e)
 /* Once a second: one read of the counters feeds the rate and the on-demand hooks. */
 static void per_second(struct engine *e, uint64_t now)
 {
-	uint64_t cnt[LS_CNT_MAX], elapsed = now - e->last_rate_ns;
+	uint64_t cnt[LS_CNT_MAX], elapsed = now - e->last_rate_ns, waits, n;
 	struct decoder_stats ds;
+	bool on;
 
 	if (elapsed < NSEC_PER_SEC)
 		return;
@@ -586,9 +623,15 @@ static void per_second(struct engine *e, uint64_t now)
 	 * at once when they start)
 	 */
 	ds = decoder__stats(e->dec);
-	collector__name_releasers(e->coll, on_demand_tick(&e->releasers, ds.futex_waits + ds.block_waits,
-							  e->opts.collector.waker_min_rate, now, elapsed,
-							  WAKER_QUIET_NS));
+	waits = ds.futex_waits + ds.block_waits;
+	n = waits - e->releasers.last;
+	on = on_demand_tick(&e->releasers, waits, e->opts.collector.waker_min_rate, now, elapsed, WAKER_QUIET_NS);
+	/* and past waker-max-rate, part-time */
+	if (on)
+		on = waker_duty_tick(&e->waker, n, elapsed, e->opts.collector.waker_max_rate);
+	else
+		e->waker = (struct waker_duty){ .period = 1 };
+	collector__name_releasers(e->coll, on);
 }
 
 void engine__set_pods(struct engine *e, struct pods *pods)

@@ -36,6 +36,12 @@ struct on_demand {
 	uint64_t busy_ns;	/* when that last grew fast enough; 0: never */
 };
 
+/* sched_waking part-time past waker-max-rate: on one second in @period. */
+struct waker_duty {
+	uint32_t period;	/* 1: full time */
+	uint32_t off;		/* seconds it has been off since its last on one */
+};
+
 /* What a report or an export asks for besides the query: the format, the profile's view. */
 struct export_req {
 	bool wanted;			/* a scan answers with rows unless a format was asked */
@@ -89,6 +95,7 @@ struct engine {
 	struct decoder *dec;
 	struct on_demand holders;	/* the holder sampler, by LS_CNT_HOLDERS */
 	struct on_demand releasers;	/* sched_waking, by futex_waits */
+	struct waker_duty waker;	/* ...and its duty past waker-max-rate */
 	struct scan *scans;
 	engine_reply_fn reply;
 	void *reply_ctx;

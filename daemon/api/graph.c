@@ -4,7 +4,7 @@
  * process and process whose thread woke it) drawn as a node per process and an arrow from
  * each waiter to its waker, labelled with the type, the class, the waits and their total
  * time. Waits no thread ended (an interrupt, a timer, a signal: idle time or the disk) go
- * to one node. A lock's edges are solid and red, idle ones dashed grey, I/O dotted blue.
+ * to one node, those whose waker was not watched (sched_waking detached) to another. A lock's edges are solid and red, idle ones dashed grey, I/O dotted blue.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -65,7 +65,8 @@ int export__dot(const struct agg_view *tab, const struct query *base, const stru
 		return -errno;
 	}
 	fprintf(f, "digraph waits {\n\trankdir=LR;\n\tnode [shape=box];\n"
-		   "\tnone [label=\"(no thread)\", shape=ellipse];\n");
+		   "\tnone [label=\"(no thread)\", shape=ellipse];\n"
+		   "\tunwatched [label=\"(waker not watched)\", shape=ellipse, style=dashed];\n");
 	cJSON_ArrayForEach(r, rows) {
 		const cJSON *w = cJSON_GetObjectItemCaseSensitive(r, "releaser");
 		uint32_t pid = ls_json_u64(r, "pid");
@@ -77,6 +78,8 @@ int export__dot(const struct agg_view *tab, const struct query *base, const stru
 		fprintf(f, "\tp%" PRIu32 " -> ", pid);
 		if (cJSON_IsObject(w))
 			fprintf(f, "p%" PRIu64, ls_json_u64(w, "pid"));
+		else if (cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(r, "waker_watched")))
+			fprintf(f, "unwatched");
 		else
 			fprintf(f, "none");
 		fprintf(f, " [label=\"%s (%s): %" PRIu64 " waits, %.1f ms\", penwidth=%.1f, %s];\n",

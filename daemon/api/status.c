@@ -247,6 +247,18 @@ static cJSON *unwind_json(struct engine *e, const uint64_t *cnt)
 	return u;
 }
 
+/* sched_waking: whether it names wakers now, and its duty past waker-max-rate. */
+static cJSON *waker_json(const struct engine *e)
+{
+	cJSON *w = cJSON_CreateObject();
+
+	cJSON_AddBoolToObject(w, "attached", collector__naming_releasers(e->coll));
+	cJSON_AddNumberToObject(w, "period_s", e->waker.period);
+	cJSON_AddNumberToObject(w, "min_rate", e->opts.collector.waker_min_rate);
+	cJSON_AddNumberToObject(w, "max_rate", e->opts.collector.waker_max_rate);
+	return w;
+}
+
 static cJSON *degraded_json(const struct engine *e)
 {
 	const struct collector_note *notes;
@@ -317,6 +329,7 @@ cJSON *engine__status(struct engine *e)
 	if (f->switch_clock)
 		cJSON_AddStringToObject(feat, "switch_clock", f->switch_clock);
 	cJSON_AddItemToObject(o, "probes", ls_probes_json(collector__probes(e->coll)));
+	cJSON_AddItemToObject(o, "waker", waker_json(e));
 	cJSON_AddItemToObject(o, "degraded", degraded_json(e));
 	cJSON_AddItemToObject(o, "self", self_json(e));
 	cJSON_AddNumberToObject(o, "switch_cost_ns", threads__switch_cost_ns(e->threads));
@@ -345,6 +358,8 @@ cJSON *engine__status(struct engine *e)
 	cJSON_AddNumberToObject(ev, "futex_nonblocking", cnt[LS_CNT_UNONBLOCK]);
 	cJSON_AddNumberToObject(ev, "futex_releasers", cnt[LS_CNT_URELEASER]);
 	cJSON_AddNumberToObject(ev, "block_wakers", cnt[LS_CNT_BLOCK_WAKERS]);
+	/* user waits that ended with sched_waking detached: their waker was not looked for */
+	cJSON_AddNumberToObject(ev, "waits_unwatched", ds.unwatched_waits);
 	cJSON_AddNumberToObject(ev, "holders_noted", cnt[LS_CNT_HOLDERS]);
 	cJSON_AddNumberToObject(ev, "futex_words_read", cnt[LS_CNT_UWORDS]);
 	cJSON_AddNumberToObject(ev, "holder_samples", cnt[LS_CNT_HOLD_SAMPLES]);

@@ -221,6 +221,11 @@ void collector__name_releasers(struct collector *c, bool on)
 	c->sskel->bss->waker_blocks = 0;
 }
 
+bool collector__naming_releasers(const struct collector *c)
+{
+	return c->sskel && c->slinks[SCHED_WAKING];
+}
+
 static struct bpf_program *precise_prog(struct collector *c, int i)
 {
 	struct bpf_program *progs[PRECISE_PROGS] = {

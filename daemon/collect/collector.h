@@ -39,6 +39,7 @@ struct collector_opts {
 	__u32 max_holders;		/* lock holders noted for sampling */
 	__u32 hold_freq;		/* holder samples/s per CPU; 0 disables */
 	__u32 waker_min_rate;		/* futex waits/s that attach sched_waking; 0: always */
+	__u32 waker_max_rate;		/* waits/s past which it is attached part-time; 0: no limit */
 	__u32 ustack_bytes;		/* user stack window per dump; 0: frame pointers only */
 	__u32 udump_rate;		/* user stack dumps/s per CPU, all user locks together */
 	__u32 sched_threads;		/* threads with per-thread scheduling counts; 0: off */
@@ -120,6 +121,8 @@ void collector__precise_del(struct collector *c, __u32 pid);
 void collector__hold_sampling(struct collector *c, bool on);
 /* sched_waking attached (futex releasers named) while @on or a precise scan runs */
 void collector__name_releasers(struct collector *c, bool on);
+/* Whether sched_waking is attached now (releasers named). */
+bool collector__naming_releasers(const struct collector *c);
 /*
  * Frees the slots of threads that no longer exist, which would hold them forever. Returns
  * how many held a wait open: its end was missed (the kernel skipped the program, or the

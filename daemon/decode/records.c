@@ -257,6 +257,7 @@ static int handle_ulock(struct decoder *d, const struct ulock_wait_rec *r, size_
 							   r->releaser_dump, ULOCK_RF_RELEASER_STACK,
 							   r->releaser_stack_id, r->releaser_pid);
 	}
+	ev.key.unwatched = !!(r->rec_flags & ULOCK_RF_UNWATCHED);
 	/* precise mode: a call that returned without sleeping is not a wait */
 	if ((r->rec_flags & ULOCK_RF_PRECISE) && !(r->rec_flags & ULOCK_RF_BLOCKED))
 		ev.nonblocking = 1;
@@ -318,6 +319,7 @@ static int wait_key(struct decoder *d, const struct ls_wait_key *k, const char *
 		ev->key.releaser_pid = k->releaser_pid;
 		ev->key.releaser_tid = k->releaser_tid;
 		ev->key.chain_pid = k->flags >> LS_WF_CHAIN_SHIFT;
+		ev->key.unwatched = !!(k->flags & LS_WF_UNWATCHED);
 		return 0;
 	case LS_WAIT_BLOCK:	/* the lock is the descriptor the call named */
 		if (!k->type || k->type >= LS_BTYPE_MAX)
@@ -327,6 +329,7 @@ static int wait_key(struct decoder *d, const struct ls_wait_key *k, const char *
 		ev->key.releaser_pid = k->releaser_pid;
 		ev->key.releaser_tid = k->releaser_tid;
 		ev->key.chain_pid = k->flags >> LS_WF_CHAIN_SHIFT;
+		ev->key.unwatched = !!(k->flags & LS_WF_UNWATCHED);
 		return 0;
 	case LS_WAIT_UPREEMPT:
 		usyms__see(d->opts.usyms, k->pid);
@@ -358,6 +361,8 @@ static void count_class(struct decoder *d, const struct ls_wait_key *k, uint64_t
 		d->st.futex_waits += n;
 	else if (k->class == LS_WAIT_BLOCK)
 		d->st.block_waits += n;
+	if (k->flags & LS_WF_UNWATCHED)
+		d->st.unwatched_waits += n;
 }
 
 int decoder__wait_entry(void *ctx, const struct ls_wait_key *k, const struct ls_wait_val *v)

@@ -58,6 +58,7 @@ struct decoder_stats {
 	uint64_t dump_table_full;
 	uint64_t kernel_waits, futex_waits;	/* waits decoded, per class */
 	uint64_t block_waits;			/* other blocking syscalls' waits decoded */
+	uint64_t unwatched_waits;		/* user waits ended while sched_waking was detached */
 	uint64_t wait_entries;		/* wait-table entries decoded */
 	uint64_t stack_ids_freed;	/* stack-map ids freed once idle */
 };

@@ -63,7 +63,12 @@ struct agg_key {
 	 * and split them among callers by the samples.
 	 */
 	uint16_t sampled;
-	uint16_t name;		/* enum ls_lock_name */
+	uint8_t name;		/* enum ls_lock_name */
+	/*
+	 * 1: a user wait with no releaser because sched_waking was detached when it ended
+	 * (waker-min-rate, waker-max-rate), not because no thread woke it
+	 */
+	uint8_t unwatched;
 	/* 64 bytes, no padding: keys are compared as bytes, and there is one per key id */
 };
 _Static_assert(sizeof(struct agg_key) == 64, "struct agg_key has no padding");

@@ -245,7 +245,7 @@ def test_the_graph_exports_as_dot(daemon):
     drawn = [(e.get_source(), e.get_destination(), e.get_label().strip('"')) for e in graph.get_edges()]
     print(truth, drawn)
     for r in edges:
-        waker = f"p{r['releaser']['pid']}" if r["releaser"] else "none"
+        waker = f"p{r['releaser']['pid']}" if r["releaser"] else "none" if r["waker_watched"] else "unwatched"
         label = f"wait:poll ({r['class']}): {r['contended']} waits, "
         assert [d for d in drawn if d[:2] == (f"p{r['pid']}", waker) and d[2].startswith(label)], (r, drawn)
     assert len(drawn) == len(edges), (drawn, edges)
@@ -283,3 +283,54 @@ def test_a_chain_names_the_waker_and_whom_it_waited_on(daemon_waker):
     line = daemon_waker.cli("top", "--by", "edge", "-w", "all", "-Y", "wait:read", "-p", str(w.pid)).stdout
     assert re.search(rf"-> blocking_waits/{truth['relay_pid']}( chain_relay_main[^>]*)? -> "
                      rf"blocking_waits/{truth['source_pid']} \(\d+%\)", line), line
+
+
+# waker-max-rate for the part-time test: far below the pool's rate, so that sched_waking is
+# off nine seconds in ten (WAKER_MAX_PERIOD) once the daemon has seen it
+PART_TIME_RATE = 100
+PART_TIME_S = 4
+
+
+@pytest.fixture
+def daemon_part_time():
+    yield from block_waits_daemon("--waker-max-rate", str(PART_TIME_RATE))
+
+
+def test_the_waker_is_watched_part_time_past_its_rate(daemon_part_time):
+    """Past waker-max-rate, sched_waking (which costs every wakeup of the host) is attached
+    one second in a few. Every wait is still counted exactly: the pool's workers' waits are
+    its watched edge (the producer named) and, for the seconds it was off, an edge of their
+    own whose waker was not watched (not "no thread"), drawn as such; both idle, as the
+    watched ones are (a pool waits for work)."""
+    require_bpf()
+    d = daemon_part_time
+    w = Workload("blocking_waits", "--mode", "pool", "--threads", "4", "--seconds", str(PART_TIME_S))
+    w.go()
+    periods = set()
+    while w.proc.poll() is None:
+        periods.add(d.call({"cmd": "status"})["waker"]["period_s"])
+        time.sleep(0.2)
+    truth = w.wait()
+    rows(d, w.pid, "wait:read")  # drained
+    status = d.call({"cmd": "status"})
+    edges = d.cli_json("top", "-w", "all", "--by", "edge", "-Y", "wait:read", "-E", "100000", "-p", str(w.pid))["rows"]
+    print(truth, periods, status["waker"], status["events"]["waits_unwatched"],
+          [(r["releaser"], r["waker_watched"], r["class"], r["contended"]) for r in edges])
+    assert max(periods) > 1, periods
+    assert status["events"]["waits_unwatched"] > 0
+    named = [r for r in edges if r["releaser"] and r["releaser"]["pid"] == w.pid]
+    unwatched = [r for r in edges if not r["waker_watched"]]
+    assert len(named) == 1 and named[0]["contended"] > 0, edges
+    assert len(unwatched) == 1 and unwatched[0]["releaser"] is None and unwatched[0]["contended"] > 0, edges
+    # exact whichever second a wait ended in: the workers' rows hold every sleep they count,
+    # and the edges every read of the process (main's of the go line too)
+    workers = sum(r["contended"] for r in rows(d, w.pid, "wait:read"))
+    everyone = sum(r["contended"] for r in d.cli_json("top", "-w", "all", "--kind", "user", "-E", "100000",
+                                                      "-p", str(w.pid), "-Y", "wait:read")["rows"])
+    assert workers + status["dropped"]["missed_end"] == truth["wait"]["sleeps"], (workers, status["dropped"], truth)
+    assert sum(r["contended"] for r in edges) == everyone, (edges, everyone)
+    assert named[0]["class"] == unwatched[0]["class"] == "idle", edges
+    text = d.cli("top", "-w", "all", "--by", "edge", "-Y", "wait:read", "-p", str(w.pid)).stdout
+    assert f"blocking_waits/{w.pid} pool_worker+0x" in text and "-> ? (waker not watched" in text, text
+    dot = d.cli("export", "-F", "dot", "-w", "all", "-Y", "wait:read", "-p", str(w.pid)).stdout
+    assert f"p{w.pid} -> unwatched [label=\"wait:read (idle): {unwatched[0]['contended']} waits" in dot, dot

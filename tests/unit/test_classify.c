@@ -26,9 +26,20 @@ struct wait {
 	uint32_t flags, pid, tid, waker_pid, waker_tid;
 	int count;
 	const char *comm, *waker_comm;	/* NULL: "app" */
+	uint64_t lock;			/* 0: one of its own */
+	uint8_t unwatched;		/* ended with sched_waking detached */
 };
 
-#define W(flags, pid, tid, waker_pid, waker_tid, count) { flags, pid, tid, waker_pid, waker_tid, count, NULL, NULL }
+/* A wait on object @lock; unwatched: its waker was not looked for. */
+#define WO(flags, pid, tid, waker_pid, waker_tid, count, lock, unwatched) \
+	{ flags, pid, tid, waker_pid, waker_tid, count, NULL, NULL, lock, unwatched }
+
+static uint64_t lock_of(const struct wait *w, size_t i)
+{
+	return w[i].lock ? w[i].lock : 0x1000 + i;
+}
+
+#define W(flags, pid, tid, waker_pid, waker_tid, count) { flags, pid, tid, waker_pid, waker_tid, count, NULL, NULL, 0, 0 }
 
 /* The class of each of @w's waits, as one view of them all classes it. */
 static void classify(const struct wait *w, size_t n, enum ls_wclass *out)
@@ -45,8 +56,9 @@ static void classify(const struct wait *w, size_t n, enum ls_wclass *out)
 	assert_non_null(a);
 	for (i = 0; i < n; i++) {
 		struct agg_event ev = {
-			.key = { .lock = 0x1000 + i, .pid = w[i].pid, .tid = w[i].tid, .flags = w[i].flags,
-				 .releaser_pid = w[i].waker_pid, .releaser_tid = w[i].waker_tid },
+			.key = { .lock = lock_of(w, i), .pid = w[i].pid, .tid = w[i].tid, .flags = w[i].flags,
+				 .releaser_pid = w[i].waker_pid, .releaser_tid = w[i].waker_tid,
+				 .unwatched = w[i].unwatched },
 			.wait_ns = 1000, .comm = w[i].comm ? w[i].comm : "app",
 			.releaser_comm = w[i].waker_comm ? w[i].waker_comm : w[i].comm ? w[i].comm : "app",
 		};
@@ -60,7 +72,8 @@ static void classify(const struct wait *w, size_t n, enum ls_wclass *out)
 	for (i = 0; i < n; i++) {
 		out[i] = LS_WCLASS_MAX;
 		for (j = 0; !agg_view__get(v, j, &k, &val); j++)
-			if (k->lock == 0x1000 + i && !k->sampled)
+			if (k->lock == lock_of(w, i) && k->pid == w[i].pid && k->tid == w[i].tid &&
+			    k->releaser_tid == w[i].waker_tid && k->unwatched == w[i].unwatched && !k->sampled)
 				out[i] = wait_classes__of(wc, k, &val);
 		assert_int_not_equal(out[i], LS_WCLASS_MAX);
 	}
@@ -130,11 +143,11 @@ static void test_one_wait_back_makes_no_lock(void **state)
 static void test_processes_of_one_program_are_peers(void **state)
 {
 	static const struct wait w[] = {
-		{ POLL, 10, 10, 11, 11, 100, "postgres", "postgres" },
-		{ POLL, 11, 11, 12, 12, 100, "postgres", "postgres" },
-		{ POLL, 12, 12, 10, 10, 100, "postgres", "postgres" },
-		{ POLL, 10, 10, 20, 21, 100, "postgres", "pgbench" },
-		{ POLL, 20, 21, 10, 10, 100, "pgbench", "postgres" },
+		{ POLL, 10, 10, 11, 11, 100, "postgres", "postgres", 0, 0 },
+		{ POLL, 11, 11, 12, 12, 100, "postgres", "postgres", 0, 0 },
+		{ POLL, 12, 12, 10, 10, 100, "postgres", "postgres", 0, 0 },
+		{ POLL, 10, 10, 20, 21, 100, "postgres", "pgbench", 0, 0 },
+		{ POLL, 20, 21, 10, 10, 100, "pgbench", "postgres", 0, 0 },
 	};
 	enum ls_wclass c[5];
 
@@ -166,6 +179,41 @@ static void test_by_type_and_without_waker(void **state)
 	assert_string_equal(classify__name(LS_WCLASS_IO), "io");
 	assert_true(classify__by_evidence(CONDVAR) && classify__by_evidence(POLL));
 	assert_false(classify__by_evidence(MUTEX) || classify__by_evidence(FLOCK));
+}
+
+/*
+ * Waits that ended while sched_waking was detached (past waker-max-rate, the seconds it is
+ * off) have no releaser: each takes the class its object's watched waits were given. Three
+ * backends take turns on their latches (0xa); backend 10 also waits for its client on
+ * another descriptor (0xb), which pgbench wakes; 0xc has no watched wait at all.
+ */
+static void test_unwatched_waits_take_their_objects_class(void **state)
+{
+	static const struct wait w[] = {
+		{ POLL, 10, 10, 11, 11, 100, "postgres", "postgres", 0xa, 0 },
+		{ POLL, 11, 11, 12, 12, 100, "postgres", "postgres", 0xa, 0 },
+		{ POLL, 12, 12, 10, 10, 100, "postgres", "postgres", 0xa, 0 },
+		{ POLL, 10, 10, 20, 21, 100, "postgres", "pgbench", 0xb, 0 },
+		{ POLL, 20, 21, 10, 10, 100, "pgbench", "postgres", 0xd, 0 },
+		WO(POLL, 10, 10, 0, 0, 900, 0xa, 1),	/* the latch, unwatched: a lock's */
+		WO(POLL, 10, 10, 0, 0, 900, 0xb, 1),	/* the client's socket: idle */
+		WO(POLL, 10, 10, 0, 0, 900, 0xc, 1),	/* no evidence: idle */
+		WO(POLL, 10, 10, 0, 0, 10, 0xa, 0),	/* watched, and no thread woke it: idle */
+		WO(SYNC, 10, 10, 0, 0, 10, 0xe, 1),	/* the disk's: io */
+		WO(POLL, 13, 13, 0, 0, 10, 0xa, 1),	/* another process's 0xa is another object */
+	};
+	enum ls_wclass c[11];
+
+	(void)state;
+	CLASSIFY(w, c);
+	assert_int_equal(c[0], LS_WCLASS_LOCK);
+	assert_int_equal(c[3], LS_WCLASS_IDLE);
+	assert_int_equal(c[5], LS_WCLASS_LOCK);
+	assert_int_equal(c[6], LS_WCLASS_IDLE);
+	assert_int_equal(c[7], LS_WCLASS_IDLE);
+	assert_int_equal(c[8], LS_WCLASS_IDLE);
+	assert_int_equal(c[9], LS_WCLASS_IO);
+	assert_int_equal(c[10], LS_WCLASS_IDLE);
 }
 
 static cJSON *caller_row(const char *type, const char *cls, const char *caller, double count, double total_ns)
@@ -221,6 +269,7 @@ int main(void)
 		cmocka_unit_test(test_one_wait_back_makes_no_lock),
 		cmocka_unit_test(test_processes_of_one_program_are_peers),
 		cmocka_unit_test(test_by_type_and_without_waker),
+		cmocka_unit_test(test_unwatched_waits_take_their_objects_class),
 		cmocka_unit_test(test_report_finds_peer_waits_by_function),
 	};
 
