@@ -157,13 +157,22 @@ enum ls_rec_type {
 	LS_REC_SCHED_SPIN,	/* struct sched_spin_rec: a sample in a spin loop */
 	LS_REC_SCHED_RESUME,	/* struct sched_resume_rec: a stop and the events after it */
 	LS_REC_WAIT,		/* struct ls_wait_rec: one wait the wait table had no room for */
-	LS_REC_WAKER_WANTED,	/* struct ls_rec_hdr alone: futex waits reached waker-min-rate */
+	LS_REC_WAKER_WANTED,	/* struct ls_waker_rec: user waits reached waker-min-rate */
 };
 
 struct ls_rec_hdr {
 	__u16 type;	/* enum ls_rec_type */
 	__u16 size;	/* bytes of the whole record, header included */
 	__u32 cpu;	/* CPU the record was written on */
+};
+
+/*
+ * User waits reached waker-min-rate in a second while sched_waking was off: @span_ns is
+ * how long the second's waits took to get there, so the daemon knows their rate at once.
+ */
+struct ls_waker_rec {
+	struct ls_rec_hdr hdr;
+	__u64 span_ns;
 };
 
 /* A wait that found its table full: what the entry would have counted, once. */

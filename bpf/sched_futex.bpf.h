@@ -428,17 +428,26 @@ static __always_inline void wait_close_unseen(struct sched_slot *e, struct task_
 	wait_end(e, t->tgid, t->pid, t->comm, off - ran, 0);
 }
 
-/* A wait while sched_waking is off: the one that reaches the rate asks for it. */
+/*
+ * A wait while sched_waking is off: the one that reaches the rate asks for it, and says how
+ * fast they came (the daemon grants a storm's only a look: waker-max-rate).
+ */
 static __always_inline void waker_wanted(void)
 {
-	struct ls_rec_hdr *r;
+	__u32 n = __sync_fetch_and_add(&waker_blocks, 1) + 1;
+	struct ls_waker_rec *r;
 	void *rb;
 
-	if (__sync_fetch_and_add(&waker_blocks, 1) + 1 != waker_min_blocks)
+	if (n == 1)	/* once a second: the daemon resets the count */
+		waker_first_ns = bpf_ktime_get_ns();
+	if (n != waker_min_blocks)
 		return;
 	r = ls_reserve(&rb, LS_REC_WAKER_WANTED, sizeof(*r));
-	if (r)	/* the daemon acts on it now, not at its next timer drain */
-		bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
+	if (!r)
+		return;
+	r->span_ns = bpf_ktime_get_ns() - waker_first_ns;
+	/* the daemon acts on it now, not at its next timer drain */
+	bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
 }
 
 /* @prev goes to sleep in futex call @nr: a futex wait begins. Runs in @prev's context. */

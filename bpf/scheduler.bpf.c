@@ -54,7 +54,9 @@ const volatile __u64 spin_dump_cost_ns = LS_NSEC_PER_SEC / SCHED_DEF_SPIN_DUMP_R
  * blocking ones) come at waker-min-rate or more (waker_on). While it is off, the waits of
  * the daemon's current second are counted here, and the one that reaches the rate asks
  * for it at once with a record, so a lock that starts to be contended has its releasers
- * named from its first milliseconds.
+ * named from its first milliseconds. Past waker-max-rate the daemon attaches it only for
+ * short looks (the record says how fast the waits came); a wait that ends while it is off
+ * is marked LS_WF_UNWATCHED.
  */
 const volatile __u32 waker_min_blocks = 0;	/* 0: sched_waking stays attached */
 /*
@@ -65,6 +67,7 @@ const volatile __u32 waker_min_blocks = 0;	/* 0: sched_waking stays attached */
 const volatile bool rq_clock_global = false;
 bool waker_on = false;				/* the daemon has sched_waking attached */
 __u32 waker_blocks = 0;				/* reset by the daemon every second */
+__u64 waker_first_ns = 0;			/* when the first of them came */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

@@ -18,7 +18,7 @@
  *   idle  everything else: waiting for work, input, a timer or a signal.
  * Mutexes (futex:mutex, :pi, :waitv), kernel locks and file locks (wait:flock) are locks
  * whatever woke them. The evidence needs the waker, which `sched_waking` names while user
- * waits come at waker-min-rate or more (above waker-max-rate, one second in a few). A wait
+ * waits come at waker-min-rate or more (above waker-max-rate, in short looks). A wait
  * that ended while it was detached (agg_key.unwatched) takes the class of its object's
  * watched waits in the view: lock if one of them was a lock's wait on the same futex word
  * or descriptor of the same process, else idle (or io). Without any watched wait, every

@@ -40,9 +40,12 @@
 /* sched_waking stays attached this long after futex waits fell below waker-min-rate */
 #define WAKER_QUIET_NS (10 * NSEC_PER_SEC)
 /*
- * Past waker-max-rate, sched_waking is on one second in as many as name that rate, and at
- * least one in this many: a 10 s window keeps one second of wakers, a minute six.
+ * Past waker-max-rate, sched_waking is attached for a look of WAKER_LOOK_NS (an engine tick)
+ * every period_s seconds: the fewest that keep the waits it names to about that rate (a
+ * look names the rate x 0.2 s of them), and at most this many, so that a 10 s window always
+ * holds a look.
  */
+#define WAKER_LOOK_NS ((uint64_t)ENGINE_TICK_MS * NSEC_PER_MSEC)
 #define WAKER_MAX_PERIOD 10
 /* processes whose mappings are kept for symbolization */
 #define USYMS_MAX_PROCS 4096
@@ -155,18 +158,51 @@ static void resume(void *ctx, const struct sched_resume_rec *r, uint32_t stack)
 	spin__resume(e->spin, r, stack, base_events, base_ns);
 }
 
+/* Seconds between two looks for waits at @per_s past @max_per_s (see WAKER_LOOK_NS). */
+static uint32_t waker_period(double per_s, uint32_t max_per_s)
+{
+	double p = ceil(per_s * WAKER_LOOK_NS / NSEC_PER_SEC / max_per_s);
+
+	return p < 1 ? 1 : p > WAKER_MAX_PERIOD ? WAKER_MAX_PERIOD : (uint32_t)p;
+}
+
+/* Whether user waits at @per_s a second are past waker-max-rate (0: no limit). */
+static bool waker_storm(const struct engine *e, double per_s)
+{
+	return e->opts.collector.waker_max_rate && per_s > e->opts.collector.waker_max_rate;
+}
+
+/* sched_waking on for a look, from @now (engine__tick() ends it). */
+static void waker_look(struct engine *e, uint64_t now)
+{
+	e->waker.off = 0;
+	e->waker.look_end_ns = now + WAKER_LOOK_NS;
+	collector__name_releasers(e->coll, true);
+}
+
 /*
- * ...and a request for sched_waking is granted at once, unless it is off for the seconds
- * between two of a part-time duty (the request comes once a second then: the waits did
- * not stop).
+ * ...and a request for sched_waking is granted at once: full time, or a look when the waits
+ * that made it came past waker-max-rate (the first of WAKER_MIN_RATE in @span_ns). While
+ * a part-time duty runs, the requests (one a second: the waits did not stop) are its to
+ * answer.
  */
-static void waker_wanted(void *ctx)
+static void waker_wanted(void *ctx, uint64_t span_ns)
 {
 	struct engine *e = ctx;
+	uint64_t now = ls_now_ns();
+	double per_s;
 
-	e->releasers.busy_ns = ls_now_ns();
-	if (!e->waker.off)
+	e->releasers.busy_ns = now;
+	if (e->waker.part_time)
+		return;
+	per_s = span_ns ? (double)e->opts.collector.waker_min_rate * NSEC_PER_SEC / span_ns : INFINITY;
+	if (!waker_storm(e, per_s)) {
 		collector__name_releasers(e->coll, true);
+		return;
+	}
+	e->waker.part_time = true;
+	e->waker.period = waker_period(per_s, e->opts.collector.waker_max_rate);
+	waker_look(e, now);
 }
 
 /* The fuzzers' seeds see every record and entry before it is decoded. */
@@ -569,26 +605,36 @@ static bool on_demand_tick(struct on_demand *d, uint64_t count, uint32_t min_per
 }
 
 /*
- * Whether sched_waking is on for the next second, given @n waits over the last @elapsed_ns:
- * always at @max_per_s or less (0: no limit); past it, one second in @d->period, the
- * fewest that name no more than @max_per_s a second on average (WAKER_MAX_PERIOD at
- * most). The second that found the rate past the limit was an on one: the off ones follow.
+ * Once a second, sched_waking for the next one: off when user waits are not @wanted
+ * (waker-min-rate), full time at waker-max-rate or less, else a look every period_s
+ * seconds. @per_s < 0: not known yet (the first second), the state a request set holds.
  */
-static bool waker_duty_tick(struct waker_duty *d, uint64_t n, uint64_t elapsed_ns, uint32_t max_per_s)
+static void waker_second(struct engine *e, bool wanted, double per_s, uint64_t now)
 {
-	double per_s = (double)n * NSEC_PER_SEC / elapsed_ns;
+	struct waker_duty *d = &e->waker;
+	bool storm = per_s < 0 ? d->part_time : waker_storm(e, per_s);
 
-	if (!max_per_s || per_s <= max_per_s) {
-		d->period = 1;
-		d->off = 0;
-		return true;
+	if (!wanted || !storm) {
+		*d = (struct waker_duty){ .period = 1 };
+		collector__name_releasers(e->coll, wanted);
+		return;
 	}
-	d->period = per_s >= (double)max_per_s * WAKER_MAX_PERIOD ? WAKER_MAX_PERIOD
-								   : (uint32_t)ceil(per_s / max_per_s);
-	if (++d->off < d->period)
-		return false;
-	d->off = 0;
-	return true;
+	d->part_time = true;
+	if (per_s >= 0)
+		d->period = waker_period(per_s, e->opts.collector.waker_max_rate);
+	if (++d->off >= d->period && !d->look_end_ns)
+		waker_look(e, now);
+	else	/* a look under way stays on (and the off count starts again) */
+		collector__name_releasers(e->coll, d->look_end_ns);
+}
+
+/* A look at the wakers ends. */
+static void waker_tick(struct engine *e, uint64_t now)
+{
+	if (!e->waker.look_end_ns || now < e->waker.look_end_ns)
+		return;
+	e->waker.look_end_ns = 0;
+	collector__name_releasers(e->coll, false);	/* part-time still: waker_second() clears it */
 }
 
 /* Brings the aggregator up to date with the wait tables: every wait ended by now is in it. */
@@ -604,8 +650,8 @@ void engine_drain_waits(struct engine *e)
 static void per_second(struct engine *e, uint64_t now)
 {
 	uint64_t cnt[LS_CNT_MAX], elapsed = now - e->last_rate_ns, waits, n;
+	bool first = !e->last_rate_ns, wanted;
 	struct decoder_stats ds;
-	bool on;
 
 	if (elapsed < NSEC_PER_SEC)
 		return;
@@ -625,13 +671,10 @@ static void per_second(struct engine *e, uint64_t now)
 	ds = decoder__stats(e->dec);
 	waits = ds.futex_waits + ds.block_waits;
 	n = waits - e->releasers.last;
-	on = on_demand_tick(&e->releasers, waits, e->opts.collector.waker_min_rate, now, elapsed, WAKER_QUIET_NS);
-	/* and past waker-max-rate, part-time */
-	if (on)
-		on = waker_duty_tick(&e->waker, n, elapsed, e->opts.collector.waker_max_rate);
-	else
-		e->waker = (struct waker_duty){ .period = 1 };
-	collector__name_releasers(e->coll, on);
+	wanted = on_demand_tick(&e->releasers, waits, e->opts.collector.waker_min_rate, now, elapsed,
+				WAKER_QUIET_NS);
+	/* and past waker-max-rate, part-time (the first tick's span is the host's uptime) */
+	waker_second(e, wanted, first ? -1 : (double)n * NSEC_PER_SEC / elapsed, now);
 }
 
 void engine__set_pods(struct engine *e, struct pods *pods)
@@ -668,6 +711,7 @@ void engine__tick(struct engine *e)
 	usyms__poll(e->usyms);
 	scratch__idle(e->scratch, now);
 	agg__rotate(e->agg, now);
+	waker_tick(e, now);
 	per_second(e, now);
 	if (now - e->last_gc_ns >= GC_INTERVAL_NS) {
 		/*

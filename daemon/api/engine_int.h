@@ -36,10 +36,12 @@ struct on_demand {
 	uint64_t busy_ns;	/* when that last grew fast enough; 0: never */
 };
 
-/* sched_waking part-time past waker-max-rate: on one second in @period. */
+/* sched_waking part-time past waker-max-rate: a look every @period seconds. */
 struct waker_duty {
-	uint32_t period;	/* 1: full time */
-	uint32_t off;		/* seconds it has been off since its last on one */
+	bool part_time;		/* past waker-max-rate; else full time (or off: on_demand) */
+	uint32_t period;	/* seconds from one look to the next; 1 when full time */
+	uint32_t off;		/* seconds since the last look began */
+	uint64_t look_end_ns;	/* the look under way ends then; 0: none */
 };
 
 /* What a report or an export asks for besides the query: the format, the profile's view. */

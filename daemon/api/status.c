@@ -247,13 +247,15 @@ static cJSON *unwind_json(struct engine *e, const uint64_t *cnt)
 	return u;
 }
 
-/* sched_waking: whether it names wakers now, and its duty past waker-max-rate. */
+/* sched_waking: whether it names wakers now, and its looks past waker-max-rate. */
 static cJSON *waker_json(const struct engine *e)
 {
 	cJSON *w = cJSON_CreateObject();
 
 	cJSON_AddBoolToObject(w, "attached", collector__naming_releasers(e->coll));
+	cJSON_AddBoolToObject(w, "part_time", e->waker.part_time);
 	cJSON_AddNumberToObject(w, "period_s", e->waker.period);
+	cJSON_AddNumberToObject(w, "look_ms", ENGINE_TICK_MS);
 	cJSON_AddNumberToObject(w, "min_rate", e->opts.collector.waker_min_rate);
 	cJSON_AddNumberToObject(w, "max_rate", e->opts.collector.waker_max_rate);
 	return w;

@@ -481,7 +481,11 @@ static int dispatch(struct decoder *d, const void *data, size_t size)
 	case LS_REC_SCHED_RESUME:
 		return handle_sched(d, h, size);
 	case LS_REC_WAKER_WANTED:
-		d->opts.sink.waker_wanted(d->opts.sink.ctx);
+		if (size < sizeof(struct ls_waker_rec)) {
+			d->st.bad_records++;
+			return 0;
+		}
+		d->opts.sink.waker_wanted(d->opts.sink.ctx, ((const struct ls_waker_rec *)data)->span_ns);
 		return 0;
 	default:
 		d->st.bad_records++;

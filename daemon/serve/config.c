@@ -46,8 +46,8 @@ const struct ls_setting ls_settings[] = {
 	U32("waker-min-rate", ENG(collector.waker_min_rate), 0, 1000000, 0, "sources",
 	    "futex waits/s that attach sched_waking to name releasers (off 10 s after they stop); 0: always attached"),
 	U32("waker-max-rate", ENG(collector.waker_max_rate), 0, 100000000, 0, "sources",
-	    "user waits/s past which sched_waking is attached one second in a few (at most 10), so it names about this many a"
-	    " second; the other waits are counted exactly, their waker not named; 0: no limit"),
+	    "user waits/s past which sched_waking is attached part-time, 0.2 s every few seconds (at most 10), to name about"
+	    " this many a second; the other waits are counted exactly, their waker not named; 0: no limit"),
 
 	U32("stack-rate", ENG(collector.stack_rate), 0, 1000000, 0, "sampling",
 	    "stacks/s per lock per CPU before sampling; 0: none"),
