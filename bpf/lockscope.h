@@ -167,12 +167,15 @@ struct ls_rec_hdr {
 };
 
 /*
- * User waits reached waker-min-rate in a second while sched_waking was off: @span_ns is
- * how long the second's waits took to get there, so the daemon knows their rate at once.
+ * User waits reached waker-min-rate in a second while sched_waking was off: the last
+ * @waits of them came in @span_ns, so the daemon knows their rate at once (the second half
+ * of them: a trickle of the host's own waits before a storm does not count).
  */
 struct ls_waker_rec {
 	struct ls_rec_hdr hdr;
 	__u64 span_ns;
+	__u32 waits;		/* 0: no rate (waker-min-rate 1) */
+	__u32 pad;
 };
 
 /* A wait that found its table full: what the entry would have counted, once. */

@@ -434,18 +434,19 @@ static __always_inline void wait_close_unseen(struct sched_slot *e, struct task_
  */
 static __always_inline void waker_wanted(void)
 {
-	__u32 n = __sync_fetch_and_add(&waker_blocks, 1) + 1;
+	__u32 n = __sync_fetch_and_add(&waker_blocks, 1) + 1, half = waker_min_blocks / 2;
 	struct ls_waker_rec *r;
 	void *rb;
 
-	if (n == 1)	/* once a second: the daemon resets the count */
-		waker_first_ns = bpf_ktime_get_ns();
+	if (n == half)	/* once a second: the daemon resets the count */
+		waker_half_ns = bpf_ktime_get_ns();
 	if (n != waker_min_blocks)
 		return;
 	r = ls_reserve(&rb, LS_REC_WAKER_WANTED, sizeof(*r));
 	if (!r)
 		return;
-	r->span_ns = bpf_ktime_get_ns() - waker_first_ns;
+	r->span_ns = bpf_ktime_get_ns() - waker_half_ns;
+	r->waits = half ? waker_min_blocks - half : 0;
 	/* the daemon acts on it now, not at its next timer drain */
 	bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
 }

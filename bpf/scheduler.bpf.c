@@ -67,7 +67,7 @@ const volatile __u32 waker_min_blocks = 0;	/* 0: sched_waking stays attached */
 const volatile bool rq_clock_global = false;
 bool waker_on = false;				/* the daemon has sched_waking attached */
 __u32 waker_blocks = 0;				/* reset by the daemon every second */
-__u64 waker_first_ns = 0;			/* when the first of them came */
+__u64 waker_half_ns = 0;			/* when half of waker_min_blocks had come */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);

@@ -181,12 +181,12 @@ static void waker_look(struct engine *e, uint64_t now)
 }
 
 /*
- * ...and a request for sched_waking is granted at once: full time, or a look when the waits
- * that made it came past waker-max-rate (the first of WAKER_MIN_RATE in @span_ns). While
- * a part-time duty runs, the requests (one a second: the waits did not stop) are its to
- * answer.
+ * ...and a request for sched_waking is granted at once: full time, or a look when the
+ * waits that made it came past waker-max-rate (the last @waits of them in @span_ns; 0: no
+ * rate, full time until the next second says). While a part-time duty runs, the requests
+ * (one a second: the waits did not stop) are its to answer.
  */
-static void waker_wanted(void *ctx, uint64_t span_ns)
+static void waker_wanted(void *ctx, uint32_t waits, uint64_t span_ns)
 {
 	struct engine *e = ctx;
 	uint64_t now = ls_now_ns();
@@ -195,7 +195,7 @@ static void waker_wanted(void *ctx, uint64_t span_ns)
 	e->releasers.busy_ns = now;
 	if (e->waker.part_time)
 		return;
-	per_s = span_ns ? (double)e->opts.collector.waker_min_rate * NSEC_PER_SEC / span_ns : INFINITY;
+	per_s = !waits ? 0 : span_ns ? (double)waits * NSEC_PER_SEC / span_ns : INFINITY;
 	if (!waker_storm(e, per_s)) {
 		collector__name_releasers(e->coll, true);
 		return;

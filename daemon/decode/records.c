@@ -485,7 +485,8 @@ static int dispatch(struct decoder *d, const void *data, size_t size)
 			d->st.bad_records++;
 			return 0;
 		}
-		d->opts.sink.waker_wanted(d->opts.sink.ctx, ((const struct ls_waker_rec *)data)->span_ns);
+		d->opts.sink.waker_wanted(d->opts.sink.ctx, ((const struct ls_waker_rec *)data)->waits,
+					  ((const struct ls_waker_rec *)data)->span_ns);
 		return 0;
 	default:
 		d->st.bad_records++;

@@ -33,7 +33,7 @@ struct decode_sink {
 	void (*spin_sample)(void *ctx, const struct sched_spin_rec *r, uint32_t stack);
 	void (*resume)(void *ctx, const struct sched_resume_rec *r, uint32_t stack);
 	/* futex waits came fast enough that the kernel side asks for their releasers */
-	void (*waker_wanted)(void *ctx, uint64_t span_ns);
+	void (*waker_wanted)(void *ctx, uint32_t waits, uint64_t span_ns);
 	void *ctx;
 };
 

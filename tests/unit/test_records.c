@@ -28,6 +28,7 @@ struct sink {
 	struct agg_event ev[MAX_EVENTS];
 	struct agg_stat stat[MAX_EVENTS];	/* ev[i].stat points into the decoder's stack frame */
 	int events, yields, samples, resumes, wakers;
+	uint32_t waker_waits;
 	uint64_t waker_span_ns;
 	uint32_t yield_stack;
 };
@@ -75,9 +76,10 @@ static void on_resume(void *ctx, const struct sched_resume_rec *r, uint32_t stac
 	((struct sink *)ctx)->resumes++;
 }
 
-static void on_waker(void *ctx, uint64_t span_ns)
+static void on_waker(void *ctx, uint32_t waits, uint64_t span_ns)
 {
 	((struct sink *)ctx)->wakers++;
+	((struct sink *)ctx)->waker_waits = waits;
 	((struct sink *)ctx)->waker_span_ns = span_ns;
 }
 
@@ -235,7 +237,7 @@ static void test_spin_and_scheduling_records_go_to_their_sinks(void **state)
 	struct sched_yield_rec y = { .hdr = { .type = LS_REC_SCHED_YIELD, .size = sizeof(y) }, .pid = 1, .tid = 1 };
 	struct sched_spin_rec sp = { .hdr = { .type = LS_REC_SCHED_SPIN, .size = sizeof(sp) }, .pid = 1, .tid = 1 };
 	struct sched_resume_rec rs = { .hdr = { .type = LS_REC_SCHED_RESUME, .size = sizeof(rs) }, .pid = 1, .tid = 1 };
-	struct ls_waker_rec w = { .hdr = { .type = LS_REC_WAKER_WANTED, .size = sizeof(w) }, .span_ns = 4321 };
+	struct ls_waker_rec w = { .hdr = { .type = LS_REC_WAKER_WANTED, .size = sizeof(w) }, .span_ns = 4321, .waits = 50 };
 
 	record(f, &y, sizeof(y));
 	record(f, &sp, sizeof(sp));
@@ -249,6 +251,7 @@ static void test_spin_and_scheduling_records_go_to_their_sinks(void **state)
 	assert_int_equal(f->sink.resumes, 1);
 	assert_int_equal(f->sink.wakers, 1);
 	assert_int_equal(f->sink.waker_span_ns, 4321);
+	assert_int_equal(f->sink.waker_waits, 50);
 	assert_int_equal(f->sink.events, 0);
 	assert_int_equal(decoder__stats(f->dec).bad_records, 1);
 }
