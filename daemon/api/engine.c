@@ -73,7 +73,8 @@ void engine_opts__init(struct engine_opts *o)
 	o->collector.user_locks = 1;
 	/*
 	 * Off until it fits the always-on budget: a wait opened and closed at every sleep in
-	 * any syscall (a pipe ping-pong: -14.6 % against -10.5 % with futex waits alone).
+	 * any syscall, with the waker in looks, costs a pipe ping-pong -7.4 % against -3.5 %
+	 * with futex waits alone, stress-ng --switch -7.2 % against -4.9 % (docs/performance.md)
 	 */
 	o->collector.block_waits = 0;
 	o->collector.uthreads = ULOCK_DEF_MAX_THREADS;
