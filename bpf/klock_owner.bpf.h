@@ -220,6 +220,7 @@ static __always_inline void take_owner_stack(__u32 tid, struct klock_pending *e,
 {
 	struct owner_stack *os;
 	struct task_struct *t;
+	bool running;
 	long n;
 
 	/* the unwinder refuses a task running on another CPU; don't pay to be refused */
@@ -241,9 +242,15 @@ static __always_inline void take_owner_stack(__u32 tid, struct klock_pending *e,
 		return;
 	}
 	n = bpf_get_task_stack(t, os->ips, sizeof(os->ips), 0);
+	/*
+	 * An owner switched in on another CPU between the check above and the walk has
+	 * its saved stack overwritten under the unwinder, which then gives up: the same
+	 * case as one found running, counted with it rather than as a failure
+	 */
+	running = n <= 0 && BPF_CORE_READ(t, on_cpu);
 	bpf_task_release(t);
 	if (n <= 0) {
-		ls_count(LS_DROP_OWNER_STACK);
+		ls_count(running ? LS_CNT_OWNER_ON_CPU : LS_DROP_OWNER_STACK);
 		bpf_map_delete_elem(&owner_stacks, &tid);
 		return;
 	}

@@ -84,9 +84,14 @@ def test_scan_embedded_matches_perf(tmp_path):
     assert resp["cmd"] == "scan" and resp["process_exited"] and resp["embedded"]
     ours = contended_by_tid(resp["rows"])
     # every loss is counted; here (a contention nested in an interrupt while the program
-    # ran, which the kernel skips) it must stay rare
+    # ran, which the kernel skips) it must stay rare. An owner's stack that could not be
+    # taken (the owner exited, or ran, under the walk) loses a stack, not a count: its own,
+    # looser bound
     print("dropped:", resp["dropped"])
-    assert sum(resp["dropped"].values()) <= 0.005 * sum(ours.values()), resp["dropped"]
+    dropped = dict(resp["dropped"])
+    owner_stacks = dropped.pop("owner_stack_failed")
+    assert sum(dropped.values()) <= 0.005 * sum(ours.values()), dropped
+    assert owner_stacks <= 0.02 * sum(ours.values()), owner_stacks
     compare_with_perf(ours, perf.per_thread())
 
 
