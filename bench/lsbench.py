@@ -92,14 +92,14 @@ def rss_bytes(pid, field="VmRSS"):
         return next(int(l.split()[1]) * 1024 for l in f if l.startswith(field + ":"))
 
 
-def pingpong(rounds):
-    """Round trips per second of the pingpong workload (it parks its threads when done)."""
-    p = subprocess.Popen([os.path.join(BUILD, "workloads", "pingpong"), "--rounds", str(rounds)],
+def pingpong(seconds):
+    """pingpong's summary after @seconds of round trips between its two threads alone (no
+    spinner: each round trip is two switches), timed by the workload from its first round
+    to its last: rounds, seconds, per_s. It parks its threads when done."""
+    p = subprocess.Popen([os.path.join(BUILD, "workloads", "pingpong"), "--seconds", str(seconds), "--no-spinner"],
                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    t0 = time.monotonic()
-    p.stdout.readline()  # the summary: the run is over, the threads are parked
-    elapsed = time.monotonic() - t0
+    summary = json.loads(p.stdout.readline())  # the run is over, the threads are parked
     p.stdin.write("exit\n")
     p.stdin.flush()
     p.wait()
-    return rounds / elapsed
+    return summary

@@ -143,14 +143,18 @@ def run_workload(name, seconds):
     """(operations per second, machine CPU seconds per operation) of one run."""
     cmd = WORKLOADS[name][3]
     c0, t0 = machine_cpu_s(), time.monotonic()
+    ops = None
     if cmd is None:
-        rate = pingpong(int(seconds * 90000))
+        pp = pingpong(seconds)
+        rate, ops = pp["per_s"], pp["rounds"]
     elif isinstance(cmd, str):
         rate = stress_ng(cmd, seconds)
     else:
         rate = workload(*cmd, "--seconds", str(seconds))["per_s"]
     cpu, elapsed = machine_cpu_s() - c0, time.monotonic() - t0
-    return rate, cpu / (rate * elapsed) if rate else None
+    if ops is None:
+        ops = rate * elapsed
+    return rate, cpu / ops if ops else None
 
 
 # ---- configurations: each a context manager yielding a probe of its programs' stats ----

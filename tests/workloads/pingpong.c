@@ -5,9 +5,13 @@
  * lat_ctx does); a spinner pinned to the same CPU gets preempted (involuntary switches).
  * When done, every thread stays alive and parked, the JSON summary names their tids and
  * the program waits for a line on stdin, so a test can read /proc and lockscope at rest.
+ * The bench runs it for --seconds without the spinner (--no-spinner): then each round trip
+ * is two switches and nothing else, timed by ping itself from its first round to its last
+ * (not the process's start, its threads' creation or the parking).
  */
 #define _GNU_SOURCE
 #include <getopt.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -18,8 +22,15 @@
 
 static struct {
 	long rounds;
+	double seconds;		/* 0: --rounds decides */
+	int spinner;
 	int wait_go;
-} opts = { .rounds = 20000 };
+} opts = { .rounds = 20000, .spinner = 1 };
+
+/* How often ping looks at the clock in a --seconds run: a few times a millisecond. */
+#define CLOCK_EVERY 1024
+/* The byte ping sends last in a --seconds run: pong echoes it and stops too. */
+#define STOP_BYTE 1
 
 static int to[2], from[2];
 static volatile int spin_stop;
@@ -28,6 +39,8 @@ static pthread_mutex_t exit_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t exit_cv = PTHREAD_COND_INITIALIZER;
 static int exiting;
 static pid_t tids[3];
+static long rounds_done;
+static double ran_s;		/* from ping's first round to its last */
 
 static void park(void)
 {
@@ -40,15 +53,24 @@ static void park(void)
 
 static void *ping(void *arg)
 {
+	double start, now;
 	char b = 0;
 	long i;
 
 	(void)arg;
 	tids[0] = syscall(SYS_gettid);
 	workload_pin(0);
-	for (i = 0; i < opts.rounds; i++)
-		if (write(to[1], &b, 1) != 1 || read(from[0], &b, 1) != 1)
+	start = now = workload_now_s();
+	for (i = 0; i < opts.rounds; i++) {
+		if (opts.seconds && !(i % CLOCK_EVERY) && (now = workload_now_s()) - start >= opts.seconds)
+			b = STOP_BYTE;
+		if (write(to[1], &b, 1) != 1 || read(from[0], &b, 1) != 1 || b == STOP_BYTE)
 			break;
+	}
+	if (!opts.seconds)
+		now = workload_now_s();
+	rounds_done = i;
+	ran_s = now - start;
 	spin_stop = 1;
 	park();
 	return NULL;
@@ -63,7 +85,7 @@ static void *pong(void *arg)
 	tids[1] = syscall(SYS_gettid);
 	workload_pin(0);
 	for (i = 0; i < opts.rounds; i++)
-		if (read(to[0], &b, 1) != 1 || write(from[1], &b, 1) != 1)
+		if (read(to[0], &b, 1) != 1 || write(from[1], &b, 1) != 1 || b == STOP_BYTE)
 			break;
 	park();
 	return NULL;
@@ -84,40 +106,49 @@ int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "rounds", required_argument, NULL, 'r' },
+		{ "seconds", required_argument, NULL, 's' },
+		{ "no-spinner", no_argument, NULL, 'N' },
 		{ "wait", no_argument, NULL, 'W' },
 		{},
 	};
 	void *(*fns[3])(void *) = { ping, pong, spinner };
 	pthread_t th[3];
 	char line[16];
-	int c, i;
+	int c, i, n;
 
-	while ((c = getopt_long(argc, argv, "r:W", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "r:s:NW", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'r': opts.rounds = atol(optarg); break;
+		case 's': opts.seconds = atof(optarg); break;
+		case 'N': opts.spinner = 0; break;
 		case 'W': opts.wait_go = 1; break;
 		default:
-			fprintf(stderr, "usage: pingpong [--rounds N] [--wait]\n");
+			fprintf(stderr, "usage: pingpong [--rounds N | --seconds S] [--no-spinner] [--wait]\n");
 			return 2;
 		}
 	}
-	if (opts.rounds < 1) {
-		fprintf(stderr, "pingpong: --rounds must be at least 1\n");
+	if (opts.rounds < 1 || opts.seconds < 0) {
+		fprintf(stderr, "pingpong: --rounds must be at least 1, --seconds at least 0\n");
 		return 2;
 	}
+	if (opts.seconds)
+		opts.rounds = LONG_MAX;
+	n = opts.spinner ? 3 : 2;
 	if (pipe(to) || pipe(from)) {
 		perror("pingpong: pipe");
 		return 1;
 	}
 	if (opts.wait_go && workload_wait_for_go())
 		return 1;
-	pthread_barrier_init(&parked, NULL, 4);
-	for (i = 0; i < 3; i++)
+	pthread_barrier_init(&parked, NULL, n + 1);
+	for (i = 0; i < n; i++)
 		pthread_create(&th[i], NULL, fns[i], NULL);
 	pthread_barrier_wait(&parked);
 	/* give the last thread through the barrier time to reach its condvar sleep */
 	usleep(200000);
-	printf("{\"rounds\": %ld, \"tids\": [%d, %d, %d]}\n", opts.rounds, tids[0], tids[1], tids[2]);
+	printf("{\"rounds\": %ld, \"seconds\": %.6f, \"per_s\": %.0f, \"tids\": [%d, %d", rounds_done, ran_s,
+	       ran_s > 0 ? rounds_done / ran_s : 0, tids[0], tids[1]);
+	printf(opts.spinner ? ", %d]}\n" : "]}\n", tids[2]);
 	fflush(stdout);
 	if (!fgets(line, sizeof(line), stdin))
 		line[0] = 0;
@@ -125,7 +156,7 @@ int main(int argc, char **argv)
 	exiting = 1;
 	pthread_cond_broadcast(&exit_cv);
 	pthread_mutex_unlock(&exit_mu);
-	for (i = 0; i < 3; i++)
+	for (i = 0; i < n; i++)
 		pthread_join(th[i], NULL);
 	return 0;
 }
