@@ -191,3 +191,28 @@ def test_the_ab_pairs_have_an_aa_twin_with_nothing_traced():
     print(r.stdout, r.stderr[-2000:])
     assert r.returncode == 0 and re.search(r"^pingpong\s+untraced\s+[-+]\d", r.stdout, re.M)
     assert "(2 pairs of 0.5 s)" in r.stderr
+
+
+def test_a_loss_goal_is_met_only_by_its_whole_interval(tmp_path):
+    """--render judges a run's figures again, measuring nothing: a throughput goal is met when
+    the loss's whole 95 % interval is inside it; a median inside with an interval reaching
+    past it is undecided, not met. The figures are the committed run's, with one workload's
+    interval moved to each side of the goal."""
+    with open(os.path.join(ROOT, "bench", "results.json")) as f:
+        res = json.load(f)
+    name = next(iter(res["workloads"]))
+    cases = {"inside": (0.01, [-0.01, 0.025]), "straddles": (0.01, [-0.02, 0.08]), "past": (0.05, [0.04, 0.07])}
+    for case, (loss, ci) in cases.items():
+        res["workloads"][name]["lockscope_default"].update(loss=loss, ci95=ci)
+        src = tmp_path / f"{case}.json"
+        src.write_text(json.dumps(res))
+        out = tmp_path / case
+        out.mkdir()
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "run.py"), "--render", str(src), "--out", str(out)],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        goal = next(g for g in json.loads((out / "results.json").read_text())["goals"]
+                    if g["goal"].startswith(f"{name}: loss"))
+        assert goal["met"] == (case == "inside"), (case, goal)
+        assert ("undecided" in goal["measured"]) == (case == "straddles"), (case, goal)
+        assert goal["measured"] in (out / "results.md").read_text()
