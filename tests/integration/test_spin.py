@@ -12,6 +12,7 @@ import pytest
 
 from conftest import ROOT, WORKLOADS, Workload, require_tool, running_daemon
 from perfref import PerfPreemptedIn, PerfYields
+from test_cgroups import Cgroup
 
 
 # The yield storm runs until its loop thread was switched out involuntarily this often
@@ -192,6 +193,32 @@ def run_stopped(args, stop_s=2.0):
     return w, w.wait()
 
 
+def run_frozen(cg, stop_s=2.0):
+    """tokio_tick for 5 s in cgroup @cg, frozen there (cgroup v2's cgroup.freeze) for
+    @stop_s after 1.5 s, then thawed: what systemd's `systemctl freeze` and a paused
+    container (runc, crun) do."""
+    w = Workload("tokio_tick", "--seconds", "5", cgroup=cg.dir)
+    w.go()
+    time.sleep(1.5)
+    with open(os.path.join(cg.dir, "cgroup.freeze"), "w") as f:
+        f.write("1")
+    with open(os.path.join(cg.dir, "cgroup.events")) as f:
+        assert "frozen 1" in f.read() or wait_frozen(cg), "the cgroup froze"
+    time.sleep(stop_s)
+    with open(os.path.join(cg.dir, "cgroup.freeze"), "w") as f:
+        f.write("0")
+    return w, w.wait()
+
+
+def wait_frozen(cg):
+    for _ in range(200):
+        with open(os.path.join(cg.dir, "cgroup.events")) as f:
+            if "frozen 1" in f.read():
+                return True
+        time.sleep(0.01)
+    return False
+
+
 def test_tokio_catch_up_burst(daemon):
     """Seed 001: a 1 ms tokio interval (MissedTickBehavior::Burst, the default) fires every
     tick it missed during a 2 s stop at once; with Skip it does not."""
@@ -216,6 +243,25 @@ def test_tokio_catch_up_burst(daemon):
     w, res = run_stopped(["--skip"])
     assert res["ticks_first_100ms"] <= 150
     assert findings(daemon, w.pid, "burst") == []
+
+
+def test_burst_after_cgroup_freeze(daemon):
+    """The same burst after a cgroup v2 freeze: the freezer traps each thread in a plain
+    interruptible sleep (its stop is seen in the task's jobctl, not its state), as long
+    as the stop above."""
+    cg = Cgroup(f"/lockscope-test-freeze-{os.getpid()}")
+    try:
+        w, res = run_frozen(cg)
+    finally:
+        cg.remove()
+    fs = findings(daemon, w.pid, "burst")
+    print(json.dumps(fs, indent=1)[:1500], res)
+    assert res["ticks_first_100ms"] >= 1500, "the reproducer must burst"
+    assert len(fs) == 1
+    ev = fs[0]["evidence"]
+    assert fs[0]["tid"] == res["tid"]
+    assert 1.9e9 <= ev["stop_ns"] <= 2.6e9
+    assert res["ticks_first_100ms"] <= ev["events_first_100ms"] <= res["ticks_first_100ms"] + 250
 
 
 def test_holder_preemption(daemon):
