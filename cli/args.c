@@ -44,7 +44,9 @@ static void usage(FILE *f)
 		"                             evidence and fix (seed 004's severity table, spin)\n"
 		"  export -F FORMAT [-o FILE] json (the full report), prometheus, pprof, folded, or dot\n"
 		"                             (the wait-for graph: lockscope export -F dot -Y wait,futex)\n"
-		"  flamegraph -o FILE.svg     a wait-time flame graph (waiters' stacks by wait ns)\n\n"
+		"  flamegraph -o FILE.svg     a wait-time flame graph (waiters' stacks by wait ns)\n"
+		"  pause, resume              take every program off its hook and back (root): the\n"
+		"                             host runs untraced meanwhile, the windows are kept\n\n"
 		"Options of top and scan:\n"
 		"  -p, --pid PID              only this process\n"
 		"  -t, --threads              one row per thread\n"
@@ -213,13 +215,15 @@ enum cmd_bit {
 	CMD_EXPORT	= 1 << 6,
 	CMD_FLAMEGRAPH	= 1 << 7,
 	CMD_WAITS	= 1 << 8,
+	CMD_PAUSE	= 1 << 9,
+	CMD_RESUME	= 1 << 10,
 	CMD_ROWS	= CMD_TOP | CMD_SCAN | CMD_WAITS,		/* lock rows */
 	CMD_REPORTS	= CMD_REPORT | CMD_EXPORT | CMD_FLAMEGRAPH,	/* a window's report */
-	CMD_ALL		= 0x1ff,
+	CMD_ALL		= 0x7ff,
 };
 
 static const char *const cmd_names[] = {
-	"status", "top", "scan", "threads", "spin", "report", "export", "flamegraph", "waits",
+	"status", "top", "scan", "threads", "spin", "report", "export", "flamegraph", "waits", "pause", "resume",
 };
 
 /*

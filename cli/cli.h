@@ -8,7 +8,7 @@
 #include <cjson/cJSON.h>
 #include "render.h"
 
-#define CLI_CMDS "status, top, waits, scan, threads, spin, report, export, flamegraph"
+#define CLI_CMDS "status, top, waits, scan, threads, spin, report, export, flamegraph, pause, resume"
 #define DEFAULT_SCAN_MS 5000
 #define EXIT_USAGE 2
 /* report, export and flamegraph read this window unless told (findings need a minute) */

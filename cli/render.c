@@ -387,6 +387,8 @@ void render_status(FILE *f, const cJSON *resp)
 		ls_json_str_or(resp, "version", "?"), ls_json_num(resp, "pid"), up, ls_json_num(resp, "rings"),
 		ls_json_str_or(feat, "attach_mode", "?"),
 		cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(feat, "owner_stacks")) ? "on" : "off");
+	if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(resp, "pause"), "paused")))
+		fprintf(f, "tracing is PAUSED: no program is on its hook (lockscope resume)\n");
 	fprintf(f, "\nprograms:\n");
 	cJSON_ArrayForEach(p, cJSON_GetObjectItemCaseSensitive(resp, "programs")) {
 		const cJSON *evs = cJSON_GetObjectItemCaseSensitive(p, "events");
@@ -698,9 +700,23 @@ void render_report(FILE *f, const cJSON *resp)
 	print_drops(f, cJSON_GetObjectItemCaseSensitive(resp, "dropped"));
 }
 
+/* pause, resume: the state after it, in one line */
+static void render_pause(FILE *f, const cJSON *resp)
+{
+	const cJSON *p = cJSON_GetObjectItemCaseSensitive(resp, "pause");
+	char span[32];
+
+	ls_fmt_ns(span, sizeof(span), ls_json_num(p, "paused_ns"));
+	fprintf(f, "tracing %s (%.0f pauses, %s paused in all, %.0f kernel-lock waits open at a pause dropped)\n",
+		cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(p, "paused")) ? "paused" : "on",
+		ls_json_num(p, "pauses"), span, ls_json_num(p, "in_flight_dropped"));
+}
+
 void render_response(FILE *f, const char *cmd, const cJSON *resp, const struct render_opts *o)
 {
-	if (!strcmp(cmd, "status"))
+	if (!strcmp(cmd, "pause") || !strcmp(cmd, "resume"))
+		render_pause(f, resp);
+	else if (!strcmp(cmd, "status"))
 		render_status(f, resp);
 	else if (!strcmp(cmd, "threads"))
 		render_threads(f, resp, o->by);

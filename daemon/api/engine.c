@@ -547,6 +547,45 @@ char *engine__metrics(struct engine *e, size_t *len)
 	return buf.data;
 }
 
+/*
+ * `pause`: every event program off its hook, the windows and maps kept, until `resume`
+ * (perf's --control disable/enable): to see what tracing costs a service, or to measure it
+ * (bench/run.py's interleaved runs). It stops what every client sees, so only the
+ * daemon's own user asks for it; and not under a scan, whose figures it would cut.
+ */
+static cJSON *engine_pause(struct engine *e, const struct ls_peer *peer, bool pause)
+{
+	const char *cmd = pause ? "pause" : "resume";
+	uint64_t now = ls_now_ns();
+	cJSON *o;
+	int ret;
+
+	if (peer && peer->uid != 0 && peer->uid != geteuid())
+		return engine__error("%s: only root (lockscoped's user) may %s tracing; run it with sudo", cmd, cmd);
+	if (pause && e->scans)
+		return engine__error("pause: a scan of pid %u is running; pause when it is over", e->scans->pid);
+	if (pause && !e->pause.since_ns) {
+		if ((ret = collector__pause(e->coll)))
+			return engine__error("pause: %s", strerror(-ret));
+		/* what the programs wrote up to now goes into the windows now */
+		engine_catch_up(e);
+		e->pause.since_ns = now;
+		e->pause.count++;
+		pr_info("tracing paused by pid %d\n", peer ? (int)peer->pid : (int)getpid());
+	} else if (!pause && e->pause.since_ns) {
+		if ((ret = collector__resume(e->coll)) < 0)
+			return engine__error("resume: a program cannot attach again (%s); tracing stays paused: "
+					     "see lockscoped's log, then resume again", strerror(-ret));
+		e->pause.in_flight += ret;
+		e->pause.total_ns += now - e->pause.since_ns;
+		e->pause.since_ns = 0;
+		pr_info("tracing resumed by pid %d\n", peer ? (int)peer->pid : (int)getpid());
+	}
+	o = engine_response(cmd);
+	cJSON_AddItemToObject(o, "pause", status_pause_json(e, now));
+	return o;
+}
+
 cJSON *engine__handle(struct engine *e, uint64_t client, const struct ls_peer *peer, const cJSON *req)
 {
 	const cJSON *cmd = cJSON_GetObjectItemCaseSensitive(req, "cmd");
@@ -564,6 +603,8 @@ cJSON *engine__handle(struct engine *e, uint64_t client, const struct ls_peer *p
 		return report_threads(e, req);
 	if (!strcmp(cmd->valuestring, "spin"))
 		return report_spin(e, peer, req);
+	if (!strcmp(cmd->valuestring, "pause") || !strcmp(cmd->valuestring, "resume"))
+		return engine_pause(e, peer, !strcmp(cmd->valuestring, "pause"));
 	engine_query_init(e, &q);
 	if (strcmp(cmd->valuestring, "top") && strcmp(cmd->valuestring, "scan") && strcmp(cmd->valuestring, "waits") &&
 	    strcmp(cmd->valuestring, "report") && strcmp(cmd->valuestring, "export"))

@@ -126,6 +126,6 @@ cJSON *engine__error(const char *fmt, ...) __attribute__((format(printf, 1, 2)))
 #define LS_DEF_CACHE_IDLE_S 10
 /* lock series in the metrics: a busy host has a few hundred (kind, type, thread name, unit) */
 #define LS_DEF_METRICS_MAX_SERIES 1000
-#define ENGINE_CMDS "status, top, waits, scan, threads, spin, report, export"
+#define ENGINE_CMDS "status, top, waits, scan, threads, spin, report, export, pause, resume"
 
 #endif

@@ -99,6 +99,11 @@ struct engine {
 	struct on_demand releasers;	/* sched_waking, by futex_waits */
 	struct waker_duty waker;	/* ...and its duty past waker-max-rate */
 	struct scan *scans;
+	struct {
+		uint64_t since_ns;	/* when tracing was paused; 0: it runs */
+		uint64_t count, total_ns;
+		uint64_t in_flight;	/* kernel-lock waits open at a pause, dropped at its resume */
+	} pause;
 	engine_reply_fn reply;
 	void *reply_ctx;
 	uint64_t start_ns;
@@ -129,6 +134,8 @@ struct query_ctx engine_query_ctx(const struct engine *e, bool kernel_addrs);
 /* status.c */
 cJSON *status_dropped_json(struct engine *e, const uint64_t *base);
 void status_sample_rate(struct engine *e, uint64_t now, const uint64_t *cnt);
+/* status.c: whether tracing is paused, and what pauses took (status and pause/resume) */
+cJSON *status_pause_json(const struct engine *e, uint64_t now);
 
 /* scan.c: `scan` starts one (NULL: the answer comes when it ends); ticks end them */
 cJSON *scan_start(struct engine *e, uint64_t client, const struct ls_peer *peer, const cJSON *req,

@@ -168,6 +168,8 @@ cJSON *scan_start(struct engine *e, uint64_t client, const struct ls_peer *peer,
 
 	if (!q->pid)
 		return engine__error("scan needs 'pid'");
+	if (e->pause.since_ns)
+		return engine__error("tracing is paused: a scan would see nothing (lockscope resume, then scan)");
 	if (!d || !cJSON_IsNumber(d) || d->valuedouble < 1 || d->valuedouble > SCAN_MAX_MS)
 		return engine__error("'duration_ms' must be a number from 1 to %llu", SCAN_MAX_MS);
 	if (precise && !cJSON_IsBool(precise))

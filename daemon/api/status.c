@@ -196,6 +196,18 @@ static bool bpf_stats_enabled(void)
 	return c == '1';
 }
 
+/* Whether tracing is paused (`lockscope pause`), and what pauses took so far. */
+cJSON *status_pause_json(const struct engine *e, uint64_t now)
+{
+	cJSON *p = cJSON_CreateObject();
+
+	cJSON_AddBoolToObject(p, "paused", e->pause.since_ns != 0);
+	cJSON_AddNumberToObject(p, "pauses", e->pause.count);
+	cJSON_AddNumberToObject(p, "paused_ns", e->pause.total_ns + (e->pause.since_ns ? now - e->pause.since_ns : 0));
+	cJSON_AddNumberToObject(p, "in_flight_dropped", e->pause.in_flight);
+	return p;
+}
+
 static cJSON *programs_json(struct engine *e)
 {
 	struct collector_prog progs[COLLECTOR_PROG_MAX];
@@ -316,6 +328,7 @@ cJSON *engine__status(struct engine *e)
 	cJSON_AddStringToObject(o, "version", LS_VERSION);
 	cJSON_AddNumberToObject(o, "pid", getpid());
 	cJSON_AddNumberToObject(o, "uptime_ns", now - e->start_ns);
+	cJSON_AddItemToObject(o, "pause", status_pause_json(e, now));
 	feat = cJSON_AddObjectToObject(o, "features");
 	cJSON_AddStringToObject(feat, "attach_mode", f->attach_mode);
 	cJSON_AddBoolToObject(feat, "tp_btf", f->tp_btf);

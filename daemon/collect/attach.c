@@ -111,7 +111,7 @@ static bool waker_always(const struct collector *c)
 
 static void waker_apply(struct collector *c)
 {
-	bool on = c->feat.ulock && (waker_always(c) || c->waker_wanted || c->precise_pids);
+	bool on = c->feat.ulock && !c->paused && (waker_always(c) || c->waker_wanted || c->precise_pids);
 	struct bpf_link **link = &c->slinks[SCHED_WAKING];
 	int err;
 
@@ -196,7 +196,7 @@ void collector__hold_sampling(struct collector *c, bool on)
 {
 	int err;
 
-	if (!c->feat.holder_sampling || on == !!c->hold.fds)
+	if (!c->feat.holder_sampling || c->paused || on == !!c->hold.fds)
 		return;
 	if (!on) {
 		collector_sampler_off(&c->hold, c->nr_cpus);
@@ -209,6 +209,61 @@ void collector__hold_sampling(struct collector *c, bool on)
 			pr_warn("holder sampler: cannot turn on (%s); retried every second\n", strerror(-err));
 	}
 	c->hold_failing = err;
+}
+
+/*
+ * What is attached for good at start, and taken off by a pause: the kernel-lock pair, the
+ * switch program and the spin sampler. The on-demand ones (sched_waking, the holder
+ * sampler) follow their own rule, which a pause overrides.
+ */
+int collector__pause(struct collector *c)
+{
+	int i;
+
+	if (c->paused)
+		return 0;
+	if (c->precise_pids)
+		return -EBUSY;
+	c->paused = true;
+	for (i = 0; i < 2; i++) {
+		bpf_link__destroy(c->links[i]);
+		c->links[i] = NULL;
+	}
+	if (c->sskel) {
+		bpf_link__destroy(c->slinks[SCHED_SWITCH]);
+		c->slinks[SCHED_SWITCH] = NULL;
+		waker_apply(c);
+		collector_sampler_off(&c->hold, c->nr_cpus);
+		collector_sampler_off(&c->spin, c->nr_cpus);
+	}
+	return 0;
+}
+
+int collector__resume(struct collector *c)
+{
+	int i, err, dropped = 0;
+
+	if (!c->paused)
+		return 0;
+	/* no klock program runs (not even after a resume that failed half-way): its slots can
+	 * be emptied of what the pause cut off */
+	if (!c->links[0] && !c->links[1])
+		dropped = collector_klock_reset(c);
+	for (i = 0; i < 2; i++)
+		if (!c->links[i] && (err = attach_prog(c->progs[i], &c->links[i])))
+			return err;
+	/* what attach_sched() attached at start: nothing of it after a failure there */
+	if (c->sskel && (c->feat.ulock || c->feat.sched)) {
+		if (!c->slinks[SCHED_SWITCH] && (err = attach_prog(sched_prog(c, SCHED_SWITCH), &c->slinks[SCHED_SWITCH])))
+			return err;
+		if (c->feat.spin_sampling && (err = sampler_on(&c->spin, c->nr_cpus, c->sskel->progs.spin_sample,
+							       c->opts.spin_freq)))
+			return err;
+	}
+	c->paused = false;
+	if (c->sskel)
+		waker_apply(c);
+	return dropped;
 }
 
 void collector__name_releasers(struct collector *c, bool on)

@@ -119,6 +119,14 @@ int collector__precise_add(struct collector *c, __u32 pid);
 void collector__precise_del(struct collector *c, __u32 pid);
 /* Turns the holder sampler's cpu-clock events on or off (no-op without one). */
 void collector__hold_sampling(struct collector *c, bool on);
+/*
+ * Every event program off its hook (pause) or back on (resume), the maps kept: the host
+ * runs untraced meanwhile, as with perf's --control disable. -EBUSY while a precise scan
+ * runs. resume returns the kernel-lock waits that were open at the pause (dropped), or
+ * -errno when a program cannot attach again (it stays paused).
+ */
+int collector__pause(struct collector *c);
+int collector__resume(struct collector *c);
 /* sched_waking attached (futex releasers named) while @on or a precise scan runs */
 void collector__name_releasers(struct collector *c, bool on);
 /* Whether sched_waking is attached now (releasers named). */

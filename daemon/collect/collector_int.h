@@ -72,6 +72,7 @@ struct collector {
 	struct sampler hold;			/* the holder sampler */
 	int hold_failing;			/* its last try to turn on failed with this */
 	struct sampler spin;			/* the spin sampler */
+	bool paused;				/* every event program off its hook (collector__pause()) */
 	int shared_fds[SHARED_MAPS];		/* -1 until made */
 	int sched_load_err;			/* the scheduler's load, in a thread of its own */
 	int table_fds[LS_WAIT_TABLES];		/* the wait tables (lockscope.h) */
@@ -93,5 +94,7 @@ void __attribute__((format(printf, 3, 4)))
 collector_degrade(struct collector *c, const char *component, const char *fmt, ...);
 /* attach.c: the samplers' events exist only while they are on */
 void collector_sampler_off(struct sampler *sm, int nr_cpus);
+/* drain.c: klock's slots emptied while its programs are off; the open waits dropped */
+int collector_klock_reset(struct collector *c);
 
 #endif

@@ -781,6 +781,60 @@ static int gc_slot_cache(struct collector *c, const struct htab *live)
 }
 
 /*
+ * Empties klock's slots while none of its programs is on a hook (collector__resume()): a
+ * wait open when they came off lost its end, or will, and left in a thread's slot it would
+ * lie under every later wait of that thread. The CPUs' ended waits are counted first.
+ * Returns the open waits dropped (each was counted as begun, never as a wait).
+ */
+int collector_klock_reset(struct collector *c)
+{
+	int fd = bpf_map__fd(c->skel->maps.thread_slots), n_cpu = libbpf_num_possible_cpus(), dropped = 0, i, ret;
+	__u32 key = 0, n, keys[THREADS_BATCH], batch, count;
+	struct klock_slot *slots;
+	void *in = NULL;
+
+	_Static_assert(sizeof(struct klock_slot) % 8 == 0, "a per-CPU value is padded to 8 bytes");
+
+	klock_count_done(c);
+	if (n_cpu > 0 && (slots = calloc(n_cpu, sizeof(*slots)))) {
+		/* a per-CPU value is rounded up to 8 bytes, as struct klock_slot is */
+		if (!bpf_map__lookup_elem(c->skel->maps.cpu_slots, &key, sizeof(key), slots, n_cpu * sizeof(*slots), 0)) {
+			for (i = 0; i < n_cpu; i++)
+				dropped += slots[i].depth;
+			memset(slots, 0, n_cpu * sizeof(*slots));
+			bpf_map__update_elem(c->skel->maps.cpu_slots, &key, sizeof(key), slots,
+					     n_cpu * sizeof(*slots), BPF_ANY);
+		}
+		free(slots);
+	}
+	slots = map_array(c->skel->maps.slot_cache, sizeof(*slots), &n);
+	for (i = 0; slots && i < (int)n; i++) {
+		dropped += slots[i].depth;
+		slots[i].depth = 0;	/* its owner keeps it */
+	}
+	if (slots)
+		unmap_array(slots, sizeof(*slots), n);
+	/* the hash holds every thread that waited on a sleeping lock, read a batch a call:
+	 * only the open are written */
+	if (!(slots = malloc(sizeof(*slots) * THREADS_BATCH)))
+		return dropped;
+	do {
+		count = THREADS_BATCH;
+		ret = bpf_map_lookup_batch(fd, in, &batch, keys, slots, &count, NULL);
+		for (i = 0; i < (int)count && (!ret || errno == ENOENT); i++) {
+			if (!slots[i].depth)
+				continue;
+			dropped += slots[i].depth;
+			slots[i].depth = 0;
+			bpf_map_update_elem(fd, &keys[i], &slots[i], BPF_EXIST);
+		}
+		in = &batch;
+	} while (!ret);
+	free(slots);
+	return dropped;
+}
+
+/*
  * The maps' keys are read first and the threads alive after: a key whose thread is not
  * among them had exited by then. The slot_cache is read after the threads: its owners are
  * claimed by live threads, and one that claimed a slot since is not in @live only if it
