@@ -3,7 +3,9 @@
  * floor [--all]: loads bench/floor.bpf.c (empty programs on lockscoped's hooks), attaches
  * the programs lockscoped keeps attached and the spin sampler at its default rate, prints
  * "ready" and holds them until stdin closes or a signal comes. Each line on stdin asks for
- * the programs' run counts and times (kernel.bpf_stats_enabled), one JSON line back.
+ * the programs' run counts and times (kernel.bpf_stats_enabled), one JSON line back;
+ * "off" and "on" take every program off its hook and back, answered "ok" (lockscoped's
+ * pause and resume: bench/run.py's interleaved runs).
  * --all adds what lockscoped attaches on demand (sched_waking while futex waits come
  * fast, the holder sampler while holders are noted), for per-event costs on every hook.
  * bench/run.py's `floor` and `floor_all` configurations.
@@ -74,6 +76,8 @@ static void sampler_free(struct sampler *sm, int nr_cpus)
 		bpf_link__destroy(sm->links[cpu]);
 		if (sm->fds[cpu] > 0)
 			close(sm->fds[cpu]);
+		sm->links[cpu] = NULL;	/* freed again at the end, or attached again ("on") */
+		sm->fds[cpu] = 0;
 	}
 }
 
@@ -133,20 +137,38 @@ static void print_totals(struct bpf_object *obj)
 }
 
 /*
- * "ready", then for each line on stdin the programs' figures ("totals": the bound's
- * waits), until it closes or a signal comes.
+ * What "off" and "on" do in a mode: its programs off their hooks and back, as lockscoped's
+ * pause and resume do (the bench's interleaved runs). NULL where a mode has none.
  */
-static void serve_stats(struct bpf_object *obj)
+struct toggle {
+	void (*off)(void *ctx);
+	int (*on)(void *ctx);
+	void *ctx;
+};
+
+/*
+ * "ready", then for each line on stdin the programs' figures ("totals": the bound's
+ * waits), or "off"/"on" answered "ok" once done, until it closes or a signal comes.
+ */
+static void serve_stats(struct bpf_object *obj, const struct toggle *t)
 {
 	char line[16];
 
 	printf("ready\n");
 	fflush(stdout);
 	while (fgets(line, sizeof(line), stdin)) {
-		if (!strcmp(line, "totals\n"))
+		if (t && !strcmp(line, "off\n")) {
+			t->off(t->ctx);
+			printf("ok\n");
+			fflush(stdout);
+		} else if (t && !strcmp(line, "on\n")) {
+			printf(t->on(t->ctx) ? "failed\n" : "ok\n");
+			fflush(stdout);
+		} else if (!strcmp(line, "totals\n")) {
 			print_totals(obj);
-		else
+		} else {
 			print_stats(obj);
+		}
 	}
 }
 
@@ -163,29 +185,51 @@ static int helpers(void)
 	if (err)
 		fprintf(stderr, "floor: cannot attach the helper programs: %s\n", strerror(-err));
 	else
-		serve_stats(skel->obj);
+		serve_stats(skel->obj, NULL);
 	helpers_bpf__destroy(skel);
 	return err ? 1 : 0;
 }
 
+struct bound_run {
+	struct bound_bpf *skel;
+	struct sampler spin;
+	int nr_cpus;
+};
+
+static void bound_off(void *ctx)
+{
+	struct bound_run *r = ctx;
+
+	bound_bpf__detach(r->skel);
+	sampler_free(&r->spin, r->nr_cpus);
+}
+
+static int bound_on(void *ctx)
+{
+	struct bound_run *r = ctx;
+
+	return bound_bpf__attach(r->skel) ?:
+	       sampler_attach(&r->spin, r->nr_cpus, r->skel->progs.scheduler_spin_sample, SPIN_FREQ);
+}
+
 static int bound(int nr_cpus)
 {
-	struct bound_bpf *skel = bound_bpf__open_and_load();
-	static struct sampler spin;
+	static struct bound_run r;
+	struct bound_bpf *skel = r.skel = bound_bpf__open_and_load();
+	struct toggle t = { bound_off, bound_on, &r };
 	int err;
 
 	if (!skel) {
 		fprintf(stderr, "floor: cannot load the bound's programs: %s\n", strerror(errno));
 		return 1;
 	}
-	err = bound_bpf__attach(skel);
-	if (!err)
-		err = sampler_attach(&spin, nr_cpus, skel->progs.scheduler_spin_sample, SPIN_FREQ);
+	r.nr_cpus = nr_cpus;
+	err = bound_on(&r);
 	if (err)
 		fprintf(stderr, "floor: cannot attach the bound's programs: %s\n", strerror(-err));
 	else
-		serve_stats(skel->obj);
-	sampler_free(&spin, nr_cpus);
+		serve_stats(skel->obj, &t);
+	sampler_free(&r.spin, nr_cpus);
 	bound_bpf__destroy(skel);
 	return err ? 1 : 0;
 }
@@ -202,9 +246,39 @@ static struct bpf_program *single_program(struct floor_bpf *skel, const char *mo
 	return NULL;
 }
 
+/* The empty programs' modes: the skeleton's programs, and the samplers the mode has. */
+struct floor_run {
+	struct floor_bpf *skel;
+	struct sampler spin, hold;
+	bool spin_on, hold_on;
+	int nr_cpus;
+};
+
+static void floor_off(void *ctx)
+{
+	struct floor_run *r = ctx;
+
+	floor_bpf__detach(r->skel);
+	sampler_free(&r->spin, r->nr_cpus);
+	sampler_free(&r->hold, r->nr_cpus);
+}
+
+static int floor_on(void *ctx)
+{
+	struct floor_run *r = ctx;
+	int err = floor_bpf__attach(r->skel);
+
+	if (!err && r->spin_on)
+		err = sampler_attach(&r->spin, r->nr_cpus, r->skel->progs.scheduler_spin_sample, SPIN_FREQ);
+	if (!err && r->hold_on)
+		err = sampler_attach(&r->hold, r->nr_cpus, r->skel->progs.scheduler_hold_sample, HOLD_FREQ);
+	return err;
+}
+
 int main(int argc, char **argv)
 {
-	static struct sampler spin, hold;
+	static struct floor_run r;
+	struct toggle t = { floor_off, floor_on, &r };
 	int nr_cpus = libbpf_num_possible_cpus(), err = 0;
 	const char *mode = argc > 1 ? argv[1] : "";
 	bool all = !strcmp(mode, "--all"), waking = !strcmp(mode, "--waking");
@@ -242,18 +316,15 @@ int main(int argc, char **argv)
 		floor_bpf__destroy(skel);
 		return 1;
 	}
-	err = floor_bpf__attach(skel);
-	if (!err && !only)
-		err = sampler_attach(&spin, nr_cpus, skel->progs.scheduler_spin_sample, SPIN_FREQ);
-	if (!err && all)
-		err = sampler_attach(&hold, nr_cpus, skel->progs.scheduler_hold_sample, HOLD_FREQ);
+	r = (struct floor_run){ .skel = skel, .spin_on = !only, .hold_on = all, .nr_cpus = nr_cpus };
+	err = floor_on(&r);
 	if (err) {
 		fprintf(stderr, "floor: cannot attach: %s\n", strerror(-err));
 	} else {
-		serve_stats(skel->obj);
+		serve_stats(skel->obj, &t);
 	}
-	sampler_free(&hold, nr_cpus);
-	sampler_free(&spin, nr_cpus);
+	sampler_free(&r.hold, nr_cpus);
+	sampler_free(&r.spin, nr_cpus);
 	floor_bpf__destroy(skel);
 	return err ? 1 : 0;
 }

@@ -11,6 +11,8 @@ test never asserts a speed).
 - a configuration of one's own (run.py --only --define) runs the daemon it names with its
   options, and one whose daemon cannot start stops the bench with the daemon's words
   rather than measure an untraced machine as traced
+- the interleaved runs really take the tracer's programs off and put them back: lockscoped's
+  switch program runs at about half the ping-pong's switches, not all nor none
 """
 import contextlib
 import json
@@ -225,3 +227,15 @@ def test_a_loss_goal_is_met_only_by_its_whole_interval(tmp_path):
         assert goal["met"] == (case == "inside"), (case, goal)
         assert ("undecided" in goal["measured"]) == (case == "straddles"), (case, goal)
         assert goal["measured"] in (out / "results.md").read_text()
+
+
+def test_interleaved_runs_take_the_programs_off_half_the_time():
+    """bench/run.py's interleaved ping-pong under lockscoped: its switch program is off its
+    hook every other slice (pause, resume), so it runs at about half of the switches the
+    ping-pong made, two a round trip; a tracer never paused would run at all of them."""
+    import run
+    with bpf_stats():
+        r = run.interleaved("lockscope_default", seconds=3)
+    print(r)
+    assert r["slices"] >= 20
+    assert 0.3 * 2 * r["rounds"] <= r["switch_runs"] <= 0.7 * 2 * r["rounds"]

@@ -7,13 +7,16 @@
  * the program waits for a line on stdin, so a test can read /proc and lockscope at rest.
  * The bench runs it for --seconds without the spinner (--no-spinner): then each round trip
  * is two switches and nothing else, timed by ping itself from its first round to its last
- * (not the process's start, its threads' creation or the parking).
+ * (not the process's start, its threads' creation or the parking). --progress FILE writes
+ * ping's clock and rounds every PROGRESS_EVERY rounds there ("ns rounds" lines, the
+ * monotonic clock): the bench's interleaved runs cut them into slices traced and not.
  */
 #define _GNU_SOURCE
 #include <getopt.h>
 #include <limits.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/syscall.h>
@@ -25,10 +28,13 @@ static struct {
 	double seconds;		/* 0: --rounds decides */
 	int spinner;
 	int wait_go;
+	const char *progress;	/* --progress FILE */
 } opts = { .rounds = 20000, .spinner = 1 };
 
 /* How often ping looks at the clock in a --seconds run: a few times a millisecond. */
 #define CLOCK_EVERY 1024
+/* How often ping notes its progress for --progress: well under a millisecond apart. */
+#define PROGRESS_EVERY 256
 /* The byte ping sends last in a --seconds run: pong echoes it and stops too. */
 #define STOP_BYTE 1
 
@@ -41,6 +47,45 @@ static int exiting;
 static pid_t tids[3];
 static long rounds_done;
 static double ran_s;		/* from ping's first round to its last */
+static struct {
+	double *t;
+	long *rounds;
+	long n, cap;
+} marks;			/* --progress: ping's clock every PROGRESS_EVERY rounds */
+
+/* Notes (@t, @rounds) for --progress; false when out of memory (the run goes on). */
+static bool mark(double t, long rounds)
+{
+	if (marks.n == marks.cap) {
+		long cap = marks.cap ? marks.cap * 2 : 65536;
+		double *nt = realloc(marks.t, cap * sizeof(*nt));
+		long *nr = nt ? realloc(marks.rounds, cap * sizeof(*nr)) : NULL;
+
+		if (nt)
+			marks.t = nt;
+		if (!nr)
+			return false;
+		marks.rounds = nr;
+		marks.cap = cap;
+	}
+	marks.t[marks.n] = t;
+	marks.rounds[marks.n++] = rounds;
+	return true;
+}
+
+static int write_progress(const char *path)
+{
+	FILE *f = fopen(path, "w");
+	long i;
+
+	if (!f) {
+		perror("pingpong: --progress");
+		return 1;
+	}
+	for (i = 0; i < marks.n; i++)
+		fprintf(f, "%.0f %ld\n", marks.t[i] * 1e9, marks.rounds[i]);
+	return fclose(f) ? 1 : 0;
+}
 
 static void park(void)
 {
@@ -62,6 +107,8 @@ static void *ping(void *arg)
 	workload_pin(0);
 	start = now = workload_now_s();
 	for (i = 0; i < opts.rounds; i++) {
+		if (opts.progress && !(i % PROGRESS_EVERY))
+			mark(workload_now_s(), i);
 		if (opts.seconds && !(i % CLOCK_EVERY) && (now = workload_now_s()) - start >= opts.seconds)
 			b = STOP_BYTE;
 		if (write(to[1], &b, 1) != 1 || read(from[0], &b, 1) != 1 || b == STOP_BYTE)
@@ -109,6 +156,7 @@ int main(int argc, char **argv)
 		{ "seconds", required_argument, NULL, 's' },
 		{ "no-spinner", no_argument, NULL, 'N' },
 		{ "wait", no_argument, NULL, 'W' },
+		{ "progress", required_argument, NULL, 'P' },
 		{},
 	};
 	void *(*fns[3])(void *) = { ping, pong, spinner };
@@ -116,14 +164,16 @@ int main(int argc, char **argv)
 	char line[16];
 	int c, i, n;
 
-	while ((c = getopt_long(argc, argv, "r:s:NW", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "r:s:NWP:", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'r': opts.rounds = atol(optarg); break;
 		case 's': opts.seconds = atof(optarg); break;
 		case 'N': opts.spinner = 0; break;
 		case 'W': opts.wait_go = 1; break;
+		case 'P': opts.progress = optarg; break;
 		default:
-			fprintf(stderr, "usage: pingpong [--rounds N | --seconds S] [--no-spinner] [--wait]\n");
+			fprintf(stderr, "usage: pingpong [--rounds N | --seconds S] [--no-spinner] [--wait] "
+				"[--progress FILE]\n");
 			return 2;
 		}
 	}
@@ -146,6 +196,8 @@ int main(int argc, char **argv)
 	pthread_barrier_wait(&parked);
 	/* give the last thread through the barrier time to reach its condvar sleep */
 	usleep(200000);
+	if (opts.progress && write_progress(opts.progress))
+		return 1;
 	printf("{\"rounds\": %ld, \"seconds\": %.6f, \"per_s\": %.0f, \"tids\": [%d, %d", rounds_done, ran_s,
 	       ran_s > 0 ? rounds_done / ran_s : 0, tids[0], tids[1]);
 	printf(opts.spinner ? ", %d]}\n" : "]}\n", tids[2]);
