@@ -283,9 +283,26 @@ static __always_inline __u64 sched_events(struct task_struct *t)
 	return n;
 }
 
+/*
+ * Whether a sleep in @state cannot be one the freezer may take. Since 6.1 such sleeps say
+ * so (TASK_FREEZABLE): a futex wait's, a nanosleep's, cgroup v2's freeze trap; a pipe's,
+ * a socket's, most others' do not. Before 6.1 no state says it: false.
+ */
+static __always_inline bool unfreezable_sleep(unsigned int state)
+{
+	return LINUX_KERNEL_VERSION >= KERNEL_VERSION(6, 1, 0) && !(state & TASK_FREEZABLE_BIT);
+}
+
+/*
+ * Whether @prev, switched out asleep in @prev_state, stops. cgroup v2's freezer traps a
+ * task in an interruptible sleep that only its jobctl marks, a line of the task nothing
+ * else on the switch reads: loaded only for a sleep the freezer may take.
+ */
 static __always_inline bool stopping(struct task_struct *prev, unsigned int prev_state)
 {
-	return (prev_state & TASK_STOP_MASK) || (prev->jobctl & JOBCTL_TRAP_FREEZE);
+	if (prev_state & TASK_STOP_MASK)
+		return true;
+	return !unfreezable_sleep(prev_state) && (prev->jobctl & JOBCTL_TRAP_FREEZE);
 }
 
 /* @prev stops: the daemon holds what follows its resume to its rate before. */

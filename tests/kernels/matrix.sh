@@ -59,7 +59,7 @@ build_initramfs() {
 		ln -s busybox "$dir/bin/$bin"
 	done
 	for bin in "$OUTPUT/lockscoped" "$OUTPUT/lockscope" "$OUTPUT/workloads/mmap_storm" \
-		   "$OUTPUT/workloads/pipe_storm"; do
+		   "$OUTPUT/workloads/pipe_storm" "$OUTPUT/workloads/mutex_server"; do
 		cp "$bin" "$dir/bin/"
 		for lib in $(ldd "$bin" | grep -o '/[^ ]*\.so[^ ]*'); do
 			mkdir -p "$dir$(dirname "$lib")"
@@ -121,7 +121,10 @@ watch_step default
 wait_ready /run/ls.sock
 /bin/mmap_storm --iterations 1500 >/dev/null
 /bin/pipe_storm --threads 2 --messages 20000 >/dev/null
+# futex waits: found by their sleep's TASK_FREEZABLE (6.1+) before the syscall is read
+/bin/mutex_server --workers 4 --until 1000 >/tmp/ms.json
 sleep 0.5
+echo "LOCKSCOPE-FUTEX $(tr -d '\n' </tmp/ms.json) $(/bin/lockscope top --socket /run/ls.sock -l -w all --kind user -Y futex:mutex --json | tr -d '\n\t')"
 echo "LOCKSCOPE-STATUS $(status /run/ls.sock --json | tr -d '\n\t')"
 echo "LOCKSCOPE-TOP $(/bin/lockscope top --socket /run/ls.sock -l -o -w all --json | tr -d '\n\t')"
 echo "LOCKSCOPE-MUTEX $(/bin/lockscope top --socket /run/ls.sock -l -o -w all -Y mutex,rt-mutex --json | tr -d '\n\t')"

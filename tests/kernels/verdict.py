@@ -20,6 +20,11 @@ def main():
         mm = [r for r in top["rows"] if (r.get("lock") or {}).get("name") == "mmap_lock"]
         mutex = json.loads(lines["LOCKSCOPE-MUTEX"])["rows"]
         bw = json.loads(lines["LOCKSCOPE-BLOCKWAITS"])
+        # mutex_server's own count of its futex sleeps, then lockscope's rows of its mutex
+        own, end = json.JSONDecoder().raw_decode(lines["LOCKSCOPE-FUTEX"])
+        futex_rows = json.loads(lines["LOCKSCOPE-FUTEX"][end:])["rows"]
+        res["futex"] = {"sleeps": own["sleeps"], "counted": sum(r["contended"] for r in futex_rows
+                                                                   if r.get("uaddr") == own["mutex"])}
         res.update(attach_mode=st["features"]["attach_mode"], owner_stacks=st["features"]["owner_stacks"],
                    waits=st["events"]["waits"], mmap_lock_types=sorted({r["type"] for r in mm}),
                    owners=sorted({r["owner"]["comm"] for r in mm if r.get("owner")}),
@@ -35,7 +40,10 @@ def main():
                    degraded=st["degraded"], sched=st["features"]["sched"], user_locks=st["features"]["user_locks"],
                    block_waits_degraded=bw["degraded"])
         # every component loads: a kernel without a kfunc degrades a feature, not a component
+        # every futex sleep counted (a few may end unseen: missed_end bounds them)
+        lost = res["futex"]["sleeps"] - res["futex"]["counted"]
         res["ok"] = (bool(mm) and "mmap_storm" in res["owners"] and "pipe_storm" in res["mutex_owners"]
+                     and res["futex"]["sleeps"] >= 1000 and 0 <= lost <= res["dropped"].get("missed_end", 0) + 10
                      and not st["degraded"] and res["sched"] and res["user_locks"] and not bw["degraded"]
                      and bw["features"]["sched"]
                      and all(p["attached"] or p["on_demand"] for p in st["programs"]))
