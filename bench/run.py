@@ -344,7 +344,8 @@ def matrix(args, workloads=WORKLOADS, configs=TRACED):
 INTERLEAVE_CONFIGS = ("lockscope_default", "floor_switch", "untraced")
 INTERLEAVE_SLICE_S = 0.05
 INTERLEAVE_GUARD_S = 0.01	# cut from both ends of a slice: the change settles within it
-INTERLEAVE_SECONDS = 30
+INTERLEAVE_SECONDS = 15	# a run; INTERLEAVE_RUNS of each configuration, by turns
+INTERLEAVE_RUNS = 4
 
 
 def slice_rates(marks, edges, guard):
@@ -365,10 +366,11 @@ def slice_rates(marks, edges, guard):
     return out
 
 
-def interleaved(config, seconds=INTERLEAVE_SECONDS, slice_s=INTERLEAVE_SLICE_S):
+def interleaved_run(config, seconds, slice_s=INTERLEAVE_SLICE_S):
     """One ping-pong run of @seconds under @config, its programs on and off by turns every
     @slice_s: each traced slice against the mean of the untraced slices on either side
-    (what drifts over 0.1 s cancels, and neither order is favoured)."""
+    (what drifts over 0.1 s cancels, and neither order is favoured). Returns the slices'
+    ratios, the rounds, and the switch program's runs (None unless the kernel counts them)."""
     with tracer(config) as t, tempfile.NamedTemporaryFile("r", prefix="pingpong-progress.") as progress:
         p = subprocess.Popen([os.path.join(BUILD, "workloads", "pingpong"), "--seconds", str(seconds),
                               "--no-spinner", "--progress", progress.name],
@@ -391,7 +393,6 @@ def interleaved(config, seconds=INTERLEAVE_SECONDS, slice_s=INTERLEAVE_SLICE_S):
     rates = slice_rates(marks, edges, INTERLEAVE_GUARD_S * 1e9)
     ratios = [r / ((a + b) / 2) for (ona, a), (on, r), (onb, b) in zip(rates, rates[1:], rates[2:])
               if on and not ona and not onb]
-    lo, hi = bootstrap_ci(ratios)
     # the switch program's runs over the whole run, about half the switches if it was
     # toggled: counted only while kernel.bpf_stats_enabled, which the bench leaves off here
     # (its clock reads would be part of the cost measured)
@@ -399,9 +400,42 @@ def interleaved(config, seconds=INTERLEAVE_SECONDS, slice_s=INTERLEAVE_SLICE_S):
     with open("/proc/sys/kernel/bpf_stats_enabled") as f:
         stats_on = f.read().strip() == "1"
     runs = sum(after[k][0] - before.get(k, (0, 0))[0] for k in hook) if hook and stats_on else None
-    return {"loss": round(1 - statistics.median(ratios), 4), "ci95": [round(1 - hi, 4), round(1 - lo, 4)],
-            "slices": len(ratios), "slice_s": slice_s, "seconds": seconds, "rounds": summary["rounds"],
-            "switch_runs": runs}
+    return ratios, summary["rounds"], runs
+
+
+def bootstrap_ci_runs(runs, reps=2000, seed=1):
+    """95 % interval of the median of the values of @runs (a list per run), resampling the
+    runs and then the values within each: a loss in percent moves with the phases a run
+    falls in, by more than one run's slices say."""
+    rnd = random.Random(seed)
+    meds = []
+    for _ in range(reps):
+        pool = []
+        for r in rnd.choices(runs, k=len(runs)):
+            pool.extend(rnd.choices(r, k=len(r)))
+        meds.append(statistics.median(pool))
+    meds.sort()
+    return meds[int(0.025 * reps)], meds[int(0.975 * reps) - 1]
+
+
+def interleaved(configs, runs=INTERLEAVE_RUNS, seconds=INTERLEAVE_SECONDS):
+    """@runs interleaved ping-pong runs of @seconds per configuration, the configurations by
+    turns (each round in another order): per configuration the loss over every slice, with
+    an interval over runs and slices, and each run's own."""
+    got = {c: [] for c in configs}
+    for i in range(runs):
+        order = configs[i % len(configs):] + configs[:i % len(configs)]
+        for c in (order if i % 2 == 0 else order[::-1]):
+            got[c].append(interleaved_run(c, seconds))
+    out = {}
+    for c, rs in got.items():
+        ratios = [r for run in rs for r in run[0]]
+        lo, hi = bootstrap_ci_runs([run[0] for run in rs])
+        out[c] = {"loss": round(1 - statistics.median(ratios), 4), "ci95": [round(1 - hi, 4), round(1 - lo, 4)],
+                  "runs": [round(1 - statistics.median(run[0]), 4) for run in rs], "slices": len(ratios),
+                  "slice_s": INTERLEAVE_SLICE_S, "seconds": seconds, "rounds": sum(run[1] for run in rs),
+                  "switch_runs": None if any(run[2] is None for run in rs) else sum(run[2] for run in rs)}
+    return out
 
 
 # ---- BPF cost per event, in runs of their own with the kernel's statistics on ----
@@ -745,17 +779,18 @@ def markdown(res, args):
     for w, by in res.get("interleaved", {}).items():
         any_r = next(iter(by.values()))
         L.append(f"## {w}, interleaved\n")
-        L.append(f"One run of {any_r['seconds']:g} s per configuration, its programs taken off their hooks and put "
-                 f"back every {1000 * any_r['slice_s']:.0f} ms (lockscoped's pause and resume; the floor's "
-                 f"off and on): each traced slice against the mean of the untraced slices on either side, "
-                 f"{1000 * INTERLEAVE_GUARD_S:.0f} ms cut from both ends of each. This host's ping-pong swings "
-                 "by a third in phases of 0.25-2 s, which runs of 3 s side by side straddle and slices this "
-                 "short mostly do not.\n")
-        L.append("| configuration | loss | slices | switch program runs / switches |")
+        L.append(f"{len(any_r['runs'])} runs of {any_r['seconds']:g} s per configuration, by turns, the tracer's "
+                 f"programs taken off their hooks and put back every {1000 * any_r['slice_s']:.0f} ms "
+                 "(lockscoped's pause and resume; the floor's off and on): each traced slice against the mean "
+                 f"of the untraced slices on either side, {1000 * INTERLEAVE_GUARD_S:.0f} ms cut from both ends "
+                 "of each; the interval resamples runs, then slices. This host's ping-pong swings by a third in "
+                 "phases of 0.25-2 s, which runs of 3 s side by side straddle and slices this short mostly do "
+                 "not.\n")
+        L.append("| configuration | loss | each run | slices |")
         L.append("| --- | --- | --- | --- |")
         for c, r in by.items():
-            share = f"{r['switch_runs'] / (2 * r['rounds']):.2f}" if r.get("switch_runs") is not None else "–"
-            L.append(f"| {c} | {pct(r['loss'])} {interval(r)} | {r['slices']} | {share} |")
+            L.append(f"| {c} | {pct(r['loss'])} {interval(r)} | {', '.join(pct(x) for x in r['runs'])} | "
+                     f"{r['slices']} |")
         L.append("")
     L.append("## BPF cost per event (kernel.bpf_stats_enabled: run_time_ns / run_cnt)\n")
     L.append("lockscoped at defaults over every workload once (started for each), against the empty program on "
@@ -876,11 +911,12 @@ def only(args):
     if args.interleaved:
         if names != ["pingpong"]:
             sys.exit("bench/run.py: --interleaved measures pingpong only (--only pingpong)")
-        print(f"{'config':<18} {'loss':>8} {'95 % interval':>18} {'slices':>7}")
-        for config in configs:
-            r = interleaved(config, args.seconds)
+        res = interleaved(configs, args.pairs, args.seconds)
+        print(f"{'config':<18} {'loss':>8} {'95 % interval':>18} {'slices':>7}  runs")
+        for config, r in res.items():
             lo, hi = r["ci95"]
-            print(f"{config:<18} {-100 * r['loss']:+7.2f}% [{-100 * hi:+6.2f}, {-100 * lo:+6.2f}] {r['slices']:>7}")
+            print(f"{config:<18} {-100 * r['loss']:+7.2f}% [{-100 * hi:+6.2f}, {-100 * lo:+6.2f}] {r['slices']:>7}  "
+                  + " ".join(f"{-100 * x:+.2f}" for x in r["runs"]))
         return
     res = matrix(args, names, configs)
     print(f"{'workload':<14} {'config':<18} {'loss':>8} {'95 % interval':>18} {'CPU/op':>8}")
@@ -908,8 +944,8 @@ def main():
                     "lockscope_block_waits, perf_lock_bpf, bpftrace, floor, floor_all, floor_switch, bound, untraced, "
                     "floor_waking, floor_lock_begin, floor_lock_end, and those --define names)")
     ap.add_argument("--interleaved", action="store_true",
-                    help="with --only pingpong: one run of --seconds, the tracer's programs on and off by turns "
-                    f"every {INTERLEAVE_SLICE_S * 1000:.0f} ms (lockscoped's pause and resume)")
+                    help="with --only pingpong: --pairs runs of --seconds per configuration, the tracer's programs "
+                    f"on and off by turns every {INTERLEAVE_SLICE_S * 1000:.0f} ms (lockscoped's pause and resume)")
     ap.add_argument("--render", metavar="JSON", help="write results.md (and the goals in results.json) again from "
                     "a results.json, measuring nothing: after a change to how the figures are judged or shown")
     ap.add_argument("--define", metavar="NAME[@PATH]=ARGS", action="append", default=[],
@@ -944,8 +980,9 @@ def main():
     t_start = time.monotonic()
     res = {"host": host_info()}
     res["workloads"] = matrix(args)
-    log(f"pingpong interleaved ({INTERLEAVE_SECONDS} s each, {INTERLEAVE_SLICE_S * 1000:.0f} ms slices)")
-    res["interleaved"] = {"pingpong": {c: interleaved(c) for c in INTERLEAVE_CONFIGS}}
+    log(f"pingpong interleaved ({INTERLEAVE_RUNS} runs of {INTERLEAVE_SECONDS} s each, "
+        f"{INTERLEAVE_SLICE_S * 1000:.0f} ms slices)")
+    res["interleaved"] = {"pingpong": interleaved(list(INTERLEAVE_CONFIGS))}
     log("BPF cost per event")
     res["bpf_ns_per_event"] = bpf_costs(args.seconds)
     log("helper costs")
