@@ -118,6 +118,10 @@ void prom_write_status(FILE *f, const cJSON *st)
 	fprintf(f, "lockscope_build_info{version=\"%s\"} 1\n", cJSON_GetStringValue(ls_json_get(st, "version")));
 	head(f, "lockscope_uptime_seconds", "gauge", "time since lockscoped attached");
 	sample(f, "lockscope_uptime_seconds", NULL, NULL, ls_json_num(st, "uptime_ns") / NSEC_PER_SEC);
+	head(f, "lockscope_tracing_paused", "gauge", "1 while `lockscope pause` keeps every program off its hook: nothing is seen");
+	sample(f, "lockscope_tracing_paused", NULL, NULL, cJSON_IsTrue(ls_json_get(ls_json_get(st, "pause"), "paused")));
+	head(f, "lockscope_paused_seconds_total", "counter", "time tracing was paused (lockscope pause), the current pause included");
+	sample(f, "lockscope_paused_seconds_total", NULL, NULL, ls_json_num(ls_json_get(st, "pause"), "paused_ns") / NSEC_PER_SEC);
 
 	head(f, "lockscope_events_total", "counter", "events recorded in BPF, by source");
 	sample(f, "lockscope_events_total", "source", "kernel_waits", ls_json_num(ev, "waits"));
