@@ -92,19 +92,38 @@ def test_bound_times_the_waits_that_happened():
     assert after["futex"][1] > middle["futex"][1] and middle["klock"][1] > before["klock"][1]
 
 
+@contextlib.contextmanager
+def perf_around(event):
+    """perf counting @event on every CPU for the block's whole length: yields a dict whose
+    "count" is set at its end."""
+    out = {}
+    outer = subprocess.Popen(["perf", "stat", "-a", "-x,", "-e", event], stderr=subprocess.PIPE, text=True)
+    time.sleep(1)  # perf prints nothing when attached; 1 s is ample here (bench/run.py)
+    try:
+        yield out
+    finally:
+        outer.send_signal(signal.SIGINT)
+        out["count"] = int(re.search(r"^(\d+),", outer.communicate(timeout=30)[1], re.M).group(1))
+
+
 @pytest.mark.parametrize("mode,tracepoint", [("--lock-begin", "contention_begin"), ("--lock-end", "contention_end")])
 def test_single_hook_floor_runs_alone_on_its_hook(mode, tracepoint):
     with running_floor(mode) as floor, bpf_stats():
-        before = floor_ask(floor, "stats")
-        events = perf_count(f"lock:{tracepoint}", ["pipe_storm", "--threads", "4", "--messages", "200000"])
-        after = floor_ask(floor, "stats")
+        # a second perf around the floor's whole window: the host's locking beside the
+        # workload's (the kernel matrix's qemu, in CI), counted rather than guessed at
+        with perf_around(f"lock:{tracepoint}") as around:
+            before = floor_ask(floor, "stats")
+            events = perf_count(f"lock:{tracepoint}", ["pipe_storm", "--threads", "4", "--messages", "200000"])
+            after = floor_ask(floor, "stats")
     assert [p["hook"] for p in after] == [f"tp_btf/{tracepoint}"]
     runs = after[0]["run_cnt"] - before[0]["run_cnt"]
     skipped = after[0]["recursion_misses"] - before[0]["recursion_misses"]
-    print(f"floor {mode}: {runs} runs, {skipped} skipped, perf: {events} lock:{tracepoint} events")
-    # the floor's window holds perf's and a little of the host's locking beside it; an event
-    # that fires while the program runs on its CPU (an interrupt's) is skipped, and counted
-    assert events > 10000 and events <= runs + skipped <= events + events // 100 and skipped <= events // 1000
+    print(f"floor {mode}: {runs} runs, {skipped} skipped, perf: {events} lock:{tracepoint} events in the "
+          f"workload, {around['count']} around")
+    # the floor's window holds the workload's perf count and lies within the outer one's; an
+    # event that fires while the program runs on its CPU (an interrupt's) is skipped, and
+    # counted (CI once: 11 284 runs against 11 170 events + 1 %, the matrix's qemu beside)
+    assert events > 10000 and events <= runs + skipped <= around["count"] and skipped <= events // 1000
 
 
 def test_waking_floor_adds_the_empty_waking_program():
@@ -116,19 +135,16 @@ def test_waking_floor_adds_the_empty_waking_program():
     with running_floor("--waking") as floor, bpf_stats():
         # a second perf around the floor's whole window: the host's wakeups beside the
         # workload's, counted rather than guessed at
-        outer = subprocess.Popen(["perf", "stat", "-a", "-x,", "-e", "sched:sched_waking"],
-                                 stderr=subprocess.PIPE, text=True)
-        time.sleep(1)  # perf prints nothing when attached; 1 s is ample here (bench/run.py)
-        before = {p["hook"]: p for p in floor_ask(floor, "stats")}
-        events = perf_count("sched:sched_waking", ["pingpong", "--rounds", "20000"])
-        after = {p["hook"]: p for p in floor_ask(floor, "stats")}
-        outer.send_signal(signal.SIGINT)
-        around = int(re.search(r"^(\d+),", outer.communicate(timeout=30)[1], re.M).group(1))
+        with perf_around("sched:sched_waking") as around:
+            before = {p["hook"]: p for p in floor_ask(floor, "stats")}
+            events = perf_count("sched:sched_waking", ["pingpong", "--rounds", "20000"])
+            after = {p["hook"]: p for p in floor_ask(floor, "stats")}
     assert sorted(after) == sorted(default + ["tp_btf/sched_waking"])
     runs = after["tp_btf/sched_waking"]["run_cnt"] - before["tp_btf/sched_waking"]["run_cnt"]
-    print(f"floor --waking: {runs} sched_waking runs, perf: {events} events in the workload, {around} around")
+    print(f"floor --waking: {runs} sched_waking runs, perf: {events} events in the workload, "
+          f"{around['count']} around")
     # the floor's window holds the workload's perf count and lies within the outer one's
-    assert events > 10000 and events <= runs <= around
+    assert events > 10000 and events <= runs <= around["count"]
 
 
 def test_bpf_lines_maps_a_programs_machine_code_to_its_source(daemon):

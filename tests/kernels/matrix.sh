@@ -118,17 +118,27 @@ step_done
 watch_step default
 # emulated CPUs drain slowly: a larger ring than the default keeps every record
 /bin/lockscoped --socket /run/ls.sock --ringbuf-kb=2048 2>/tmp/daemon.log &
+LS=$!
 wait_ready /run/ls.sock
 /bin/mmap_storm --iterations 1500 >/dev/null
 /bin/pipe_storm --threads 2 --messages 20000 >/dev/null
-# futex waits: found by their sleep's TASK_FREEZABLE (6.1+) before the syscall is read
-/bin/mutex_server --workers 4 --until 1000 >/tmp/ms.json
 sleep 0.5
-echo "LOCKSCOPE-FUTEX $(tr -d '\n' </tmp/ms.json) $(/bin/lockscope top --socket /run/ls.sock -l -w all --kind user -Y futex:mutex --json | tr -d '\n\t')"
 echo "LOCKSCOPE-STATUS $(status /run/ls.sock --json | tr -d '\n\t')"
 echo "LOCKSCOPE-TOP $(/bin/lockscope top --socket /run/ls.sock -l -o -w all --json | tr -d '\n\t')"
 echo "LOCKSCOPE-MUTEX $(/bin/lockscope top --socket /run/ls.sock -l -o -w all -Y mutex,rt-mutex --json | tr -d '\n\t')"
 echo "LOCKSCOPE-LOG $(cat /tmp/daemon.log | tr '\n' ' ')"
+kill $LS; wait $LS
+step_done
+watch_step futex
+# futex waits, found by their sleep's TASK_FREEZABLE (6.1+) before the syscall is read:
+# counted exactly. Frame-pointer stacks (no dumps): an emulated daemon drains the ring slowly
+/bin/lockscoped --socket /run/fx.sock --user-stack-bytes 0 2>/tmp/fx.log &
+FX=$!
+wait_ready /run/fx.sock
+/bin/mutex_server --workers 4 --until 1000 >/tmp/ms.json
+sleep 0.5
+echo "LOCKSCOPE-FUTEX $(tr -d '\n' </tmp/ms.json) $(/bin/lockscope top --socket /run/fx.sock -l -w all --kind user -Y futex:mutex --json | tr -d '\n\t')"
+kill $FX; wait $FX
 step_done
 poweroff -f
 INIT

@@ -40,10 +40,11 @@ def main():
                    degraded=st["degraded"], sched=st["features"]["sched"], user_locks=st["features"]["user_locks"],
                    block_waits_degraded=bw["degraded"])
         # every component loads: a kernel without a kfunc degrades a feature, not a component
-        # every futex sleep counted (a few may end unseen: missed_end bounds them)
+        # every futex sleep counted (a sleeper that runs again unseen by the switch is
+        # dropped: a few in a hundred, at most, in the suite)
         lost = res["futex"]["sleeps"] - res["futex"]["counted"]
         res["ok"] = (bool(mm) and "mmap_storm" in res["owners"] and "pipe_storm" in res["mutex_owners"]
-                     and res["futex"]["sleeps"] >= 1000 and 0 <= lost <= res["dropped"].get("missed_end", 0) + 10
+                     and res["futex"]["sleeps"] >= 1000 and 0 <= lost <= res["futex"]["sleeps"] // 100
                      and not st["degraded"] and res["sched"] and res["user_locks"] and not bw["degraded"]
                      and bw["features"]["sched"]
                      and all(p["attached"] or p["on_demand"] for p in st["programs"]))
