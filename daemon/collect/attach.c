@@ -181,15 +181,24 @@ static void attach_sched(struct collector *c)
 	c->feat.spin_sampling = !err;
 }
 
-int collector__attach(struct collector *c)
+/* The kernel-lock pair, each where it is not attached yet: at start, and at a resume. */
+static int attach_klock(struct collector *c)
 {
 	int i, err;
 
 	for (i = 0; i < 2; i++)
-		if ((err = attach_prog(c->progs[i], &c->links[i])))
+		if (!c->links[i] && (err = attach_prog(c->progs[i], &c->links[i])))
 			return err;
-	attach_sched(c);
 	return 0;
+}
+
+int collector__attach(struct collector *c)
+{
+	int err = attach_klock(c);
+
+	if (!err)
+		attach_sched(c);
+	return err;
 }
 
 void collector__hold_sampling(struct collector *c, bool on)
@@ -241,7 +250,7 @@ int collector__pause(struct collector *c)
 
 int collector__resume(struct collector *c)
 {
-	int i, err, dropped = 0;
+	int err, dropped = 0;
 
 	if (!c->paused)
 		return 0;
@@ -249,9 +258,8 @@ int collector__resume(struct collector *c)
 	 * be emptied of what the pause cut off */
 	if (!c->links[0] && !c->links[1])
 		dropped = collector_klock_reset(c);
-	for (i = 0; i < 2; i++)
-		if (!c->links[i] && (err = attach_prog(c->progs[i], &c->links[i])))
-			return err;
+	if ((err = attach_klock(c)))
+		return err;
 	/* what attach_sched() attached at start: nothing of it after a failure there */
 	if (c->sskel && (c->feat.ulock || c->feat.sched)) {
 		if (!c->slinks[SCHED_SWITCH] && (err = attach_prog(sched_prog(c, SCHED_SWITCH), &c->slinks[SCHED_SWITCH])))
