@@ -32,6 +32,11 @@ With --only, also:
   floor_lock_begin,  the empty contention_begin or contention_end program alone (kernel-lock
   floor_lock_end     workloads): which of the two hooks a lock storm's loss comes from
 
+Interleaved (ping-pong and the futex server, the workloads that note their own progress):
+the tracer's programs taken off their hooks and put back every 50 ms in one run, each
+traced slice against the untraced ones beside it (`--only pingpong --interleaved`): what
+a phase of the host moves cancels, and a tenth of a point can be resolved.
+
 Workloads: our reproducers and two third-party benchmarks (stress-ng's mutex and switch
 stressors). Then, under lockscoped alone: BPF ns per event per program against the floor's
 program on the same hook (kernel.bpf_stats_enabled, in runs of their own: the statistics
@@ -342,6 +347,12 @@ def matrix(args, workloads=WORKLOADS, configs=TRACED):
 # side straddle them. Slices of 50 ms, the tracer's programs taken off their hooks and put
 # back between them (lockscoped's pause and resume), mostly fall inside one phase.
 INTERLEAVE_CONFIGS = ("lockscope_default", "floor_switch", "untraced")
+# the workloads that note their progress (--progress FILE, "ns count" lines): their
+# command for S seconds, what their summary counts, and whether they wait for "exit"
+INTERLEAVED = {
+    "pingpong": (["pingpong", "--no-spinner"], "rounds", True),
+    "futex_server": (WORKLOADS["futex_server"][3], "messages", False),
+}
 INTERLEAVE_SLICE_S = 0.05
 INTERLEAVE_GUARD_S = 0.01	# cut from both ends of a slice: the change settles within it
 INTERLEAVE_SECONDS = 15	# a run; INTERLEAVE_RUNS of each configuration, by turns
@@ -366,14 +377,16 @@ def slice_rates(marks, edges, guard):
     return out
 
 
-def interleaved_run(config, seconds, slice_s=INTERLEAVE_SLICE_S):
-    """One ping-pong run of @seconds under @config, its programs on and off by turns every
-    @slice_s: each traced slice against the mean of the untraced slices on either side
-    (what drifts over 0.1 s cancels, and neither order is favoured). Returns the slices'
-    ratios, the rounds, and the switch program's runs (None unless the kernel counts them)."""
-    with tracer(config) as t, tempfile.NamedTemporaryFile("r", prefix="pingpong-progress.") as progress:
-        p = subprocess.Popen([os.path.join(BUILD, "workloads", "pingpong"), "--seconds", str(seconds),
-                              "--no-spinner", "--progress", progress.name],
+def interleaved_run(config, seconds, slice_s=INTERLEAVE_SLICE_S, name="pingpong"):
+    """One run of workload @name (INTERLEAVED) for @seconds under @config, its programs on
+    and off by turns every @slice_s: each traced slice against the mean of the untraced
+    slices on either side (what drifts over 0.1 s cancels, and neither order is favoured).
+    Returns the slices' ratios, the work done, and the switch program's runs (None unless
+    the kernel counts them)."""
+    cmd, counted, waits_exit = INTERLEAVED[name]
+    with tracer(config) as t, tempfile.NamedTemporaryFile("r", prefix=f"{name}-progress.") as progress:
+        p = subprocess.Popen([os.path.join(BUILD, "workloads", cmd[0]), *cmd[1:], "--seconds", str(seconds),
+                              "--progress", progress.name],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         edges, on, end, before = [], True, time.monotonic() + seconds, t.stats() or {}
         while time.monotonic() < end:
@@ -386,8 +399,9 @@ def interleaved_run(config, seconds, slice_s=INTERLEAVE_SLICE_S):
         summary = json.loads(p.stdout.readline())
         after = t.stats() or {}
         t.toggle(True)
-        p.stdin.write("exit\n")
-        p.stdin.flush()
+        if waits_exit:
+            p.stdin.write("exit\n")
+        p.stdin.close()
         p.wait()
         marks = [tuple(int(x) for x in line.split()) for line in progress]
     rates = slice_rates(marks, edges, INTERLEAVE_GUARD_S * 1e9)
@@ -400,7 +414,7 @@ def interleaved_run(config, seconds, slice_s=INTERLEAVE_SLICE_S):
     with open("/proc/sys/kernel/bpf_stats_enabled") as f:
         stats_on = f.read().strip() == "1"
     runs = sum(after[k][0] - before.get(k, (0, 0))[0] for k in hook) if hook and stats_on else None
-    return ratios, summary["rounds"], runs
+    return ratios, summary[counted], runs
 
 
 def bootstrap_ci_runs(runs, reps=2000, seed=1):
@@ -418,15 +432,15 @@ def bootstrap_ci_runs(runs, reps=2000, seed=1):
     return meds[int(0.025 * reps)], meds[int(0.975 * reps) - 1]
 
 
-def interleaved(configs, runs=INTERLEAVE_RUNS, seconds=INTERLEAVE_SECONDS):
-    """@runs interleaved ping-pong runs of @seconds per configuration, the configurations by
-    turns (each round in another order): per configuration the loss over every slice, with
-    an interval over runs and slices, and each run's own."""
+def interleaved(configs, runs=INTERLEAVE_RUNS, seconds=INTERLEAVE_SECONDS, name="pingpong"):
+    """@runs interleaved runs of workload @name of @seconds per configuration, the
+    configurations by turns (each round in another order): per configuration the loss over
+    every slice, with an interval over runs and slices, and each run's own."""
     got = {c: [] for c in configs}
     for i in range(runs):
         order = configs[i % len(configs):] + configs[:i % len(configs)]
         for c in (order if i % 2 == 0 else order[::-1]):
-            got[c].append(interleaved_run(c, seconds))
+            got[c].append(interleaved_run(c, seconds, name=name))
     out = {}
     for c, rs in got.items():
         ratios = [r for run in rs for r in run[0]]
@@ -785,7 +799,7 @@ def markdown(res, args):
                  f"of the untraced slices on either side, {1000 * INTERLEAVE_GUARD_S:.0f} ms cut from both ends "
                  "of each; the interval resamples runs, then slices. This host's ping-pong swings by a third in "
                  "phases of 0.25-2 s, which runs of 3 s side by side straddle and slices this short mostly do "
-                 "not.\n")
+                 "not; the workload notes its own progress (`--progress`).\n")
         L.append("| configuration | loss | each run | slices |")
         L.append("| --- | --- | --- | --- |")
         for c, r in by.items():
@@ -909,14 +923,15 @@ def only(args):
     if bad:
         sys.exit(f"bench/run.py: unknown workload or configuration: {', '.join(bad)}")
     if args.interleaved:
-        if names != ["pingpong"]:
-            sys.exit("bench/run.py: --interleaved measures pingpong only (--only pingpong)")
-        res = interleaved(configs, args.pairs, args.seconds)
-        print(f"{'config':<18} {'loss':>8} {'95 % interval':>18} {'slices':>7}  runs")
-        for config, r in res.items():
-            lo, hi = r["ci95"]
-            print(f"{config:<18} {-100 * r['loss']:+7.2f}% [{-100 * hi:+6.2f}, {-100 * lo:+6.2f}] {r['slices']:>7}  "
-                  + " ".join(f"{-100 * x:+.2f}" for x in r["runs"]))
+        if [n for n in names if n not in INTERLEAVED]:
+            sys.exit(f"bench/run.py: --interleaved measures {' and '.join(INTERLEAVED)} only (they note their "
+                     "progress)")
+        print(f"{'workload':<14} {'config':<18} {'loss':>8} {'95 % interval':>18} {'slices':>7}  runs")
+        for name in names:
+            for config, r in interleaved(configs, args.pairs, args.seconds, name).items():
+                lo, hi = r["ci95"]
+                print(f"{name:<14} {config:<18} {-100 * r['loss']:+7.2f}% [{-100 * hi:+6.2f}, {-100 * lo:+6.2f}] "
+                      f"{r['slices']:>7}  " + " ".join(f"{-100 * x:+.2f}" for x in r["runs"]))
         return
     res = matrix(args, names, configs)
     print(f"{'workload':<14} {'config':<18} {'loss':>8} {'95 % interval':>18} {'CPU/op':>8}")
@@ -944,8 +959,9 @@ def main():
                     "lockscope_block_waits, perf_lock_bpf, bpftrace, floor, floor_all, floor_switch, bound, untraced, "
                     "floor_waking, floor_lock_begin, floor_lock_end, and those --define names)")
     ap.add_argument("--interleaved", action="store_true",
-                    help="with --only pingpong: --pairs runs of --seconds per configuration, the tracer's programs "
-                    f"on and off by turns every {INTERLEAVE_SLICE_S * 1000:.0f} ms (lockscoped's pause and resume)")
+                    help=f"with --only {' or '.join(INTERLEAVED)}: --pairs runs of --seconds per configuration, "
+                    f"the tracer's programs on and off by turns every {INTERLEAVE_SLICE_S * 1000:.0f} ms "
+                    "(lockscoped's pause and resume)")
     ap.add_argument("--render", metavar="JSON", help="write results.md (and the goals in results.json) again from "
                     "a results.json, measuring nothing: after a change to how the figures are judged or shown")
     ap.add_argument("--define", metavar="NAME[@PATH]=ARGS", action="append", default=[],
@@ -980,9 +996,11 @@ def main():
     t_start = time.monotonic()
     res = {"host": host_info()}
     res["workloads"] = matrix(args)
-    log(f"pingpong interleaved ({INTERLEAVE_RUNS} runs of {INTERLEAVE_SECONDS} s each, "
-        f"{INTERLEAVE_SLICE_S * 1000:.0f} ms slices)")
-    res["interleaved"] = {"pingpong": interleaved(list(INTERLEAVE_CONFIGS))}
+    res["interleaved"] = {}
+    for name in INTERLEAVED:
+        log(f"{name} interleaved ({INTERLEAVE_RUNS} runs of {INTERLEAVE_SECONDS} s each, "
+            f"{INTERLEAVE_SLICE_S * 1000:.0f} ms slices)")
+        res["interleaved"][name] = interleaved(list(INTERLEAVE_CONFIGS), name=name)
     log("BPF cost per event")
     res["bpf_ns_per_event"] = bpf_costs(args.seconds)
     log("helper costs")

@@ -205,6 +205,7 @@ void collector__hold_sampling(struct collector *c, bool on)
 {
 	int err;
 
+	c->hold_wanted = on;
 	if (!c->feat.holder_sampling || c->paused || on == !!c->hold.fds)
 		return;
 	if (!on) {
@@ -223,7 +224,7 @@ void collector__hold_sampling(struct collector *c, bool on)
 /*
  * What is attached for good at start, and taken off by a pause: the kernel-lock pair, the
  * switch program and the spin sampler. The on-demand ones (sched_waking, the holder
- * sampler) follow their own rule, which a pause overrides.
+ * sampler) follow their own rule, which a pause overrides and a resume applies again.
  */
 int collector__pause(struct collector *c)
 {
@@ -269,8 +270,13 @@ int collector__resume(struct collector *c)
 			return err;
 	}
 	c->paused = false;
-	if (c->sskel)
+	/* the on-demand hooks as the engine last asked, not as the pause left them: the holder
+	 * sampler would otherwise wait for the engine's next second (a bench's slices of 50 ms
+	 * would run without it) */
+	if (c->sskel) {
 		waker_apply(c);
+		collector__hold_sampling(c, c->hold_wanted);
+	}
 	return dropped;
 }
 

@@ -70,6 +70,7 @@ struct collector {
 	bool waker_wanted;			/* the engine wants releasers named */
 	bool waker_failed;			/* sched_waking would not attach: said once */
 	struct sampler hold;			/* the holder sampler */
+	bool hold_wanted;			/* the engine wants holders sampled (kept through a pause) */
 	int hold_failing;			/* its last try to turn on failed with this */
 	struct sampler spin;			/* the spin sampler */
 	bool paused;				/* every event program off its hook (collector__pause()) */

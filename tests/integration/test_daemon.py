@@ -269,6 +269,23 @@ def test_pause_takes_every_program_off_and_resume_puts_them_back(daemon):
     assert rows and rows[0]["uaddr"] == res["mutex"]
     assert_sleeps_counted(rows[0]["contended"], res["sleeps"], d.call({"cmd": "status"})["dropped"])
 
+    # the holder sampler, attached on demand while contended mutexes have holders, is back
+    # at the resume as the engine last asked, not at its next second (without that, the
+    # bench's interleaved slices of 50 ms ran without it)
+    def attached(name):
+        return any(p["name"] == name and p["attached"] for p in d.call({"cmd": "status"})["programs"])
+    w = Workload("mutex_server", "--seconds", "8", "--workers", "4")
+    w.go()
+    deadline = time.monotonic() + 6
+    while not attached("hold_sample") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert attached("hold_sample"), "holders noted: the sampler is on within a second or two"
+    d.call({"cmd": "pause"})
+    assert not attached("hold_sample")
+    d.call({"cmd": "resume"})
+    assert attached("hold_sample")
+    w.wait()
+
 
 def test_pauses_in_a_lock_storm_leave_no_wait_behind(daemon):
     """Paused 40 times while pipe_storm's threads sleep on the pipe's mutex: a wait open at a

@@ -11,7 +11,9 @@
  * contended when trylock fails, and getrusage(RUSAGE_THREAD)'s voluntary context switches
  * around the blocking lock count how many times it slept in the kernel for it (each
  * futex sleep is one voluntary switch). Prints its counters and the mutex's address as
- * JSON at exit.
+ * JSON at exit. --progress FILE notes the clock and the messages handled every
+ * PROGRESS_EVERY messages, inside the critical section (where they are counted, one
+ * thread at a time): the bench's interleaved runs (workload.h).
  */
 #define _GNU_SOURCE
 #include <getopt.h>
@@ -25,7 +27,8 @@
 #include "workload.h"
 
 enum { MAX_WORKERS = 64, QUEUE_LEN = 1024, LOG_LEN = 256, MAX_LOG_LINES = 1024,
-       MAX_THINK_US = 1000000 };
+       MAX_THINK_US = 1000000,
+       PROGRESS_EVERY = 256 };	/* messages: marks well under a millisecond apart */
 
 static struct {
 	int workers;
@@ -34,6 +37,7 @@ static struct {
 	int log_lines;
 	int think_us;
 	int wait_go;
+	const char *progress;		/* --progress FILE */
 } opts = { .workers = 8, .span.seconds = 3, .log_lines = 4 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -41,7 +45,9 @@ static struct {
 	unsigned long msgs[QUEUE_LEN];
 	unsigned int head, tail;
 	char log[LOG_LEN];	/* the last line: what a real server would write out */
+	unsigned long handled;	/* messages so far, for --progress */
 } q;
+static struct workload_progress marks;
 static volatile int stop;
 
 struct worker {
@@ -111,6 +117,8 @@ static void *worker_main(void *arg)
 		lock_counted(w);
 		q.msgs[q.tail++ % QUEUE_LEN] = t;
 		seq = q.msgs[q.head++ % QUEUE_LEN];
+		if (opts.progress && !(q.handled++ % PROGRESS_EVERY))
+			workload_progress_mark(&marks, workload_now_s(), q.handled - 1);
 		if (!opts.fixed)
 			format_log(q.log, w->id, seq, (now_ns() - t) / 1e9);
 		pthread_mutex_unlock(&mu);
@@ -144,6 +152,7 @@ int main(int argc, char **argv)
 		{ "wait", no_argument, NULL, 'W' },
 		{ "log-lines", required_argument, NULL, 'l' },
 		{ "think-us", required_argument, NULL, 't' },
+		{ "progress", required_argument, NULL, 'P' },
 		WORKLOAD_SPAN_OPTIONS,
 		{},
 	};
@@ -162,8 +171,9 @@ int main(int argc, char **argv)
 		case 'W': opts.wait_go = 1; break;
 		case 'l': opts.log_lines = atoi(optarg); break;
 		case 't': opts.think_us = atoi(optarg); break;
+		case 'P': opts.progress = optarg; break;
 		default:
-			fprintf(stderr, "usage: mutex_server [--workers N] [--seconds S] %s [--fixed] [--log-lines N] [--think-us N] [--wait]\n",
+			fprintf(stderr, "usage: mutex_server [--workers N] [--seconds S] %s [--fixed] [--log-lines N] [--think-us N] [--wait] [--progress FILE]\n",
 				WORKLOAD_SPAN_USAGE);
 			return 2;
 		}
@@ -197,5 +207,7 @@ int main(int argc, char **argv)
 	       "\"contended\": %lu, \"sleeps\": %lu, \"wait_ns\": %lu, \"slept_wait_ns\": %lu}\n",
 	       (void *)&mu, handled, handled / elapsed, elapsed, contended, sleeps, wait_ns,
 	       slept_wait_ns);
+	if (opts.progress && workload_progress_write(&marks, opts.progress, "mutex_server"))
+		return 1;
 	return rc;
 }

@@ -47,45 +47,7 @@ static int exiting;
 static pid_t tids[3];
 static long rounds_done;
 static double ran_s;		/* from ping's first round to its last */
-static struct {
-	double *t;
-	long *rounds;
-	long n, cap;
-} marks;			/* --progress: ping's clock every PROGRESS_EVERY rounds */
-
-/* Notes (@t, @rounds) for --progress; false when out of memory (the run goes on). */
-static bool mark(double t, long rounds)
-{
-	if (marks.n == marks.cap) {
-		long cap = marks.cap ? marks.cap * 2 : 65536;
-		double *nt = realloc(marks.t, cap * sizeof(*nt));
-		long *nr = nt ? realloc(marks.rounds, cap * sizeof(*nr)) : NULL;
-
-		if (nt)
-			marks.t = nt;
-		if (!nr)
-			return false;
-		marks.rounds = nr;
-		marks.cap = cap;
-	}
-	marks.t[marks.n] = t;
-	marks.rounds[marks.n++] = rounds;
-	return true;
-}
-
-static int write_progress(const char *path)
-{
-	FILE *f = fopen(path, "w");
-	long i;
-
-	if (!f) {
-		perror("pingpong: --progress");
-		return 1;
-	}
-	for (i = 0; i < marks.n; i++)
-		fprintf(f, "%.0f %ld\n", marks.t[i] * 1e9, marks.rounds[i]);
-	return fclose(f) ? 1 : 0;
-}
+static struct workload_progress marks;	/* --progress: ping's clock every PROGRESS_EVERY rounds */
 
 static void park(void)
 {
@@ -108,7 +70,7 @@ static void *ping(void *arg)
 	start = now = workload_now_s();
 	for (i = 0; i < opts.rounds; i++) {
 		if (opts.progress && !(i % PROGRESS_EVERY))
-			mark(workload_now_s(), i);
+			workload_progress_mark(&marks, workload_now_s(), i);
 		if (opts.seconds && !(i % CLOCK_EVERY) && (now = workload_now_s()) - start >= opts.seconds)
 			b = STOP_BYTE;
 		if (write(to[1], &b, 1) != 1 || read(from[0], &b, 1) != 1 || b == STOP_BYTE)
@@ -196,7 +158,7 @@ int main(int argc, char **argv)
 	pthread_barrier_wait(&parked);
 	/* give the last thread through the barrier time to reach its condvar sleep */
 	usleep(200000);
-	if (opts.progress && write_progress(opts.progress))
+	if (opts.progress && workload_progress_write(&marks, opts.progress, "pingpong"))
 		return 1;
 	printf("{\"rounds\": %ld, \"seconds\": %.6f, \"per_s\": %.0f, \"tids\": [%d, %d", rounds_done, ran_s,
 	       ran_s > 0 ? rounds_done / ran_s : 0, tids[0], tids[1]);

@@ -1,15 +1,18 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * What every test workload shares: the start handshake, a clock and pinning. Included
+ * What every test workload shares: the start handshake, a clock, pinning, progress marks. Included
  * after _GNU_SOURCE is defined (CPU affinity).
  */
 #ifndef __LS_WORKLOAD_H
 #define __LS_WORKLOAD_H
 
+#include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -42,6 +45,52 @@ static inline double workload_now_s(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/*
+ * --progress FILE: a workload's clock and its count of work done, noted every so often by
+ * one thread at a time and written at its end, one "ns count" line each (the monotonic
+ * clock): the bench's interleaved runs cut them into slices traced and not.
+ */
+struct workload_progress {
+	double *t;
+	unsigned long *n;
+	long len, cap;
+};
+
+/* Notes (@t, @n); false when out of memory (the run goes on, its marks stop). */
+static inline bool workload_progress_mark(struct workload_progress *p, double t, unsigned long n)
+{
+	if (p->len == p->cap) {
+		long cap = p->cap ? p->cap * 2 : 65536;
+		double *nt = realloc(p->t, cap * sizeof(*nt));
+		unsigned long *nn = nt ? realloc(p->n, cap * sizeof(*nn)) : NULL;
+
+		if (nt)
+			p->t = nt;
+		if (!nn)
+			return false;
+		p->n = nn;
+		p->cap = cap;
+	}
+	p->t[p->len] = t;
+	p->n[p->len++] = n;
+	return true;
+}
+
+/* Writes @p's marks to @path; 0, or 1 after saying why (@who: the workload's name). */
+static inline int workload_progress_write(const struct workload_progress *p, const char *path, const char *who)
+{
+	FILE *f = fopen(path, "w");
+	long i;
+
+	if (!f) {
+		fprintf(stderr, "%s: --progress %s: %s\n", who, path, strerror(errno));
+		return 1;
+	}
+	for (i = 0; i < p->len; i++)
+		fprintf(f, "%.0f %lu\n", p->t[i] * 1e9, p->n[i]);
+	return fclose(f) ? 1 : 0;
 }
 
 /*
