@@ -181,12 +181,17 @@ static void attach_sched(struct collector *c)
 	c->feat.spin_sampling = !err;
 }
 
-/* The kernel-lock pair, each where it is not attached yet: at start, and at a resume. */
+/*
+ * The kernel-lock pair, each where it is not attached yet: at start, and at a resume. The
+ * end first (and a pause takes the begin off first): a wait whose begin is seen always has
+ * its end seen, where the other order left the waits begun between the two attaches open
+ * in their slots, to be dropped later as missed_end.
+ */
 static int attach_klock(struct collector *c)
 {
 	int i, err;
 
-	for (i = 0; i < 2; i++)
+	for (i = 2; i-- > 0;)
 		if (!c->links[i] && (err = attach_prog(c->progs[i], &c->links[i])))
 			return err;
 	return 0;
