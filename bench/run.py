@@ -797,9 +797,9 @@ def markdown(res, args):
                  f"programs taken off their hooks and put back every {1000 * any_r['slice_s']:.0f} ms "
                  "(lockscoped's pause and resume; the floor's off and on): each traced slice against the mean "
                  f"of the untraced slices on either side, {1000 * INTERLEAVE_GUARD_S:.0f} ms cut from both ends "
-                 "of each; the interval resamples runs, then slices. This host's ping-pong swings by a third in "
-                 "phases of 0.25-2 s, which runs of 3 s side by side straddle and slices this short mostly do "
-                 "not; the workload notes its own progress (`--progress`).\n")
+                 "of each; the interval resamples runs, then slices. This host's rates swing in phases of 0.25-2 s "
+                 "(the ping-pong's by a third), which runs of 3 s side by side straddle and slices this short "
+                 "mostly do not; the workload notes its own progress (`--progress`).\n")
         L.append("| configuration | loss | each run | slices |")
         L.append("| --- | --- | --- | --- |")
         for c, r in by.items():
