@@ -545,8 +545,7 @@ def lossless(seconds):
                                   "--seconds", str(seconds), "--wait", "--hold"], stdin=subprocess.PIPE,
                                  stdout=subprocess.PIPE, text=True)
             pid = int(w.stdout.readline().split()[1])
-            perf = PerfStat(pid)
-            time.sleep(0.5)  # perf is counting
+            perf = PerfStat(pid)  # counting from here
             base = kernel_waits(sock, pid)  # its start-up, before perf attached: ours only
             w.stdin.write("go\n")
             w.stdin.flush()

@@ -8,6 +8,7 @@ that was long enough elsewhere, missed a yield storm's first 119 yields in CI.
 """
 import os
 import re
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -16,11 +17,12 @@ ROW = re.compile(r"^\s*(\d+)\s+[\d.]+ \w+\s+[\d.]+ \w+\s+[\d.]+ \w+\s+(\d+)\s+(\
 
 
 class PerfRecorder:
-    """perf recording @args into its own directory, enabled through the control FIFO."""
+    """perf recording @args into its own directory (its output there, named @out), enabled
+    through the control FIFO."""
 
-    def __init__(self, *args):
+    def __init__(self, *args, out="perf.data"):
         self.dir = tempfile.mkdtemp(prefix="lockscope-perf-")
-        self.data = os.path.join(self.dir, "perf.data")
+        self.data = os.path.join(self.dir, out)
         self.ctl = os.path.join(self.dir, "ctl")
         self.ack = os.path.join(self.dir, "ack")
         os.mkfifo(self.ctl)
@@ -156,23 +158,21 @@ class PerfYields(PerfRecorder):
         return {"yields": yields, "switched": switched, "to": to}
 
 
-class PerfStat:
+class PerfStat(PerfRecorder):
     """perf stat counting one process's @event (lock:contention_end: one per wait) in the
-    kernel, without pairing anything: the exact number of waits. The bench uses it too."""
+    kernel, without pairing anything: the exact number of waits. Counting when this
+    returns (the control FIFO), not some time after perf's start. The bench uses it too."""
 
     def __init__(self, pid, event="lock:contention_end"):
         self.event = event.split(":")[-1]
-        self.out = tempfile.mktemp(prefix="lockscope-perfstat-", suffix=".csv")
-        self.proc = subprocess.Popen(["perf", "stat", "-x,", "-o", self.out, "-e", event, "-p", str(pid)],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        super().__init__("stat", "-x,", "-e", event, "-p", str(pid), out="stat.csv")
 
     def total(self):
         """Stops perf and returns its count."""
-        self.proc.send_signal(signal.SIGINT)
-        self.proc.wait(timeout=30)
-        with open(self.out) as f:
+        self.stop()
+        with open(self.data) as f:
             text = f.read()
-        os.unlink(self.out)
+        shutil.rmtree(self.dir, ignore_errors=True)
         for line in text.splitlines():
             fields = line.split(",")
             if len(fields) > 2 and self.event in fields[2] and fields[0].isdigit():

@@ -278,8 +278,7 @@ def counted_pipe_storm(daemon, threads, beside=None):
     w = subprocess.Popen([WORKLOADS + "/pipe_storm", "--threads", str(threads), "--seconds", "2",
                           "--wait", "--hold"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     pid = int(w.stdout.readline().split()[1])
-    perf = PerfStat(pid)
-    time.sleep(0.5)  # perf is counting
+    perf = PerfStat(pid)  # counting from here
     # what the process waited before perf attached (its start-up, on a busy machine):
     # ours, not perf's; it waits on stdin from here to "go"
     base = kernel_waits(daemon, pid)

@@ -4,9 +4,10 @@
  * pipe->mutex every read(2) and write(2) takes, so the threads queue on one kernel mutex.
  * Prints the messages moved and the rate as JSON; --wait as in mmap_storm. --hold keeps
  * the threads alive after that until a line on stdin, so that counts taken from outside
- * cover the storm and not the threads' exit.
+ * cover the storm and not the threads' exit: it says "done" once every thread is asleep.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <pthread.h>
@@ -68,6 +69,50 @@ static void *reader(void *arg)
 	while (read(fds[0], msg, sizeof(msg)) == sizeof(msg))
 		got++;
 	return finish(&readers_done, got);
+}
+
+/*
+ * Whether every thread but the caller sleeps in one syscall on one address (the release
+ * barrier's futex), from /proc/self/task/TID/syscall ("running" while it runs). A thread
+ * that has passed a barrier still has its way to the next one ahead of it, and that way
+ * can wait on a kernel lock (32 threads entering futex_wait at once contend the futex
+ * hash bucket): "done" before that, and a count stopped at "done" missed those waits.
+ */
+static int all_parked(void)
+{
+	char path[300], line[256], nr[32], arg[32], first[64] = "", here[64];
+	DIR *dir = opendir("/proc/self/task");
+	int parked = dir != NULL;
+	struct dirent *d;
+	FILE *f;
+
+	while (parked && (d = readdir(dir))) {
+		if (d->d_name[0] == '.' || atoi(d->d_name) == gettid())
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/syscall", d->d_name);
+		f = fopen(path, "r");
+		/* blocked: its syscall's number and first argument, "202 0x55d0c8a4e0c8" */
+		parked = f && fgets(line, sizeof(line), f) && sscanf(line, "%31s %31s", nr, arg) == 2;
+		if (f)
+			fclose(f);
+		if (!parked)
+			break;
+		snprintf(here, sizeof(here), "%s %s", nr, arg);
+		if (!first[0])
+			strcpy(first, here);
+		parked = strcmp(here, first) == 0;
+	}
+	if (dir)
+		closedir(dir);
+	return parked;
+}
+
+static void wait_parked(void)
+{
+	const struct timespec ms = { .tv_nsec = 1000000 };
+
+	while (!all_parked())
+		nanosleep(&ms, NULL);
 }
 
 /* Thread attributes that pin to @cpu with --spread; NULL (the defaults) without. */
@@ -144,8 +189,10 @@ int main(int argc, char **argv)
 	elapsed = workload_now_s() - start;
 	close(fds[1]);	/* readers see EOF once the pipe drains */
 	pthread_barrier_wait(&readers_done);
-	if (opts.hold)
+	if (opts.hold) {
+		wait_parked();
 		printf("done\n");
+	}
 	fflush(stdout);
 	if (opts.hold && !fgets(line, sizeof(line), stdin))
 		return 1;
