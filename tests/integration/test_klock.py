@@ -84,14 +84,15 @@ def test_scan_embedded_matches_perf(tmp_path):
     assert resp["cmd"] == "scan" and resp["process_exited"] and resp["embedded"]
     ours = contended_by_tid(resp["rows"])
     # every loss is counted; here (a contention nested in an interrupt while the program
-    # ran, which the kernel skips) it must stay rare. An owner's stack that could not be
-    # taken (the owner exited, or ran, under the walk) loses a stack, not a count: its own,
-    # looser bound
+    # ran, which the kernel skips) it must stay rare. A stack that could not be taken loses
+    # a stack, not a count: the owner's (it exited, or ran, under the walk), or the
+    # waiter's whose bucket in the stack map another stack took first (stack_collision:
+    # that pair's every later sample, 235 of 31 120 waits once in CI): their own, looser bound
     print("dropped:", resp["dropped"])
     dropped = dict(resp["dropped"])
-    owner_stacks = dropped.pop("owner_stack_failed")
+    stacks_lost = sum(dropped.pop(k) for k in ("owner_stack_failed", "stack_collision", "stack_failed"))
     assert sum(dropped.values()) <= 0.005 * sum(ours.values()), dropped
-    assert owner_stacks <= 0.02 * sum(ours.values()), owner_stacks
+    assert stacks_lost <= 0.02 * sum(ours.values()), stacks_lost
     compare_with_perf(ours, perf.per_thread())
 
 
