@@ -352,6 +352,8 @@ INTERLEAVE_CONFIGS = ("lockscope_default", "floor_switch", "untraced")
 INTERLEAVED = {
     "pingpong": (["pingpong", "--no-spinner"], "rounds", True),
     "futex_server": (WORKLOADS["futex_server"][3], "messages", False),
+    "wake_storm": (WORKLOADS["wake_storm"][3], "rounds", False),
+    "pipe_storm": (WORKLOADS["pipe_storm"][3], "messages", False),
 }
 INTERLEAVE_SLICE_S = 0.05
 INTERLEAVE_GUARD_S = 0.01	# cut from both ends of a slice: the change settles within it

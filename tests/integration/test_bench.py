@@ -246,12 +246,13 @@ def test_a_loss_goal_is_met_only_by_its_whole_interval(tmp_path):
         assert goal["measured"] in (out / "results.md").read_text()
 
 
-@pytest.mark.parametrize("name", ["pingpong", "futex_server"])
+@pytest.mark.parametrize("name", ["pingpong", "futex_server", "wake_storm", "pipe_storm"])
 def test_interleaved_runs_take_the_programs_off_half_the_time(name):
     """bench/run.py's interleaved runs under lockscoped: the switch program is off its hook
     every other slice (pause, resume). The ping-pong makes two switches a round trip, so
     the program runs at about half of them; a tracer never paused would run at all of them.
-    The futex server notes its messages from inside its critical section: slices of it."""
+    The futex server notes its messages from inside its critical section, the wake storm
+    its rounds and the pipe storm its messages: slices of each."""
     import run
     with bpf_stats():
         r = run.interleaved(["lockscope_default"], runs=1, seconds=3, name=name)["lockscope_default"]

@@ -5,12 +5,15 @@
  * Prints the messages moved and the rate as JSON; --wait as in mmap_storm. --hold keeps
  * the threads alive after that until a line on stdin, so that counts taken from outside
  * cover the storm and not the threads' exit: it says "done" once every thread is asleep.
+ * --progress FILE notes the clock and the messages written every PROGRESS_EVERY of them,
+ * as pingpong does.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +21,11 @@
 #include <unistd.h>
 #include "workload.h"
 
-enum { MSG_BYTES = 64 };
+enum {
+	MSG_BYTES = 64,
+	PROGRESS_EVERY = 8192,	/* messages: ~2 million a second here, marks ~4 ms apart */
+	PROGRESS_BATCH = 256,	/* a writer adds to the shared count this many at a time */
+};
 
 static struct {
 	int threads;
@@ -27,7 +34,13 @@ static struct {
 	int wait_go;
 	int hold;
 	int spread;	/* pin the threads round-robin over the CPUs */
+	const char *progress;	/* --progress FILE */
 } opts = { .threads = 4, .messages = 200000 };
+
+/* --progress: the messages written by all, and the marks (one writer at a time) */
+static _Atomic unsigned long written_so_far;
+static pthread_mutex_t marks_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct workload_progress marks;
 
 static int fds[2];
 static volatile int stop;
@@ -42,6 +55,22 @@ static void *finish(pthread_barrier_t *done, long count)
 	return (void *)count;
 }
 
+/*
+ * A writer's batch of messages, added to the shared count; the one that crosses a
+ * multiple of PROGRESS_EVERY notes the count and the clock, both read under the lock so
+ * that the marks increase in both.
+ */
+static void note_progress(void)
+{
+	unsigned long after = atomic_fetch_add(&written_so_far, PROGRESS_BATCH) + PROGRESS_BATCH;
+
+	if (after % PROGRESS_EVERY >= PROGRESS_BATCH)
+		return;
+	pthread_mutex_lock(&marks_lock);
+	workload_progress_mark(&marks, workload_now_s(), atomic_load(&written_so_far));
+	pthread_mutex_unlock(&marks_lock);
+}
+
 static void *writer(void *arg)
 {
 	char msg[MSG_BYTES] = "x";
@@ -53,6 +82,8 @@ static void *writer(void *arg)
 			perror("write");
 			exit(1);
 		}
+		if (opts.progress && (i + 1) % PROGRESS_BATCH == 0)
+			note_progress();
 		if (opts.seconds > 0 && (i & 255) == 0 && workload_now_s() - start >= opts.seconds)
 			stop = 1;
 	}
@@ -144,6 +175,7 @@ int main(int argc, char **argv)
 		 * take turns instead of colliding on the mutex; pinned, they run side by side
 		 */
 		{ "spread", no_argument, NULL, 'S' },
+		{ "progress", required_argument, NULL, 'P' },
 		{},
 	};
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -162,8 +194,9 @@ int main(int argc, char **argv)
 		case 'W': opts.wait_go = 1; break;
 		case 'H': opts.hold = 1; break;
 		case 'S': opts.spread = 1; break;
+		case 'P': opts.progress = optarg; break;
 		default:
-			fprintf(stderr, "usage: pipe_storm [--threads N] [--messages N | --seconds S] [--spread] [--wait] [--hold]\n");
+			fprintf(stderr, "usage: pipe_storm [--threads N] [--messages N | --seconds S] [--spread] [--wait] [--hold] [--progress FILE]\n");
 			return 2;
 		}
 	}
@@ -205,5 +238,6 @@ int main(int argc, char **argv)
 	}
 	printf("{\"messages\": %ld, \"read\": %ld, \"seconds\": %.3f, \"per_s\": %.0f}\n",
 	       written, got, elapsed, written / elapsed);
-	return 0;
+	fflush(stdout);
+	return opts.progress && workload_progress_write(&marks, opts.progress, "pipe_storm");
 }
