@@ -221,7 +221,11 @@ static __always_inline bool sample_stack(__u64 lock, __u64 now, bool monotonic, 
 	if (!lock_stack_cost_ns)
 		return false;
 	lb = bpf_map_lookup_elem(&lock_buckets, &idx);
-	if (!lb)
+	/*
+	 * Read before it is written: a hot lock's bucket is every CPU's, and written on each
+	 * of its waits its line moved between the CPUs on each (most find no stack due)
+	 */
+	if (!bucket_due(lb, now, lock_stack_cost_ns))
 		return false;
 	bucket_refill(lb, now, LS_NSEC_PER_SEC);
 	if (lb->credit_ns < lock_stack_cost_ns)
