@@ -7,7 +7,8 @@ test never asserts a speed).
   independent count says happened, or its cost would say less than it claims
 - the single-hook floors (floor --lock-begin, --lock-end) attach their one empty program
   and nothing else, and it runs at every event perf counts on that tracepoint; floor
-  --waking adds the empty sched_waking program to the default floor's, running likewise
+  --waking adds the empty sched_waking program to the default floor's, running likewise;
+  floor --samplers attaches the two empty samplers alone, each at lockscoped's rate
 - a configuration of one's own (run.py --only --define) runs the daemon it names with its
   options, and one whose daemon cannot start stops the bench with the daemon's words
   rather than measure an untraced machine as traced
@@ -146,6 +147,28 @@ def test_waking_floor_adds_the_empty_waking_program():
           f"{around['count']} around")
     # the floor's window holds the workload's perf count and lies within the outer one's
     assert events > 10000 and events <= runs <= around["count"]
+
+
+def test_samplers_floor_runs_the_empty_samplers_alone_at_lockscopeds_rates():
+    """floor --samplers (bench/run.py's floor_samplers, run beside lockscoped for the samplers'
+    per-event baseline): the empty spin and holder samplers, nothing else, each firing on
+    every CPU at lockscoped's default rate, as cpu-clock's frequency mode keeps it."""
+    import run
+    rates = {r: int(re.search(rf"{r}\s*=\s*(\d+)", open(os.path.join(ROOT, "bpf", "scheduler.h")).read()).group(1))
+             for r in ("SCHED_DEF_SPIN_FREQ", "ULOCK_DEF_HOLD_FREQ")}
+    with running_floor("--samplers") as floor, bpf_stats():
+        time.sleep(0.5)  # frequency mode settles its period
+        before, t0 = {p["name"]: p for p in floor_ask(floor, "stats")}, time.monotonic()
+        time.sleep(3)
+        after, t1 = {p["name"]: p for p in floor_ask(floor, "stats")}, time.monotonic()
+    assert sorted(p["hook"] for p in after.values()) == ["perf_event", "perf_event"]
+    assert run.FLOOR_MODES["floor_samplers"] == ["--samplers"]
+    for name, rate in (("scheduler_spin_sample", rates["SCHED_DEF_SPIN_FREQ"]),
+                       ("scheduler_hold_sample", rates["ULOCK_DEF_HOLD_FREQ"])):
+        runs = after[name]["run_cnt"] - before[name]["run_cnt"]
+        want = rate * os.cpu_count() * (t1 - t0)
+        print(f"{name}: {runs} runs in {t1 - t0:.2f} s, {want:.0f} at {rate}/s per CPU")
+        assert 0.7 * want <= runs <= 1.3 * want
 
 
 def test_bpf_lines_maps_a_programs_machine_code_to_its_source(daemon):
