@@ -32,7 +32,8 @@ With --only, also:
   floor_lock_begin,  the empty contention_begin or contention_end program alone (kernel-lock
   floor_lock_end     workloads): which of the two hooks a lock storm's loss comes from
 
-Interleaved (ping-pong and the futex server, the workloads that note their own progress):
+Interleaved (the workloads that note their own progress: ping-pong, the futex server, the
+wake storm and the pipe storm):
 the tracer's programs taken off their hooks and put back every 50 ms in one run, each
 traced slice against the untraced ones beside it (`--only pingpong --interleaved`): what
 a phase of the host moves cancels, and a tenth of a point can be resolved.

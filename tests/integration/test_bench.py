@@ -14,7 +14,7 @@ test never asserts a speed).
   rather than measure an untraced machine as traced
 - the interleaved runs really take the tracer's programs off and put them back: lockscoped's
   switch program runs at about half the ping-pong's switches, not all nor none; the futex
-  server's progress makes slices too
+  server's, the wake storm's and the pipe storm's progress make slices too
 """
 import contextlib
 import json

@@ -156,8 +156,8 @@ int main(int argc, char **argv)
 	for (i = 0; i < n; i++)
 		pthread_create(&th[i], NULL, fns[i], NULL);
 	pthread_barrier_wait(&parked);
-	/* give the last thread through the barrier time to reach its condvar sleep */
-	usleep(200000);
+	/* the last thread through the barrier still has its way to its condvar sleep ahead */
+	workload_wait_parked();
 	if (opts.progress && workload_progress_write(&marks, opts.progress, "pingpong"))
 		return 1;
 	printf("{\"rounds\": %ld, \"seconds\": %.6f, \"per_s\": %.0f, \"tids\": [%d, %d", rounds_done, ran_s,

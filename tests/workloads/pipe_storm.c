@@ -9,7 +9,6 @@
  * as pingpong does.
  */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <errno.h>
 #include <getopt.h>
 #include <pthread.h>
@@ -102,50 +101,6 @@ static void *reader(void *arg)
 	return finish(&readers_done, got);
 }
 
-/*
- * Whether every thread but the caller sleeps in one syscall on one address (the release
- * barrier's futex), from /proc/self/task/TID/syscall ("running" while it runs). A thread
- * that has passed a barrier still has its way to the next one ahead of it, and that way
- * can wait on a kernel lock (32 threads entering futex_wait at once contend the futex
- * hash bucket): "done" before that, and a count stopped at "done" missed those waits.
- */
-static int all_parked(void)
-{
-	char path[300], line[256], nr[32], arg[32], first[64] = "", here[64];
-	DIR *dir = opendir("/proc/self/task");
-	int parked = dir != NULL;
-	struct dirent *d;
-	FILE *f;
-
-	while (parked && (d = readdir(dir))) {
-		if (d->d_name[0] == '.' || atoi(d->d_name) == gettid())
-			continue;
-		snprintf(path, sizeof(path), "/proc/self/task/%s/syscall", d->d_name);
-		f = fopen(path, "r");
-		/* blocked: its syscall's number and first argument, "202 0x55d0c8a4e0c8" */
-		parked = f && fgets(line, sizeof(line), f) && sscanf(line, "%31s %31s", nr, arg) == 2;
-		if (f)
-			fclose(f);
-		if (!parked)
-			break;
-		snprintf(here, sizeof(here), "%s %s", nr, arg);
-		if (!first[0])
-			strcpy(first, here);
-		parked = strcmp(here, first) == 0;
-	}
-	if (dir)
-		closedir(dir);
-	return parked;
-}
-
-static void wait_parked(void)
-{
-	const struct timespec ms = { .tv_nsec = 1000000 };
-
-	while (!all_parked())
-		nanosleep(&ms, NULL);
-}
-
 /* Thread attributes that pin to @cpu with --spread; NULL (the defaults) without. */
 static pthread_attr_t *on_cpu(long cpu)
 {
@@ -223,7 +178,9 @@ int main(int argc, char **argv)
 	close(fds[1]);	/* readers see EOF once the pipe drains */
 	pthread_barrier_wait(&readers_done);
 	if (opts.hold) {
-		wait_parked();
+		/* the threads' way from one barrier into the next can wait on a kernel lock (32
+		 * entering futex_wait at once contend the futex hash bucket): after it, not before */
+		workload_wait_parked();
 		printf("done\n");
 	}
 	fflush(stdout);

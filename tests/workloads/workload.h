@@ -6,6 +6,7 @@
 #ifndef __LS_WORKLOAD_H
 #define __LS_WORKLOAD_H
 
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
@@ -91,6 +92,58 @@ static inline int workload_progress_write(const struct workload_progress *p, con
 	for (i = 0; i < p->len; i++)
 		fprintf(f, "%.0f %lu\n", p->t[i] * 1e9, p->n[i]);
 	return fclose(f) ? 1 : 0;
+}
+
+/*
+ * Whether every thread but the caller sleeps in one syscall on one address (where the
+ * workload parks them: a barrier's or a condvar's futex), from /proc/self/task/TID/syscall
+ * ("running" while it runs, else its number and first argument: "202 0x55d0c8a4e0c8").
+ * A thread that has passed a barrier still has its way to the next sleep ahead of it, and
+ * counts taken from outside must not stop before that way is done.
+ */
+static inline bool workload_all_parked(void)
+{
+	char path[300], line[256], nr[32], arg[32], first[64] = "", here[64];
+	DIR *dir = opendir("/proc/self/task");
+	bool parked = dir != NULL;
+	struct dirent *d;
+	FILE *f;
+
+	while (parked && (d = readdir(dir))) {
+		if (d->d_name[0] == '.' || atoi(d->d_name) == gettid())
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/syscall", d->d_name);
+		f = fopen(path, "r");
+		parked = f && fgets(line, sizeof(line), f) && sscanf(line, "%31s %31s", nr, arg) == 2;
+		if (f)
+			fclose(f);
+		if (!parked)
+			break;
+		snprintf(here, sizeof(here), "%s %s", nr, arg);
+		if (!first[0])
+			strcpy(first, here);
+		parked = strcmp(here, first) == 0;
+	}
+	if (dir)
+		closedir(dir);
+	return parked;
+}
+
+enum { WORKLOAD_PARK_MAX_MS = 10000 };
+
+/* Waits until workload_all_parked(); past WORKLOAD_PARK_MAX_MS says so and goes on. */
+static inline void workload_wait_parked(void)
+{
+	const struct timespec ms = { .tv_nsec = 1000000 };
+	int waited;
+
+	for (waited = 0; !workload_all_parked(); waited++) {
+		if (waited == WORKLOAD_PARK_MAX_MS) {
+			fprintf(stderr, "workload: threads not all asleep after %d ms, going on\n", waited);
+			return;
+		}
+		nanosleep(&ms, NULL);
+	}
 }
 
 /*
