@@ -31,8 +31,9 @@
  * floor --samplers: only the empty samplers, at lockscoped's default rates, to run beside
  * lockscoped: at 47 and 199 samples/s per CPU nothing a program touches stays cached from
  * one of its runs to the next, so what any program costs there is what else ran since
- * (an almost empty one: ~150 ns beside nothing, 600-730 ns beside lockscoped). Beside it,
- * the empty program meets the caches lockscoped's own samplers meet.
+ * (an almost empty one: ~150 ns beside nothing, 600-730 ns beside lockscoped). It is
+ * still not the empty program in lockscoped's place, which costs 2-3x as much again for
+ * reasons not found (docs/performance.md): a ratio against it overstates a sampler's work.
  */
 #include <errno.h>
 #include <linux/perf_event.h>

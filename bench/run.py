@@ -479,8 +479,8 @@ def bpf_costs(seconds):
     with bpf_stats():
         for config in ("lockscope_default", "floor_all", "bound"):
             for name in WORKLOADS:
-                # beside lockscoped, the empty samplers: where a program runs 47 times a
-                # second, its ns are what else ran since (floor --samplers)
+                # beside lockscoped, the empty samplers (floor --samplers): where a program
+                # runs 47 times a second, its ns are much what else ran since
                 with tracer(config) as t, \
                         (tracer("floor_samplers") if config == "lockscope_default" else
                          contextlib.nullcontext(Tracer())) as beside:
@@ -703,7 +703,9 @@ def interval(r, key="ci95"):
 
 def empty_ns(v):
     """The empty program a program's ns/event is held to: the one run beside lockscoped
-    where there is one (the samplers: floor --samplers), else the floor's own run's."""
+    where there is one (the samplers: floor --samplers), else the floor's own run's. For
+    the samplers a low one: an empty sampler in lockscoped's own place costs 2-3x it
+    (docs/performance.md), so their ratio errs high."""
     return v.get("beside_ns") or v["floor_ns"]
 
 
@@ -828,7 +830,8 @@ def markdown(res, args):
     L.append("lockscoped at defaults over every workload once (started for each), against the empty program on "
              "the same hook (floor: in a run of the empty programs; beside: the empty samplers run beside "
              "lockscoped, `floor --samplers`, the one a sampler's ratio is taken against: at 47 and 199 samples/s "
-             "per CPU nothing stays cached between a program's runs, and what it costs is what else ran since) "
+             "per CPU nothing stays cached between a program's runs, and what it costs is much what else ran "
+             "since; an empty sampler in lockscoped's own place costs 2-3× it, so the samplers' ratio errs high) "
              "and the bound's (the least exact work, `bench/bound.bpf.c`; – where it has none).\n")
     L.append("| program (component:hook) | events | ns/event | floor ns/event | beside ns/event | ratio | "
              "bound ns/event |")
