@@ -341,9 +341,14 @@ static __always_inline void note_last_wait(__u32 tid, __u64 end_ns, const struct
 	w->precise = !!(e->rec_flags & ULOCK_RF_PRECISE);
 }
 
-/* The wait in @e ended after @wait_ns: counted in the table, and sent with its stacks when sampled. */
+/*
+ * The wait in @e ended after @wait_ns: counted in the table, and sent with its stacks when
+ * sampled. @inline_add: the table add inlined here, for the one place that ends most waits
+ * (the switch in); elsewhere the global function, which the verifier walks once
+ * (wait_add_subprog()).
+ */
 static __always_inline void wait_end(struct sched_slot *e, __u32 tgid, __u32 tid, const char *comm,
-				     __u64 wait_ns, __s32 ret)
+				     __u64 wait_ns, __s32 ret, const bool inline_add)
 {
 	bool nonblocking = (e->rec_flags & ULOCK_RF_PRECISE) && !(e->rec_flags & ULOCK_RF_BLOCKED);
 	__u32 owner = futex_owner(e, tgid, tid);
@@ -378,7 +383,10 @@ static __always_inline void wait_end(struct sched_slot *e, __u32 tgid, __u32 tid
 	pending_close(tid);
 	if (!nonblocking)
 		note_last_wait(tid, e->begin_ns + wait_ns, e);
-	wait_add_subprog(&key, wait_ns, nonblocking, &names);
+	if (inline_add)
+		wait_add(&key, wait_ns, nonblocking, &names);
+	else
+		wait_add_subprog(&key, wait_ns, nonblocking, &names);
 	if (nonblocking)
 		ls_count(LS_CNT_UNONBLOCK);
 	if (!(e->rec_flags & ULOCK_RF_SAMPLED))
@@ -391,12 +399,12 @@ static __always_inline void wait_end(struct sched_slot *e, __u32 tgid, __u32 tid
 	emit_sample(e, tgid, tid, comm, wait_ns, ret);
 }
 
-/* The wait in @e ends at @now, on the clock it began on (wait_open()). */
+/* The wait in @e ends at @now, on the clock it began on (wait_open()); @inline_add as wait_end()'s. */
 static __always_inline void wait_close(struct sched_slot *e, __u32 tgid, __u32 tid, const char *comm,
-				       __s32 ret, __u64 now)
+				       __s32 ret, __u64 now, const bool inline_add)
 {
 	early_releaser(e);
-	wait_end(e, tgid, tid, comm, now > e->begin_ns ? now - e->begin_ns : 0, ret);
+	wait_end(e, tgid, tid, comm, now > e->begin_ns ? now - e->begin_ns : 0, ret, inline_add);
 }
 
 /*
@@ -425,7 +433,7 @@ static __always_inline void wait_close_unseen(struct sched_slot *e, struct task_
 	}
 	ls_count(LS_CNT_UNSEEN_SWITCH_IN);
 	early_releaser(e);
-	wait_end(e, t->tgid, t->pid, t->comm, off - ran, 0);
+	wait_end(e, t->tgid, t->pid, t->comm, off - ran, 0, false);
 }
 
 /*

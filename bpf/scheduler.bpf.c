@@ -781,7 +781,7 @@ static __always_inline void switched_in(struct task_struct *next)
 	if (e->preempt_ns)
 		preempt_end(e, next);
 	if (e->state == SLOT_BLOCKED)
-		wait_close(e, next->tgid, next->pid, next->comm, 0, sched_now(next));
+		wait_close(e, next->tgid, next->pid, next->comm, 0, sched_now(next), true);
 	if (e->stop.stop_ns) {
 		if (!e->resumed)
 			resumed(e, next);
@@ -1091,7 +1091,7 @@ static __always_inline void precise_exit(long ret)
 	struct sched_slot *e = thread_slot(tid, false);
 
 	if (e && e->state == SLOT_SYSCALL)
-		wait_close(e, t->tgid, tid, t->comm, ret, bpf_ktime_get_ns());
+		wait_close(e, t->tgid, tid, t->comm, ret, bpf_ktime_get_ns(), false);
 }
 
 SEC("tracepoint/syscalls/sys_enter_futex")

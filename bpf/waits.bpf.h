@@ -358,9 +358,12 @@ int wait_barrier(void *ctx)
  * wait_add() as a global function, verified once, for a program that counts waits in many
  * places: inlined at each of sched_switch's (the futex, block and preemption paths), its
  * paths multiplied the verifier's work to 0.7 of its million instructions, and past them
- * once new entries read their waiter's process and cgroup. klock counts in one place and
- * inlines it: the call and its return cost contention_begin 20 ns (on a host that returns
- * through the SRSO thunk).
+ * once new entries read their waiter's process and cgroup. So sched_switch inlines it at
+ * one place only, the switch in that ends most waits, and calls this at the rare others
+ * (a preempted holder, a switch in the kernel skipped); klock counts in one place and
+ * inlines it. On a host that returns through the SRSO thunk the call, its return and the
+ * key's copy cost contention_begin 20 ns, and the switch that ends a futex wait 25-28 ns
+ * an event (stress-ng --mutex, wake_storm: docs/performance.md).
  */
 __noinline int wait_add_subprog(const struct ls_wait_key *arg, __u64 wait_ns, bool nonblocking,
 				const struct ls_wait_names *names)
