@@ -362,8 +362,8 @@ int wait_barrier(void *ctx)
  * one place only, the switch in that ends most waits, and calls this at the rare others
  * (a preempted holder, a switch in the kernel skipped); klock counts in one place and
  * inlines it. On a host that returns through the SRSO thunk the call, its return and the
- * key's copy cost contention_begin 20 ns, and the switch that ends a futex wait 25-28 ns
- * an event (stress-ng --mutex, wake_storm: docs/performance.md).
+ * key's copy cost contention_begin 20 ns, and sched_switch 9-36 ns an event where futex
+ * waits end (stress-ng --mutex, wake_storm: docs/performance.md).
  */
 __noinline int wait_add_subprog(const struct ls_wait_key *arg, __u64 wait_ns, bool nonblocking,
 				const struct ls_wait_names *names)
