@@ -86,6 +86,8 @@ struct graph {
 	uint32_t *comp;		/* by node: its component */
 	bool *minor;		/* by node: too few waits to be one of its cycle's peers */
 	struct htab *lock_objects;	/* struct object_key -> uint8_t: a watched wait on it was a lock's */
+	uint32_t *wakes;	/* the view positions of the keys has_waker() takes: the graph's second pass */
+	size_t nr_wakes, cap_wakes;
 };
 
 /* Peers take turns on one thing: threads of one process, or processes of one program. */
@@ -131,7 +133,12 @@ static int add_edges(struct graph *g, const struct agg_view *view)
 		struct edge e;
 
 		/* the figures and names only of the keys that may be an edge */
-		if (!has_waker(k) || agg_view__get(view, i, &k, &v) || !peers(k, &v))
+		if (!has_waker(k))
+			continue;
+		if ((err = ls_vec_reserve(&g->wakes, &g->cap_wakes, g->nr_wakes, sizeof(*g->wakes))))
+			return err;
+		g->wakes[g->nr_wakes++] = i;
+		if (agg_view__get(view, i, &k, &v) || !peers(k, &v))
 			continue;
 		if ((err = node_of(g, k->flags, k->tid, v.st.count, &e.from)) ||
 		    (err = node_of(g, k->flags, k->releaser_tid, 0, &e.to)) ||
@@ -244,6 +251,7 @@ static void graph_free(struct graph *g)
 	free(g->adj);
 	free(g->comp);
 	free(g->minor);
+	free(g->wakes);
 }
 
 /*
@@ -312,7 +320,9 @@ static enum ls_wclass class_of(const struct graph *g, const struct agg_key *k, c
 
 /*
  * The objects some watched wait of the view was a lock's wait on (class_of() with the graph
- * complete): the evidence for the waits on them no releaser was watched for.
+ * complete): the evidence for the waits on them no releaser was watched for. Only the keys
+ * add_edges() found a waker in: one thread's 116 k timed waits, none woken by a thread,
+ * made the graph take a pass over them all, and this took a second one.
  */
 static int mark_lock_objects(struct graph *g, const struct agg_view *view)
 {
@@ -323,10 +333,10 @@ static int mark_lock_objects(struct graph *g, const struct agg_view *view)
 
 	if (!(g->lock_objects = htab__new(sizeof(struct object_key), sizeof(uint8_t), SIZE_MAX)))
 		return -ENOMEM;
-	for (i = 0; (k = agg_view__key(view, i)); i++) {
+	for (i = 0; i < g->nr_wakes; i++) {
 		struct object_key ok;
 
-		if (!has_waker(k) || agg_view__get(view, i, &k, &v) || class_of(g, k, &v) != LS_WCLASS_LOCK)
+		if (agg_view__get(view, g->wakes[i], &k, &v) || class_of(g, k, &v) != LS_WCLASS_LOCK)
 			continue;
 		ok = object_of(k);
 		if (!htab__upsert(g->lock_objects, &ok, NULL, &err))

@@ -38,15 +38,18 @@ static bool type_wanted(const struct query *q, const struct agg_key *k, enum ls_
 	return q->evident_locks && cls == LS_WCLASS_LOCK && classify__by_evidence(k->flags);
 }
 
-static bool key_wanted(const struct query *q, const struct agg_key *k, enum ls_wclass cls)
+/*
+ * Whether the query may want @k, by what the key alone says: asked before its figures are
+ * read and its class made (which may make the view's wait-for graph), so that the keys of
+ * other processes cost a query next to nothing. type_wanted() decides the rest.
+ */
+static bool key_maybe_wanted(const struct query *q, const struct agg_key *k)
 {
 	if (query_is_holder_event(k) || !kind_wanted(q, k))
 		return false;
 	struct proc_filter f = query__proc_filter(q);
 
 	if (q->tid && k->tid != q->tid)
-		return false;
-	if (!type_wanted(q, k, cls))
 		return false;
 	return query__proc_wanted(&f, k->pid);
 }
@@ -155,6 +158,35 @@ struct walk {
 typedef int (*walk_fn)(void *arg, size_t pos, const struct agg_key *k, const struct agg_val *v,
 		       enum ls_wclass cls, uint32_t stack, double fc, double fw);
 
+/*
+ * What a row by caller needs of a wanted key, as the first pass read it: the second pass
+ * then scales it by its stratum without reading the view again (over 100 k keys, reading
+ * each key, its reference and its cell once more was a fifth of `top`). Kept in the rows'
+ * own array, one per row's room: rows are made in the keys' order, at most one each, so
+ * the row a key makes or adds to lies at or below its figures, which it has read by then.
+ */
+struct key_figures {
+	struct agg_sum st;
+	uint32_t stack;		/* side_stack() */
+	uint8_t type;		/* query__type_index() */
+	uint8_t sampled;
+};
+_Static_assert(sizeof(struct key_figures) == sizeof(struct row) &&
+		       _Alignof(struct key_figures) <= _Alignof(struct row),
+	       "a key's figures take exactly the room of the row that may replace them");
+
+/*
+ * Where walk_init() hands each wanted key on as it reads it, so that no pass reads the
+ * view again: without strata (by thread, lock...) to @fn, scaled as walk_each() would;
+ * with them, whose sums are known only at the end, its figures to @figures (room for the
+ * view's every key).
+ */
+struct walk_sink {
+	walk_fn fn;
+	void *arg;
+	struct key_figures *figures;
+};
+
 static void walk_free(struct walk *w)
 {
 	wait_classes__free(w->classes);
@@ -163,8 +195,41 @@ static void walk_free(struct walk *w)
 	scratch__put(w->scratch, RS_STRATUM_OF, w->stratum_of);
 }
 
+/*
+ * The factors by which the key at view position @pos counts (@fc its waits, @fw their
+ * time); false when it does not count at all.
+ */
+static bool walk_scale(const struct walk *w, size_t pos, bool sampled, uint32_t stack, double *fc, double *fw)
+{
+	const struct stratum *s;
+
+	*fc = *fw = 1.0;
+	if (!w->by_stack) {
+		/*
+		 * By thread or lock the exact entries are the figures; the samples only lend
+		 * their stacks (owners', releasers') to the row
+		 */
+		if (sampled)
+			*fc = *fw = 0;
+		return true;
+	}
+	/*
+	 * A stack is known only for sampled waits. Scale each sampled key by its stratum's
+	 * (same thread, lock and type) exact figures over the sample's; a stratum with no
+	 * sample at all keeps its exact entry (stackless), never dropped.
+	 */
+	s = htab__at(w->strata, w->stratum_of[pos] - 1, NULL);
+	if (!sampled)
+		return !s->s_count;
+	if (stack == LS_STACK_NONE)
+		return false;	/* a sample without this side's stack */
+	*fc = (double)s->count / s->s_count;
+	*fw = s->s_total_ns ? (double)s->total_ns / s->s_total_ns : *fc;
+	return true;
+}
+
 static int walk_init(struct walk *w, const struct agg_view *view, const struct query *q, enum query_side side,
-		     bool by_stack, struct scratch *scratch)
+		     bool by_stack, struct scratch *scratch, const struct walk_sink *sink)
 {
 	size_t i, nr = agg_view__count(view);
 	/* the last key's stratum: a thread's waits on one lock come in a run, one lookup */
@@ -190,21 +255,40 @@ static int walk_init(struct walk *w, const struct agg_view *view, const struct q
 		if (!w->strata || !w->stratum_of)
 			goto nomem;
 	}
-	for (i = 0; !agg_view__get(view, i, &k, &v); i++) {
+	for (i = 0; (k = agg_view__key(view, i)); i++) {
 		enum ls_wclass cls;
 		struct stratum_key sk;
 		struct stratum *s;
 		uint32_t idx;
 
+		if (!key_maybe_wanted(q, k))
+			continue;
+		agg_view__get(view, i, &k, &v);
 		cls = wait_classes__of(w->classes, k, &v);
-		if (!key_wanted(q, k, cls))
+		if (!type_wanted(q, k, cls))
 			continue;
 		w->class_of[i] = cls + 1;
 		w->wanted++;
 		if (k->stack > w->max_stack)
 			w->max_stack = k->stack;
-		if (!by_stack)
+		if (!by_stack) {
+			double fc, fw;
+			int err;
+
+			if (sink && sink->fn && walk_scale(w, i, k->sampled, side_stack(k, side), &fc, &fw) &&
+			    (err = sink->fn(sink->arg, i, k, &v, cls, side_stack(k, side), fc, fw))) {
+				walk_free(w);
+				return err;
+			}
 			continue;
+		}
+		if (sink && sink->figures)
+			sink->figures[w->wanted - 1] = (struct key_figures){
+				.st = v.st,
+				.stack = side_stack(k, side),
+				.type = query__type_index(k->flags),
+				.sampled = !!k->sampled,
+			};
 		sk = stratum_of(k, cls);
 		if (last && !memcmp(&sk, &last_key, sizeof(sk))) {
 			idx = last - 1;
@@ -240,39 +324,14 @@ static int walk_each(const struct walk *w, walk_fn fn, bool (*want)(void *arg, s
 
 	for (i = 0; !err && i < nr; i++) {
 		uint32_t stack;
-		double fc = 1.0, fw = 1.0;
+		double fc, fw;
 
 		if (!w->class_of[i] || (want && !want(arg, i)))
 			continue;
 		agg_view__get(w->view, i, &k, &v);
 		stack = side_stack(k, w->side);
-
-		if (w->by_stack) {
-			const struct stratum *s = htab__at(w->strata, w->stratum_of[i] - 1, NULL);
-
-			/*
-			 * A stack is known only for sampled waits. Scale each sampled key by
-			 * its stratum's (same thread, lock and type) exact figures over the
-			 * sample's; a stratum with no sample at all keeps its exact entry
-			 * (stackless), never dropped.
-			 */
-			if (!k->sampled && s->s_count)
-				continue;
-			if (k->sampled && stack == LS_STACK_NONE)
-				continue;	/* a sample without this side's stack */
-			if (k->sampled) {
-				fc = (double)s->count / s->s_count;
-				fw = s->s_total_ns ? (double)s->total_ns / s->s_total_ns : fc;
-			}
-		} else {
-			/*
-			 * By thread or lock the exact entries are the figures; the samples only
-			 * lend their stacks (owners', releasers') to the row
-			 */
-			if (k->sampled)
-				fc = fw = 0;
-		}
-		err = fn(arg, i, k, &v, w->class_of[i] - 1, stack, fc, fw);
+		if (walk_scale(w, i, k->sampled, stack, &fc, &fw))
+			err = fn(arg, i, k, &v, w->class_of[i] - 1, stack, fc, fw);
 	}
 	return err;
 }
@@ -298,21 +357,21 @@ int query__for_each_wait(const struct agg_view *view, const struct query *q, enu
 	struct walk w;
 	int err;
 
-	if ((err = walk_init(&w, view, q, side, by_stack, NULL)))
+	if ((err = walk_init(&w, view, q, side, by_stack, NULL, NULL)))
 		return err;
 	err = walk_each(&w, public_step, NULL, &p);
 	walk_free(&w);
 	return err;
 }
 
-static void row_add(struct row *r, const struct agg_val *v, double fc, double fw)
+static void row_add(struct row *r, const struct agg_sum *st, double fc, double fw)
 {
-	r->count += v->st.count * fc;
-	r->total_ns += v->st.total_ns * fw;
-	if (v->st.max_ns > r->max_ns)
-		r->max_ns = v->st.max_ns;
-	if (v->st.min_ns < r->min_ns)
-		r->min_ns = v->st.min_ns;
+	r->count += st->count * fc;
+	r->total_ns += st->total_ns * fw;
+	if (st->max_ns > r->max_ns)
+		r->max_ns = st->max_ns;
+	if (st->min_ns < r->min_ns)
+		r->min_ns = st->min_ns;
 }
 
 /* What a shown row names: its first key, and whether the others differ from it. */
@@ -347,11 +406,11 @@ static int row_new(struct row_set *rs, uint32_t *idx)
  * same stack) chained from it. Over 100 k keys, each of a stack of its own, hashing their
  * row keys took half of `top`.
  */
-static int caller_row(struct row_set *rs, const struct agg_key *k, enum ls_wclass cls, uint32_t *idx)
+static int caller_row(struct row_set *rs, uint32_t stack, uint8_t type, enum ls_wclass cls, uint32_t *idx)
 {
-	uint32_t type = query__type_index(k->flags), prev = 0, i;
+	uint32_t prev = 0, i;
 
-	for (i = rs->row_of_stack[k->stack]; i; prev = i, i = rs->rows[i - 1].next_of_stack) {
+	for (i = rs->row_of_stack[stack]; i; prev = i, i = rs->rows[i - 1].next_of_stack) {
 		if (rs->rows[i - 1].type == type && rs->rows[i - 1].cls == cls) {
 			*idx = i - 1;
 			return 0;
@@ -364,7 +423,7 @@ static int caller_row(struct row_set *rs, const struct agg_key *k, enum ls_wclas
 	if (prev)
 		rs->rows[prev - 1].next_of_stack = *idx + 1;
 	else
-		rs->row_of_stack[k->stack] = *idx + 1;
+		rs->row_of_stack[stack] = *idx + 1;
 	return 0;
 }
 
@@ -382,19 +441,43 @@ static int keyed_row(struct row_set *rs, const struct agg_key *k, enum ls_wclass
 	return 0;
 }
 
-static int fill_row(void *arg, size_t pos, const struct agg_key *k, const struct agg_val *v,
-		    enum ls_wclass cls, uint32_t stack, double fc, double fw)
+/* A key's row by thread, lock, process...: made as the first pass reads it. */
+static int fill_keyed_row(void *arg, size_t pos, const struct agg_key *k, const struct agg_val *v,
+			  enum ls_wclass cls, uint32_t stack, double fc, double fw)
 {
 	struct row_set *rs = arg;
 	uint32_t idx;
 	int err;
 
 	(void)stack;	/* a shown row's samples are counted in its second pass */
-	err = rs->row_of_stack ? caller_row(rs, k, cls, &idx) : keyed_row(rs, k, cls, &idx);
-	if (err)
+	if ((err = keyed_row(rs, k, cls, &idx)))
 		return err;
 	rs->row_of[pos] = idx + 1;
-	row_add(&rs->rows[idx], v, fc, fw);
+	row_add(&rs->rows[idx], &v->st, fc, fw);
+	return 0;
+}
+
+/* The rows by caller, from the wanted keys' @figures (the rows' array: see key_figures). */
+static int fill_caller_rows(struct row_set *rs, const struct walk *w, const struct key_figures *figures)
+{
+	size_t i, j = 0, nr = agg_view__count(w->view);
+
+	for (i = 0; i < nr; i++) {
+		struct key_figures f;
+		double fc, fw;
+		uint32_t idx;
+		int err;
+
+		if (!w->class_of[i])
+			continue;
+		f = figures[j++];	/* whole, before a row takes its place */
+		if (!walk_scale(w, i, f.sampled, f.stack, &fc, &fw))
+			continue;
+		if ((err = caller_row(rs, f.stack, f.type, w->class_of[i] - 1, &idx)))
+			return err;
+		rs->row_of[i] = idx + 1;
+		row_add(&rs->rows[idx], &f.st, fc, fw);
+	}
 	return 0;
 }
 
@@ -635,6 +718,8 @@ static int select_rows(struct row_set *rs, size_t n)
 int rows_fill(struct row_set *rs, const struct agg_view *view, const struct query *q, struct scratch *scratch)
 {
 	size_t i, n, nr = agg_view__count(view);
+	bool by_caller = q->group == LS_GROUP_CALLER;
+	struct walk_sink sink = { .arg = rs };
 	struct walk w;
 	int err;
 
@@ -643,23 +728,29 @@ int rows_fill(struct row_set *rs, const struct agg_view *view, const struct quer
 	rs->index = htab__new(sizeof(struct row_key), sizeof(uint32_t), SIZE_MAX);
 	rs->owners = htab__new(sizeof(struct owner_key), sizeof(struct owner_val), SIZE_MAX);
 	rs->row_of = scratch__get(scratch, RS_ROW_OF, nr * sizeof(*rs->row_of), SCRATCH_ZEROED);
-	if (!rs->index || !rs->owners || !rs->row_of)
+	/*
+	 * every wanted key makes a row or adds to one: the rows never outgrow the view (the
+	 * block's pages past the wanted keys are never touched, never resident)
+	 */
+	rs->rows = scratch__get(scratch, RS_ROWS, (nr ? nr : 1) * sizeof(*rs->rows), SCRATCH_RAW);
+	rs->cap = nr;
+	if (!rs->index || !rs->owners || !rs->row_of || !rs->rows)
 		return -ENOMEM;
 	/* a caller is known only for waits with a stack: those stand for the rest */
-	if ((err = walk_init(&w, view, q, QUERY_WAITER, q->group == LS_GROUP_CALLER, scratch)))
+	if (by_caller)
+		sink.figures = (struct key_figures *)rs->rows;
+	else
+		sink.fn = fill_keyed_row;
+	if ((err = walk_init(&w, view, q, QUERY_WAITER, by_caller, scratch, &sink)))
 		return err;
-	/* every wanted key makes a row or adds to one: the rows never outgrow this */
-	if (w.wanted && !(rs->rows = scratch__get(scratch, RS_ROWS, w.wanted * sizeof(*rs->rows), SCRATCH_RAW)))
-		err = -ENOMEM;
-	rs->cap = w.wanted;
-	if (!err && q->group == LS_GROUP_CALLER) {
+	if (by_caller) {
 		rs->nr_stacks = w.max_stack + 1;
 		if (!(rs->row_of_stack = scratch__get(scratch, RS_ROW_OF_STACK,
 						      rs->nr_stacks * sizeof(*rs->row_of_stack), SCRATCH_ZEROED)))
 			err = -ENOMEM;
+		if (!err)
+			err = fill_caller_rows(rs, &w, sink.figures);
 	}
-	if (!err)
-		err = walk_each(&w, fill_row, NULL, rs);
 	n = q->limit && (size_t)q->limit < rs->nr ? (size_t)q->limit : rs->nr;
 	if (!err)
 		err = select_rows(rs, n);
