@@ -272,11 +272,12 @@ static int walk_init(struct walk *w, const struct agg_view *view, const struct q
 		if (k->stack > w->max_stack)
 			w->max_stack = k->stack;
 		if (!by_stack) {
+			uint32_t stack = side_stack(k, side);
 			double fc, fw;
 			int err;
 
-			if (sink && sink->fn && walk_scale(w, i, k->sampled, side_stack(k, side), &fc, &fw) &&
-			    (err = sink->fn(sink->arg, i, k, &v, cls, side_stack(k, side), fc, fw))) {
+			if (sink && sink->fn && walk_scale(w, i, k->sampled, stack, &fc, &fw) &&
+			    (err = sink->fn(sink->arg, i, k, &v, cls, stack, fc, fw))) {
 				walk_free(w);
 				return err;
 			}
@@ -354,12 +355,15 @@ int query__for_each_wait(const struct agg_view *view, const struct query *q, enu
 			 bool by_stack, query_wait_fn fn, void *arg)
 {
 	struct public_walk p = { fn, arg };
+	/* without strata every key is handed on as the first pass reads it: one pass */
+	struct walk_sink sink = { .fn = public_step, .arg = &p };
 	struct walk w;
 	int err;
 
-	if ((err = walk_init(&w, view, q, side, by_stack, NULL, NULL)))
+	if ((err = walk_init(&w, view, q, side, by_stack, NULL, by_stack ? NULL : &sink)))
 		return err;
-	err = walk_each(&w, public_step, NULL, &p);
+	if (by_stack)
+		err = walk_each(&w, public_step, NULL, &p);
 	walk_free(&w);
 	return err;
 }
